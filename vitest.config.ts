@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 600_000,
+    // Integration suites start real servers (registry, API server, CRI-O); two cores.
+    fileParallelism: false,
+    reporters: ['default'],
+  },
+});
