@@ -1,0 +1,155 @@
+/**
+ * Assemble the plan: a pure function from release facts, classifications and sizes to
+ * PinnedImageSets. Deterministic: same input, same plan, byte for byte.
+ */
+import type { ComponentImage } from '../release/image-references.js';
+import type { ReleaseInfo } from '../release/payload.js';
+import type { Classification } from './classify.js';
+import type { MeasuredImage } from './sizes.js';
+import { PLAN_API_VERSION, type ImageRole, type Plan, type PlannedImage, type PlannedSet, type SetRole } from './types.js';
+
+/** PinnedImageSet.spec.pinnedImages holds at most 500 entries (openshift/api validation). */
+export const MAX_IMAGES_PER_SET = 500;
+
+export const POOL_ROLE_LABEL = 'machineconfiguration.openshift.io/role';
+const POOL_OF: Record<SetRole, string> = { 'control-plane': 'master', worker: 'worker' };
+
+export interface ExtraImage {
+  readonly name: string;
+  readonly pullSpec: string;
+  readonly digest: string;
+  readonly role: ImageRole;
+  readonly measured: MeasuredImage;
+}
+
+export interface PlanInput {
+  readonly release: ReleaseInfo;
+  readonly releaseImage: MeasuredImage;
+  readonly components: readonly ComponentImage[];
+  readonly classifications: ReadonlyMap<string, Classification>;
+  /** Keyed by component digest. */
+  readonly sizes: ReadonlyMap<string, MeasuredImage>;
+  readonly extras: readonly ExtraImage[];
+  readonly profile: string;
+  readonly namePrefix: string;
+  readonly warnings: readonly string[];
+}
+
+export function assemblePlan(input: PlanInput): Plan {
+  const images: PlannedImage[] = [
+    planned({
+      name: 'release',
+      names: ['release'],
+      pullSpec: input.release.pullSpec,
+      digest: input.release.digest,
+      source: 'release',
+      role: 'control-plane',
+      evidence: ['the release image itself: the cluster-version-operator runs it on control-plane nodes'],
+    }, input.releaseImage),
+    ...input.components.map((c) => {
+      const cls = input.classifications.get(c.digest);
+      const measured = input.sizes.get(c.digest);
+      if (!cls || !measured) throw new Error(`internal: component ${c.name} was not classified or measured`);
+      return planned({ name: c.name, names: c.names, pullSpec: c.pullSpec, digest: c.digest, source: 'component', role: cls.role, evidence: cls.evidence }, measured);
+    }),
+    ...input.extras.map((e) =>
+      planned({ name: e.name, names: [e.name], pullSpec: e.pullSpec, digest: e.digest, source: 'extra', role: e.role, evidence: [`added with --image (--extra-role ${e.role})`] }, e.measured),
+    ),
+  ];
+  const unique = dedupeByPullSpec(images);
+
+  const base = objectName(`${input.namePrefix}-${input.release.version}`);
+  const sets = (['control-plane', 'worker'] as const).flatMap((role) =>
+    buildSets(`${base}-${role}`, role, unique.filter((i) => i.role === 'all' || i.role === role)),
+  );
+
+  return {
+    apiVersion: PLAN_API_VERSION,
+    kind: 'Plan',
+    release: {
+      pullSpec: input.release.pullSpec,
+      digest: input.release.digest,
+      manifestDigest: input.release.manifestDigest,
+      version: input.release.version,
+      architecture: input.release.architecture,
+      multiArch: input.release.multiArch,
+      channels: input.release.channels,
+    },
+    profile: input.profile,
+    images: unique,
+    sets,
+    warnings: [...new Set(input.warnings)].sort(),
+  };
+}
+
+type ImageIdentity = Omit<PlannedImage, 'compressedBytes' | 'diskBytes' | 'sizeMethod' | 'config' | 'layers'>;
+
+function planned(id: ImageIdentity, m: MeasuredImage): PlannedImage {
+  const methods = new Set(m.layers.map((l) => l.method));
+  return {
+    ...id,
+    compressedBytes: m.config.size + sum(m.layers.map((l) => l.compressedBytes)),
+    diskBytes: sum(m.layers.map((l) => l.diskBytes)),
+    sizeMethod: methods.size === 1 ? [...methods][0]! : methods.size === 0 ? 'uncompressed' : 'mixed',
+    config: m.config,
+    layers: m.layers,
+  };
+}
+
+/** An extra image that is also in the release keeps one entry: the wider role wins. */
+function dedupeByPullSpec(images: PlannedImage[]): PlannedImage[] {
+  const out = new Map<string, PlannedImage>();
+  for (const img of images) {
+    const seen = out.get(img.pullSpec);
+    if (!seen) {
+      out.set(img.pullSpec, img);
+      continue;
+    }
+    const role: ImageRole = seen.role === img.role ? seen.role : 'all';
+    out.set(img.pullSpec, { ...seen, role, evidence: [...seen.evidence, ...img.evidence] });
+  }
+  return [...out.values()].sort((a, b) => (a.source === b.source ? a.name.localeCompare(b.name) : SOURCE_ORDER[a.source] - SOURCE_ORDER[b.source]));
+}
+
+const SOURCE_ORDER: Record<PlannedImage['source'], number> = { release: 0, component: 1, extra: 2 };
+
+function buildSets(name: string, role: SetRole, images: readonly PlannedImage[]): PlannedSet[] {
+  if (images.length === 0) return [];
+  const sorted = [...images].sort((a, b) => a.pullSpec.localeCompare(b.pullSpec));
+  const parts: PlannedImage[][] = [];
+  for (let i = 0; i < sorted.length; i += MAX_IMAGES_PER_SET) parts.push(sorted.slice(i, i + MAX_IMAGES_PER_SET));
+  return parts.map((part, i) => ({
+    name: parts.length === 1 ? name : `${name}-part-${i + 1}`,
+    role,
+    labels: { [POOL_ROLE_LABEL]: POOL_OF[role] },
+    images: part.map((p) => p.pullSpec),
+    ...setSizes(part),
+  }));
+}
+
+function setSizes(images: readonly PlannedImage[]): Pick<PlannedSet, 'compressedBytes' | 'diskBytes' | 'estimate'> {
+  const blobs = new Map<string, number>();
+  const layers = new Map<string, { diskBytes: number; exact: boolean }>();
+  for (const img of images) {
+    blobs.set(img.config.digest, img.config.size);
+    for (const l of img.layers) {
+      blobs.set(l.digest, l.compressedBytes);
+      layers.set(l.digest, { diskBytes: l.diskBytes, exact: l.method !== 'estimate-2x' });
+    }
+  }
+  const estimatedLayers = [...layers.values()].filter((l) => !l.exact).length;
+  return {
+    compressedBytes: sum([...blobs.values()]),
+    diskBytes: sum([...layers.values()].map((l) => l.diskBytes)),
+    estimate: { method: estimatedLayers === 0 ? 'exact' : 'partly-estimated', exactLayers: layers.size - estimatedLayers, estimatedLayers },
+  };
+}
+
+function sum(values: readonly number[]): number {
+  return values.reduce((a, b) => a + b, 0);
+}
+
+/** A Kubernetes object name from free text: lowercase, dots and dashes. */
+export function objectName(text: string): string {
+  return text.toLowerCase().replace(/[^a-z0-9.-]+/g, '-').replace(/^[.-]+|[.-]+$/g, '').slice(0, 253);
+}

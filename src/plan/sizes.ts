@@ -1,0 +1,88 @@
+/**
+ * Honest image sizes. Compressed bytes come from manifests. On-disk bytes come from each
+ * unique gzip layer's ISIZE trailer, read with a 4-byte Range request instead of MCO's
+ * "twice the compressed size" guess; the guess is used only where the trailer cannot be
+ * trusted (multi-member gzip, layers over 4 GiB, zstd, registries without Range).
+ */
+import type { RegistryClient } from '../registry/client.js';
+import type { Descriptor } from '../registry/manifest.js';
+import type { ImageReference } from '../registry/reference.js';
+import type { PlannedLayer, SizeMethod } from './types.js';
+
+export interface MeasuredImage {
+  /** What the reference resolved to: a list digest for a manifest list. */
+  readonly digest: string;
+  readonly config: { readonly digest: string; readonly size: number };
+  readonly layers: readonly PlannedLayer[];
+}
+
+/** Deflate cannot shrink data by more than about 1032:1. */
+const MAX_DEFLATE_RATIO = 1032;
+
+/**
+ * Disk size of a gzip layer from its trailer, or undefined when the trailer is implausible:
+ * stored blocks can grow data only slightly, and deflate shrinks it at most ~1032x, so an
+ * ISIZE outside those bounds means several gzip members or a size wrapped at 4 GiB.
+ */
+export function diskBytesFromTrailer(compressedBytes: number, trailer: Buffer): number | undefined {
+  if (trailer.length !== 4 || compressedBytes >= 2 ** 32) return undefined;
+  const isize = trailer.readUInt32LE(0);
+  const lowerBound = compressedBytes / 1.001 - 1024;
+  if (isize < lowerBound || isize > compressedBytes * MAX_DEFLATE_RATIO) return undefined;
+  return isize;
+}
+
+function layerKind(mediaType: string): 'gzip' | 'tar' | 'other' {
+  if (/gzip/.test(mediaType)) return 'gzip';
+  if (/(\.tar|diff\.tar|layer\.v1\.tar)$/.test(mediaType)) return 'tar';
+  return 'other';
+}
+
+/** Resolve every image for `arch` and size each unique layer once; results in request order. */
+export async function measureImages(
+  client: RegistryClient,
+  refs: readonly ImageReference[],
+  arch: string,
+  warnings: string[],
+): Promise<MeasuredImage[]> {
+  const resolved = await Promise.all(refs.map((ref) => client.resolveImage(ref, arch)));
+
+  const unique = new Map<string, { layer: Descriptor; ref: ImageReference }>();
+  resolved.forEach((img, i) => {
+    for (const layer of img.manifest.layers) if (!unique.has(layer.digest)) unique.set(layer.digest, { layer, ref: refs[i]! });
+  });
+
+  const sized = new Map<string, PlannedLayer>();
+  await Promise.all(
+    [...unique.values()].map(async ({ layer, ref }) => {
+      sized.set(layer.digest, await sizeLayer(client, ref, layer, warnings));
+    }),
+  );
+
+  return resolved.map((img) => ({
+    digest: img.listDigest ?? img.digest,
+    config: { digest: img.manifest.config.digest, size: img.manifest.config.size },
+    layers: img.manifest.layers.map((l) => sized.get(l.digest)!),
+  }));
+}
+
+async function sizeLayer(client: RegistryClient, ref: ImageReference, layer: Descriptor, warnings: string[]): Promise<PlannedLayer> {
+  const base = { digest: layer.digest, mediaType: layer.mediaType, compressedBytes: layer.size };
+  const estimate = (why: string): PlannedLayer => {
+    warnings.push(`layer ${layer.digest.slice(0, 19)}: ${why}; disk size estimated as 2x compressed`);
+    return { ...base, diskBytes: layer.size * 2, method: 'estimate-2x' satisfies SizeMethod };
+  };
+  switch (layerKind(layer.mediaType)) {
+    case 'tar':
+      return { ...base, diskBytes: layer.size, method: 'uncompressed' };
+    case 'other':
+      return estimate(`media type ${layer.mediaType} has no cheap size trailer`);
+    case 'gzip': {
+      const trailer = await client.readBlobTail(ref, layer, 4);
+      if (!trailer) return estimate('the registry did not honour a Range request');
+      const disk = diskBytesFromTrailer(layer.size, trailer);
+      if (disk === undefined) return estimate('its gzip trailer is inconsistent with its size (several gzip members, or over 4 GiB)');
+      return { ...base, diskBytes: disk, method: 'gzip-isize' };
+    }
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * The plan: prestage's stable contract (`plan -o json`), consumed by render, apply and
+ * bundle. Additive changes only within an apiVersion; documented in docs/plan-format.md.
+ */
+
+export const PLAN_API_VERSION = 'prestage.dev/v1alpha1';
+
+/** Where an image must be on disk: control-plane nodes, workers, or both. */
+export type ImageRole = 'control-plane' | 'worker' | 'all';
+export type SetRole = 'control-plane' | 'worker';
+
+/**
+ * How a disk size was obtained: `gzip-isize` read the gzip trailer (exact), `uncompressed`
+ * the layer is a plain tar (exact), `estimate-2x` twice the compressed size (MCO's guess,
+ * used only where the exact size cannot be had cheaply).
+ */
+export type SizeMethod = 'gzip-isize' | 'uncompressed' | 'estimate-2x';
+
+export interface PlannedLayer {
+  readonly digest: string;
+  readonly mediaType: string;
+  readonly compressedBytes: number;
+  readonly diskBytes: number;
+  readonly method: SizeMethod;
+}
+
+export interface PlannedImage {
+  readonly name: string;
+  /** Every tag name of the release that points at this digest. */
+  readonly names: readonly string[];
+  readonly pullSpec: string;
+  readonly digest: string;
+  readonly source: 'release' | 'component' | 'extra';
+  readonly role: ImageRole;
+  readonly evidence: readonly string[];
+  /** Config plus layers as pulled. */
+  readonly compressedBytes: number;
+  /** Uncompressed layers: what the image takes in container storage. */
+  readonly diskBytes: number;
+  readonly sizeMethod: SizeMethod | 'mixed';
+  readonly config: { readonly digest: string; readonly size: number };
+  readonly layers: readonly PlannedLayer[];
+}
+
+export interface SetEstimate {
+  /** `exact` when every layer's size was read, else how many layers were estimated. */
+  readonly method: 'exact' | 'partly-estimated';
+  readonly exactLayers: number;
+  readonly estimatedLayers: number;
+}
+
+export interface PlannedSet {
+  /** The PinnedImageSet's name. */
+  readonly name: string;
+  readonly role: SetRole;
+  /** Labels that select the MachineConfigPool (`machineconfiguration.openshift.io/role`). */
+  readonly labels: Readonly<Record<string, string>>;
+  /** Digest pullspecs, sorted. */
+  readonly images: readonly string[];
+  /** Layers and configs deduplicated within the set. */
+  readonly compressedBytes: number;
+  readonly diskBytes: number;
+  readonly estimate: SetEstimate;
+}
+
+export interface PlanRelease {
+  readonly pullSpec: string;
+  readonly digest: string;
+  readonly manifestDigest: string;
+  readonly version: string;
+  readonly architecture: string;
+  readonly multiArch: boolean;
+  readonly channels: readonly string[];
+}
+
+export interface Plan {
+  readonly apiVersion: typeof PLAN_API_VERSION;
+  readonly kind: 'Plan';
+  readonly release: PlanRelease;
+  readonly profile: string;
+  readonly images: readonly PlannedImage[];
+  readonly sets: readonly PlannedSet[];
+  readonly warnings: readonly string[];
+}

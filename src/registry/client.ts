@@ -1,0 +1,213 @@
+/**
+ * The registry client: manifests and blobs by reference, with every digest verified where
+ * the bytes are read. One transport (auth, retries, concurrency) per registry host.
+ */
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Dispatcher } from 'undici';
+import { BadInputError, DigestMismatchError, RegistryError } from '../errors.js';
+import { MANIFEST_ACCEPT, parseManifest, selectPlatform, listArchitectures, type Descriptor, type ImageManifest, type Manifest } from './manifest.js';
+import { applyMirrors, type MirrorRule } from './mirrors.js';
+import { formatReference, isDigest, type ImageReference } from './reference.js';
+import { createDispatcher, RegistryTransport, transientReason, type TransportOptions } from './transport.js';
+
+export interface RegistryClientOptions extends TransportOptions {
+  readonly mirrors: readonly MirrorRule[];
+}
+
+export interface FetchedManifest {
+  /** sha256 of the bytes, checked against the requested digest and Docker-Content-Digest. */
+  readonly digest: string;
+  readonly bytes: Buffer;
+  readonly manifest: Manifest;
+}
+
+export interface ResolvedImage {
+  /** Digest of the manifest list the reference named, when it named one. */
+  readonly listDigest?: string;
+  /** Digest of the platform's image manifest. */
+  readonly digest: string;
+  readonly manifest: ImageManifest;
+  readonly manifestBytes: number;
+}
+
+/** Registries refuse manifests over 4 MiB; so do we. */
+const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
+
+export interface ReadCounters {
+  requests: number;
+  bodyBytes: number;
+}
+
+export class RegistryClient {
+  private readonly opts: RegistryClientOptions;
+  private readonly dispatcher: Dispatcher;
+  private readonly transports = new Map<string, RegistryTransport>();
+  /** What this client read from registries: for progress and the benchmark's byte count. */
+  readonly counters: ReadCounters = { requests: 0, bodyBytes: 0 };
+
+  constructor(opts: RegistryClientOptions) {
+    this.opts = opts;
+    this.dispatcher = createDispatcher(opts);
+  }
+
+  async close(): Promise<void> {
+    await this.dispatcher.close();
+  }
+
+  private transportFor(ref: ImageReference): { transport: RegistryTransport; repository: string } {
+    const at = applyMirrors(ref, this.opts.mirrors);
+    let transport = this.transports.get(at.registry);
+    if (!transport) {
+      transport = new RegistryTransport(at.registry, this.opts, this.dispatcher);
+      this.transports.set(at.registry, transport);
+    }
+    return { transport, repository: at.repository };
+  }
+
+  /** The manifest a tag or digest names, verified. */
+  async fetchManifest(ref: ImageReference, reference: string | undefined = ref.digest ?? ref.tag ?? 'latest'): Promise<FetchedManifest> {
+    const { transport, repository } = this.transportFor(ref);
+    const where = `${formatReference({ registry: ref.registry, repository: ref.repository })}${isDigest(reference) ? '@' : ':'}${reference}`;
+    this.counters.requests++;
+    const res = await transport.request(repository, `${repository}/manifests/${reference}`, { headers: { accept: MANIFEST_ACCEPT }, accept: [404] });
+    if (res.status === 404) {
+      await res.body.dump();
+      throw new ManifestNotFoundError(`${where}: manifest not found (404); check the tag or digest, and --mirror if the image was mirrored`);
+    }
+    const bytes = await readBounded(res.body, MAX_MANIFEST_BYTES, where);
+    this.counters.bodyBytes += bytes.length;
+    const digest = sha256(bytes);
+    if (isDigest(reference) && digest !== reference) {
+      throw new DigestMismatchError(`${where}: manifest content has digest ${digest}, not the requested one; the registry or a proxy altered it`);
+    }
+    const header = res.headers['docker-content-digest'];
+    if (typeof header === 'string' && isDigest(header) && header !== digest) {
+      throw new DigestMismatchError(`${where}: registry says digest ${header} but content hashes to ${digest}`);
+    }
+    const contentType = res.headers['content-type'];
+    return { digest, bytes, manifest: parseManifest(bytes, typeof contentType === 'string' ? contentType : undefined, where) };
+  }
+
+  /** Follow a manifest list to the image manifest for `arch`. */
+  async resolveImage(ref: ImageReference, arch: string, reference?: string): Promise<ResolvedImage> {
+    const top = await this.fetchManifest(ref, reference);
+    if (top.manifest.kind === 'image') return { digest: top.digest, manifest: top.manifest, manifestBytes: top.bytes.length };
+    const entry = selectPlatform(top.manifest, arch);
+    if (!entry) {
+      throw new PlatformNotFoundError(`${formatReference(ref)} has no linux/${arch} image (it has ${listArchitectures(top.manifest).join(', ') || 'no platforms'}); pick one with --arch`);
+    }
+    const child = await this.fetchManifest(ref, entry.digest);
+    if (child.manifest.kind !== 'image') throw new RegistryError(`${formatReference(ref)}: the ${arch} entry ${entry.digest} is itself a list`);
+    return { listDigest: top.digest, digest: child.digest, manifest: child.manifest, manifestBytes: top.bytes.length + child.bytes.length };
+  }
+
+  /**
+   * A blob as a stream, verified against its digest and size as it is read. A connection that
+   * breaks mid-blob is resumed with a Range request from the last byte received.
+   */
+  blobStream(ref: ImageReference, blob: Descriptor): Readable {
+    return Readable.from(this.blobChunks(ref, blob), { objectMode: false });
+  }
+
+  private async *blobChunks(ref: ImageReference, blob: Descriptor): AsyncGenerator<Buffer> {
+    const { transport, repository } = this.transportFor(ref);
+    const where = `${formatReference({ registry: ref.registry, repository: ref.repository })}@${blob.digest}`;
+    const hash = createHash('sha256');
+    let received = 0;
+    let lastError: unknown;
+    for (let attempt = 1; received < blob.size || attempt === 1; attempt++) {
+      if (attempt > this.opts.retry.attempts) {
+        throw new RegistryError(`${where}: blob transfer kept failing (${transientReason(lastError) ?? String(lastError)}) at byte ${received} of ${blob.size} after ${this.opts.retry.attempts} attempts`, { cause: lastError });
+      }
+      try {
+        const headers: Record<string, string> = received > 0 ? { range: `bytes=${received}-` } : {};
+        this.counters.requests++;
+        const res = await transport.request(repository, `${repository}/blobs/${blob.digest}`, { headers });
+        // A server that ignores Range restarts at byte 0: skip what we already hashed.
+        let skip = received > 0 && res.status !== 206 ? received : 0;
+        if (received > 0 && res.status === 206 && !String(res.headers['content-range'] ?? '').startsWith(`bytes ${received}-`)) {
+          await res.body.dump();
+          throw new RegistryError(`${where}: resume at byte ${received} answered with range ${String(res.headers['content-range'])}`);
+        }
+        for await (const raw of res.body as AsyncIterable<Buffer>) {
+          this.counters.bodyBytes += raw.length;
+          let chunk = raw;
+          if (skip > 0) {
+            const n = Math.min(skip, chunk.length);
+            skip -= n;
+            chunk = chunk.subarray(n);
+            if (chunk.length === 0) continue;
+          }
+          received += chunk.length;
+          if (received > blob.size) throw new DigestMismatchError(`${where}: blob is longer than the ${blob.size} bytes its manifest declares`);
+          hash.update(chunk);
+          yield chunk;
+        }
+        if (received < blob.size) throw Object.assign(new Error(`short body: ${received} of ${blob.size} bytes`), { code: 'ECONNRESET' });
+      } catch (err) {
+        if (transientReason(err) === undefined) throw err;
+        lastError = err;
+        await sleep(Math.random() * Math.min(this.opts.retry.maxDelayMs, this.opts.retry.baseDelayMs * 2 ** (attempt - 1)));
+        continue;
+      }
+      break;
+    }
+    const digest = `sha256:${hash.digest('hex')}`;
+    if (digest !== blob.digest) throw new DigestMismatchError(`${where}: content hashes to ${digest}; the registry or a proxy corrupted it`);
+  }
+
+  /** A small blob (an image config) in memory, verified. */
+  async readBlob(ref: ImageReference, blob: Descriptor, maxBytes: number): Promise<Buffer> {
+    if (blob.size > maxBytes) throw new RegistryError(`${formatReference(ref)}: blob ${blob.digest} is ${blob.size} bytes, more than the ${maxBytes} expected`);
+    const parts: Buffer[] = [];
+    for await (const chunk of this.blobChunks(ref, blob)) parts.push(chunk);
+    return Buffer.concat(parts);
+  }
+
+  /**
+   * The last `n` bytes of a blob through a suffix Range request, or undefined when the
+   * registry does not honour ranges (the caller falls back rather than reading the blob).
+   * The size in Content-Range must match the descriptor's.
+   */
+  async readBlobTail(ref: ImageReference, blob: Descriptor, n: number): Promise<Buffer | undefined> {
+    if (blob.size < n) return undefined;
+    const { transport, repository } = this.transportFor(ref);
+    this.counters.requests++;
+    const res = await transport.request(repository, `${repository}/blobs/${blob.digest}`, { headers: { range: `bytes=-${n}` }, accept: [416] });
+    if (res.status !== 206) {
+      res.body.destroy();
+      return undefined;
+    }
+    const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(String(res.headers['content-range'] ?? ''));
+    const bytes = await readBounded(res.body, n, `${formatReference(ref)} blob ${blob.digest} tail`);
+    this.counters.bodyBytes += bytes.length;
+    if (!range || Number(range[3]) !== blob.size || Number(range[1]) !== blob.size - n || bytes.length !== n) {
+      throw new DigestMismatchError(`${formatReference(ref)}: blob ${blob.digest} range reply ${String(res.headers['content-range'])} does not match its declared size ${blob.size}`);
+    }
+    return bytes;
+  }
+}
+
+export class ManifestNotFoundError extends RegistryError {}
+/** The user asked for an architecture the image does not have: bad input. */
+export class PlatformNotFoundError extends BadInputError {}
+
+export function sha256(bytes: Buffer): string {
+  return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
+}
+
+async function readBounded(body: AsyncIterable<Buffer> & { destroy(): unknown }, max: number, where: string): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of body) {
+    total += chunk.length;
+    if (total > max) {
+      body.destroy();
+      throw new RegistryError(`${where}: response larger than ${max} bytes`);
+    }
+    parts.push(chunk);
+  }
+  return Buffer.concat(parts);
+}

@@ -1,0 +1,373 @@
+/**
+ * HTTP transport to one registry: scheme detection, the auth challenge (anonymous, Basic,
+ * Bearer token with a cache), redirects that never carry credentials to another origin,
+ * retries with backoff on throttling and transient failures, and a per-registry bound on
+ * concurrent requests.
+ */
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Agent, request, type Dispatcher } from 'undici';
+import pLimit, { type LimitFunction } from 'p-limit';
+import { BadInputError, RegistryError } from '../errors.js';
+import { apiHost } from './reference.js';
+import { findCredential, type Credential, type PullSecret } from './credentials.js';
+
+export interface RetryPolicy {
+  /** Attempts in all, first one included. */
+  readonly attempts: number;
+  readonly baseDelayMs: number;
+  readonly maxDelayMs: number;
+}
+
+export interface TransportOptions {
+  readonly pullSecrets: readonly PullSecret[];
+  /** false: accept any certificate and fall back to plain HTTP (podman's --tls-verify=false). */
+  readonly tlsVerify: boolean;
+  /** Extra CA bundle (PEM) trusted in addition to the system CAs. */
+  readonly caFile?: string;
+  readonly retry: RetryPolicy;
+  /** Concurrent requests per registry. */
+  readonly concurrency: number;
+  /** A response body idle for longer than this is a stall (retried like a reset). */
+  readonly stallTimeoutMs: number;
+  /** Reports retries and redirects; never sees credentials. */
+  readonly onEvent?: (event: TransportEvent) => void;
+}
+
+export type TransportEvent =
+  | { kind: 'retry'; url: string; attempt: number; delayMs: number; reason: string }
+  | { kind: 'token'; realm: string; scope: string };
+
+export const DEFAULT_RETRY: RetryPolicy = { attempts: 5, baseDelayMs: 500, maxDelayMs: 30_000 };
+
+export interface RegistryResponse {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: Dispatcher.ResponseData['body'];
+  /** The URL that answered, after redirects. */
+  readonly url: string;
+}
+
+export interface RequestOptions {
+  readonly method?: 'GET' | 'HEAD';
+  readonly headers?: Record<string, string>;
+  /** Statuses the caller handles itself (no retry, no error). */
+  readonly accept?: readonly number[];
+  readonly signal?: AbortSignal;
+}
+
+const RETRYABLE_STATUS = new Set([408, 429, 500, 502, 503, 504]);
+const MAX_REDIRECTS = 5;
+/** Tokens that claim to live less than this are treated as living this long (FACTS §2). */
+const MIN_TOKEN_SECONDS = 60;
+const MAX_RETRY_AFTER_MS = 60_000;
+
+type Challenge =
+  | { scheme: 'none' }
+  | { scheme: 'basic' }
+  | { scheme: 'bearer'; realm: string; service?: string };
+
+interface CachedToken {
+  token: string;
+  expiresAt: number;
+}
+
+/** One Agent per option set: TLS settings live on the dispatcher. */
+export function createDispatcher(opts: Pick<TransportOptions, 'tlsVerify' | 'caFile' | 'stallTimeoutMs'>): Agent {
+  let ca: string[] | undefined;
+  if (opts.caFile) {
+    let pem: string;
+    try {
+      pem = readFileSync(opts.caFile, 'utf8');
+    } catch (err) {
+      throw new BadInputError(`cannot read --ca-file ${opts.caFile}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+    }
+    if (!pem.includes('BEGIN CERTIFICATE')) throw new BadInputError(`--ca-file ${opts.caFile} holds no PEM certificate`);
+    // Node replaces the default roots when `ca` is set; keep them.
+    ca = [...rootCertificates, pem];
+  }
+  return new Agent({
+    connect: { rejectUnauthorized: opts.tlsVerify, ...(ca ? { ca } : {}) },
+    headersTimeout: opts.stallTimeoutMs,
+    bodyTimeout: opts.stallTimeoutMs,
+    connections: 32,
+  });
+}
+
+export class RegistryTransport {
+  readonly registry: string;
+  private readonly host: string;
+  private readonly opts: TransportOptions;
+  private readonly dispatcher: Dispatcher;
+  private readonly limit: LimitFunction;
+  private scheme: 'https' | 'http' | undefined;
+  private challenge: Challenge | undefined;
+  private readonly tokens = new Map<string, CachedToken>();
+  private readonly pendingTokens = new Map<string, Promise<string>>();
+
+  constructor(registry: string, opts: TransportOptions, dispatcher: Dispatcher) {
+    this.registry = registry;
+    this.host = apiHost(registry);
+    this.opts = opts;
+    this.dispatcher = dispatcher;
+    this.limit = pLimit(opts.concurrency);
+  }
+
+  /**
+   * A request to `/v2/<path>` in the scope of `repository` (pull). Retries, authenticates and
+   * follows redirects. The concurrency slot is held until the body is consumed or destroyed.
+   * Any status outside 2xx and `accept` becomes a RegistryError.
+   */
+  async request(repository: string, path: string, ro: RequestOptions = {}): Promise<RegistryResponse> {
+    const release = await this.acquireSlot();
+    try {
+      const res = await this.withRetries(path, (attempt) => this.attempt(repository, path, ro, attempt));
+      let released = false;
+      const done = (): void => {
+        if (!released) {
+          released = true;
+          release();
+        }
+      };
+      res.body.once('end', done);
+      res.body.once('close', done);
+      res.body.once('error', done);
+      return res;
+    } catch (err) {
+      release();
+      throw err;
+    }
+  }
+
+  private acquireSlot(): Promise<() => void> {
+    return new Promise((resolveSlot) => {
+      void this.limit(() => new Promise<void>((release) => resolveSlot(release)));
+    });
+  }
+
+  private async withRetries<T>(path: string, fn: (attempt: number) => Promise<T>): Promise<T> {
+    const { attempts, baseDelayMs, maxDelayMs } = this.opts.retry;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await fn(attempt);
+      } catch (err) {
+        const transient = transientReason(err);
+        if (transient === undefined || attempt >= attempts) {
+          if (transient !== undefined) {
+            throw new RegistryError(`${this.registry}: ${transient} for ${shortPath(path)} after ${attempts} attempts; the registry or network is failing, retry later or raise --retries`, { cause: err });
+          }
+          throw err;
+        }
+        const backoff = Math.random() * Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
+        const retryAfter = err instanceof RetryableStatus ? err.retryAfterMs : undefined;
+        const delayMs = Math.round(retryAfter !== undefined ? Math.min(retryAfter, MAX_RETRY_AFTER_MS) + backoff / 10 : backoff);
+        this.opts.onEvent?.({ kind: 'retry', url: `${this.registry}/v2/${shortPath(path)}`, attempt, delayMs, reason: transient });
+        await sleep(delayMs);
+      }
+    }
+  }
+
+  private async attempt(repository: string, path: string, ro: RequestOptions, attempt: number): Promise<RegistryResponse> {
+    const scheme = await this.resolveScheme();
+    let url = `${scheme}://${this.host}/v2/${path}`;
+    const challenge = this.challenge ?? { scheme: 'none' };
+    let authorization = await this.authorization(challenge, repository, false);
+    let reauthenticated = false;
+    for (let hop = 0; ; ) {
+      const res = await request(url, {
+        method: ro.method ?? 'GET',
+        headers: { 'user-agent': 'prestage', ...ro.headers, ...(authorization ? { authorization } : {}) },
+        dispatcher: this.dispatcher,
+        ...(ro.signal ? { signal: ro.signal } : {}),
+      });
+      const { statusCode: status } = res;
+      if (status >= 300 && status < 400 && res.headers.location) {
+        await res.body.dump();
+        if (++hop > MAX_REDIRECTS) throw new RegistryError(`${this.registry}: more than ${MAX_REDIRECTS} redirects for ${shortPath(path)}`);
+        const next = new URL(String(res.headers.location), url);
+        // Quay sends blobs to presigned CDN URLs; S3 rejects a second auth mechanism.
+        if (next.origin !== new URL(url).origin) authorization = undefined;
+        url = next.href;
+        continue;
+      }
+      if (status === 401 && hop === 0 && !reauthenticated) {
+        const header = res.headers['www-authenticate'];
+        await res.body.dump();
+        this.challenge = parseChallenge(Array.isArray(header) ? header[0] : header);
+        authorization = await this.authorization(this.challenge, repository, true);
+        reauthenticated = true;
+        if (authorization === undefined) throw this.denied(repository, path, status);
+        continue;
+      }
+      if (status >= 200 && status < 300) return { status, headers: res.headers, body: res.body, url };
+      if (ro.accept?.includes(status)) return { status, headers: res.headers, body: res.body, url };
+      const detail = await readErrorDetail(res.body);
+      if (RETRYABLE_STATUS.has(status)) throw new RetryableStatus(status, parseRetryAfter(res.headers['retry-after']), detail);
+      if (status === 401 || status === 403) throw this.denied(repository, path, status);
+      throw new RegistryError(`${this.registry}: ${status} for ${shortPath(path)}${detail ? ` (${detail})` : ''}${attempt > 1 ? ` on attempt ${attempt}` : ''}`);
+    }
+  }
+
+  private denied(repository: string, path: string, status: number): RegistryError {
+    const cred = findCredential(this.opts.pullSecrets, this.registry, repository);
+    const hint = cred ? 'the credentials found were refused; check the pull secret' : 'no credentials found; pass --registry-config with a pull secret for this registry';
+    return new RegistryError(`${this.registry}: access denied (${status}) to ${repository} for ${shortPath(path)}: ${hint}`);
+  }
+
+  private async authorization(challenge: Challenge, repository: string, fresh: boolean): Promise<string | undefined> {
+    const cred = findCredential(this.opts.pullSecrets, this.registry, repository);
+    switch (challenge.scheme) {
+      case 'none':
+        return undefined;
+      case 'basic':
+        return cred?.username !== undefined ? basic(cred) : undefined;
+      case 'bearer':
+        return `Bearer ${await this.token(challenge, repository, cred, fresh)}`;
+    }
+  }
+
+  private async token(challenge: Extract<Challenge, { scheme: 'bearer' }>, repository: string, cred: Credential | undefined, fresh: boolean): Promise<string> {
+    const scope = `repository:${repository}:pull`;
+    const key = `${challenge.realm}|${challenge.service ?? ''}|${scope}`;
+    const cached = this.tokens.get(key);
+    if (!fresh && cached && cached.expiresAt > Date.now()) return cached.token;
+    const pending = this.pendingTokens.get(key);
+    if (pending) return pending;
+    const p = this.fetchToken(challenge, scope, cred)
+      .then((t) => {
+        this.tokens.set(key, t);
+        return t.token;
+      })
+      .finally(() => this.pendingTokens.delete(key));
+    this.pendingTokens.set(key, p);
+    return p;
+  }
+
+  private async fetchToken(challenge: Extract<Challenge, { scheme: 'bearer' }>, scope: string, cred: Credential | undefined): Promise<CachedToken> {
+    this.opts.onEvent?.({ kind: 'token', realm: challenge.realm, scope });
+    const url = new URL(challenge.realm);
+    if (challenge.service) url.searchParams.set('service', challenge.service);
+    url.searchParams.set('scope', scope);
+    return this.withRetries(`token ${url.host}`, async () => {
+      const init: Parameters<typeof request>[1] = { dispatcher: this.dispatcher, headers: { 'user-agent': 'prestage' } };
+      if (cred?.identityToken) {
+        // OAuth2 refresh-token grant, as docker does for identity tokens.
+        const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: cred.identityToken, scope, client_id: 'prestage' });
+        if (challenge.service) form.set('service', challenge.service);
+        Object.assign(init, { method: 'POST', body: form.toString(), headers: { 'user-agent': 'prestage', 'content-type': 'application/x-www-form-urlencoded' } });
+      } else if (cred?.username !== undefined) {
+        init.headers = { 'user-agent': 'prestage', authorization: basic(cred) };
+      }
+      const res = await request(url.href, init);
+      if (res.statusCode !== 200) {
+        const detail = await readErrorDetail(res.body);
+        if (RETRYABLE_STATUS.has(res.statusCode)) throw new RetryableStatus(res.statusCode, parseRetryAfter(res.headers['retry-after']), detail);
+        throw new RegistryError(`${this.registry}: token service ${url.host} refused (${res.statusCode})${cred ? '; check the credentials in the pull secret' : '; pass --registry-config with a pull secret for this registry'}`);
+      }
+      const body = (await res.body.json()) as { token?: string; access_token?: string; expires_in?: number };
+      const token = body.token ?? body.access_token;
+      if (!token) throw new RegistryError(`${this.registry}: token service ${url.host} answered without a token`);
+      const lifetime = Math.max(MIN_TOKEN_SECONDS, Number(body.expires_in) || MIN_TOKEN_SECONDS);
+      // Renew a little early so a token does not expire in flight.
+      return { token, expiresAt: Date.now() + (lifetime - 10) * 1000 };
+    });
+  }
+
+  private async resolveScheme(): Promise<'https' | 'http'> {
+    if (this.scheme) return this.scheme;
+    if (this.opts.tlsVerify) return (this.scheme = 'https');
+    try {
+      const res = await request(`https://${this.host}/v2/`, { dispatcher: this.dispatcher, headers: { 'user-agent': 'prestage' } });
+      await res.body.dump();
+      this.scheme = 'https';
+    } catch (err) {
+      if (!isTlsHandshakeFailure(err)) throw err;
+      this.scheme = 'http';
+    }
+    return this.scheme;
+  }
+}
+
+class RetryableStatus extends Error {
+  constructor(
+    readonly status: number,
+    readonly retryAfterMs: number | undefined,
+    detail: string,
+  ) {
+    super(`HTTP ${status}${detail ? ` (${detail})` : ''}`);
+  }
+}
+
+const TRANSIENT_CODES = new Set([
+  'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH',
+  'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CLOSED',
+]);
+
+/** Why an error is worth retrying, or undefined when it is not. */
+export function transientReason(err: unknown): string | undefined {
+  if (err instanceof RetryableStatus) return err.message;
+  for (let e: unknown = err; e instanceof Error; e = e.cause) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code && TRANSIENT_CODES.has(code)) return code === 'UND_ERR_BODY_TIMEOUT' ? 'stalled transfer' : `connection error ${code}`;
+  }
+  return undefined;
+}
+
+function isTlsHandshakeFailure(err: unknown): boolean {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) {
+    const code = (e as NodeJS.ErrnoException).code ?? '';
+    if (code === 'EPROTO' || code.startsWith('ERR_SSL') || code === 'ECONNRESET' || /wrong version number|packet length too long/i.test(e.message)) return true;
+  }
+  return false;
+}
+
+/** `Retry-After` as delta-seconds or an HTTP date. */
+export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (!v) return undefined;
+  if (/^\d+$/.test(v.trim())) return Number(v.trim()) * 1000;
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+/** `Bearer realm="https://auth",service="registry",scope="..."` and `Basic realm="..."`. */
+export function parseChallenge(header: string | undefined): Challenge {
+  if (!header) return { scheme: 'none' };
+  const m = /^\s*(\w+)\s*(.*)$/.exec(header);
+  if (!m) return { scheme: 'none' };
+  const scheme = (m[1] ?? '').toLowerCase();
+  const params: Record<string, string> = {};
+  for (const p of (m[2] ?? '').matchAll(/(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))/g)) {
+    params[(p[1] ?? '').toLowerCase()] = p[2] !== undefined ? p[2].replace(/\\(.)/g, '$1') : (p[3] ?? '');
+  }
+  if (scheme === 'basic') return { scheme: 'basic' };
+  if (scheme === 'bearer' && params.realm) return { scheme: 'bearer', realm: params.realm, ...(params.service ? { service: params.service } : {}) };
+  return { scheme: 'none' };
+}
+
+function basic(cred: Credential): string {
+  return `Basic ${Buffer.from(`${cred.username ?? ''}:${cred.password ?? ''}`).toString('base64')}`;
+}
+
+/** The first error message of a registry error body, short; HTML bodies (throttling pages) are dropped. */
+async function readErrorDetail(body: Dispatcher.ResponseData['body']): Promise<string> {
+  let text = '';
+  try {
+    text = (await body.text()).slice(0, 2048);
+  } catch {
+    return '';
+  }
+  try {
+    const doc = JSON.parse(text) as { errors?: Array<{ code?: string; message?: string }> };
+    const e = doc.errors?.[0];
+    if (e) return [e.code, e.message].filter(Boolean).join(': ');
+  } catch {
+    // not JSON
+  }
+  return '';
+}
+
+function shortPath(path: string): string {
+  return path.replace(/(sha256:[a-f0-9]{12})[a-f0-9]{52}/g, '$1…');
+}

@@ -1,0 +1,187 @@
+/**
+ * Reading an OpenShift release payload over the registry API: resolve the release image,
+ * stream its LAST layer (the one that holds `release-manifests/`) through gunzip and tar
+ * without buffering it or writing anything to disk, and collect what planning needs.
+ */
+import { createGunzip } from 'node:zlib';
+import { Transform, type TransformCallback } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { posix } from 'node:path';
+import tar from 'tar-stream';
+import yaml from 'js-yaml';
+import { BadInputError } from '../errors.js';
+import { ManifestNotFoundError, type RegistryClient } from '../registry/client.js';
+import { normaliseArch } from '../registry/manifest.js';
+import { digestReference, formatReference, parseReference, type ImageReference } from '../registry/reference.js';
+import { parseImageReferences, parseReleaseMetadata, type ComponentImage } from './image-references.js';
+
+export interface ReleaseInfo {
+  /** Digest pullspec of the release as named: the manifest list's digest for a multi release. */
+  readonly pullSpec: string;
+  readonly digest: string;
+  /** The per-architecture release image manifest, when `digest` is a list. */
+  readonly manifestDigest: string;
+  readonly version: string;
+  /** The architecture planned for (`amd64`, ...); `multi` payloads are planned for one. */
+  readonly architecture: string;
+  readonly multiArch: boolean;
+  readonly channels: readonly string[];
+  readonly previous: readonly string[];
+}
+
+/** One parsed document of an operator manifest file. */
+export interface ManifestDocument {
+  readonly file: string;
+  readonly doc: Record<string, unknown>;
+}
+
+export interface ReleaseFacts {
+  readonly release: ReleaseInfo;
+  readonly components: readonly ComponentImage[];
+  readonly documents: readonly ManifestDocument[];
+  readonly warnings: readonly string[];
+}
+
+export interface PayloadLimits {
+  /** Largest single file accepted from the manifests layer. */
+  readonly maxEntryBytes: number;
+  /** Largest uncompressed size of the whole layer (gzip bombs). */
+  readonly maxLayerBytes: number;
+}
+
+export const DEFAULT_LIMITS: PayloadLimits = { maxEntryBytes: 32 * 1024 * 1024, maxLayerBytes: 512 * 1024 * 1024 };
+
+const PREFIX = 'release-manifests/';
+
+export async function readRelease(client: RegistryClient, pullSpec: string, arch: string, limits: PayloadLimits = DEFAULT_LIMITS): Promise<ReleaseFacts> {
+  const ref = parseReference(pullSpec);
+  const named = formatReference(ref);
+  let image;
+  try {
+    image = await client.resolveImage(ref, arch);
+  } catch (err) {
+    if (err instanceof ManifestNotFoundError) throw new BadInputError(`release image ${named} not found; check the pullspec (and --mirror when reading from a mirror)`);
+    throw err;
+  }
+  const last = image.manifest.layers.at(-1);
+  if (!last) throw new BadInputError(`${named} is not an OpenShift release image: it has no layers`);
+  if (!/gzip/.test(last.mediaType)) {
+    throw new BadInputError(`${named} is not an OpenShift release image: its last layer is ${last.mediaType || 'of unknown type'}, not a gzip tar`);
+  }
+
+  const warnings: string[] = [];
+  const files = await readManifestsLayer(client, ref, last, named, limits, warnings);
+  const refsText = files.get('image-references');
+  if (refsText === undefined) {
+    throw new BadInputError(`${named} is not an OpenShift release image: its last layer has no release-manifests/image-references`);
+  }
+  const refs = parseImageReferences(refsText, named);
+  warnings.push(...refs.warnings);
+  const metaText = files.get('release-metadata');
+  const meta = metaText !== undefined ? parseReleaseMetadata(metaText, warnings) : { channels: [], previous: [] };
+  if (metaText === undefined) warnings.push('release has no release-metadata; channels unknown');
+  if (meta.version && meta.version !== refs.version) warnings.push(`release-metadata version ${meta.version} differs from image-references ${refs.version}`);
+
+  const topDigest = image.listDigest ?? image.digest;
+  return {
+    release: {
+      pullSpec: digestReference(ref, topDigest),
+      digest: topDigest,
+      manifestDigest: image.digest,
+      version: refs.version,
+      architecture: normaliseArch(arch),
+      multiArch: image.listDigest !== undefined || meta.architecture === 'multi',
+      channels: meta.channels,
+      previous: meta.previous,
+    },
+    components: refs.components,
+    documents: parseDocuments(files, warnings),
+    warnings,
+  };
+}
+
+/** Stream the layer; keep `release-manifests/*` file contents (bounded), skip everything else. */
+async function readManifestsLayer(
+  client: RegistryClient,
+  ref: ImageReference,
+  layer: { digest: string; size: number; mediaType: string },
+  named: string,
+  limits: PayloadLimits,
+  warnings: string[],
+): Promise<Map<string, string>> {
+  const files = new Map<string, string>();
+  const extract = tar.extract();
+  const collect = (async () => {
+    for await (const entry of extract) {
+      const rel = manifestPath(entry.header.name, warnings);
+      if (rel === undefined || entry.header.type !== 'file') {
+        entry.resume();
+        continue;
+      }
+      if ((entry.header.size ?? 0) > limits.maxEntryBytes) {
+        throw new BadInputError(`${named}: release-manifests/${rel} is ${entry.header.size} bytes, over the ${limits.maxEntryBytes}-byte limit for one manifest file; not a sane release payload`);
+      }
+      const parts: Buffer[] = [];
+      for await (const chunk of entry as AsyncIterable<Buffer>) parts.push(chunk);
+      files.set(rel, Buffer.concat(parts).toString('utf8'));
+    }
+  })();
+  try {
+    await Promise.all([
+      pipeline(client.blobStream(ref, layer), createGunzip(), byteLimit(limits.maxLayerBytes, named), extract),
+      collect,
+    ]);
+  } catch (err) {
+    extract.destroy();
+    if (isGzipOrTarError(err)) throw new BadInputError(`${named}: the last layer is not a valid gzip tar (${(err as Error).message}); not a release payload`);
+    throw err;
+  }
+  return files;
+}
+
+/** `release-manifests/x` → `x`; absolute and `..` paths are refused so nothing can escape. */
+function manifestPath(name: string, warnings: string[]): string | undefined {
+  if (name.startsWith('/') || name.split('/').includes('..')) {
+    warnings.push(`ignored unsafe tar entry ${JSON.stringify(name)} in the release layer`);
+    return undefined;
+  }
+  const normal = posix.normalize(name).replace(/^\.\//, '');
+  if (!normal.startsWith(PREFIX)) return undefined;
+  const rel = normal.slice(PREFIX.length);
+  return rel === '' || rel.includes('/') ? undefined : rel;
+}
+
+function byteLimit(max: number, named: string): Transform {
+  let seen = 0;
+  return new Transform({
+    transform(chunk: Buffer, _enc, done: TransformCallback) {
+      seen += chunk.length;
+      if (seen > max) {
+        done(new BadInputError(`${named}: the last layer expands beyond ${max} bytes; refusing it as a possible gzip bomb (not a sane release payload)`));
+        return;
+      }
+      done(null, chunk);
+    },
+  });
+}
+
+function isGzipOrTarError(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code ?? '';
+  return code.startsWith('Z_') || /Invalid tar header|Unexpected end of data|unexpected end of file/i.test((err as Error | undefined)?.message ?? '');
+}
+
+/** Operator manifests are multi-document YAML (or JSON); a file that does not parse is reported and skipped. */
+function parseDocuments(files: Map<string, string>, warnings: string[]): ManifestDocument[] {
+  const documents: ManifestDocument[] = [];
+  for (const file of [...files.keys()].sort()) {
+    if (!/\.(ya?ml|json)$/.test(file)) continue;
+    try {
+      yaml.loadAll(files.get(file)!, (doc) => {
+        if (doc && typeof doc === 'object' && !Array.isArray(doc)) documents.push({ file, doc: doc as Record<string, unknown> });
+      });
+    } catch (err) {
+      warnings.push(`skipped unparsable manifest ${file}: ${(err as Error).message.split('\n')[0]}`);
+    }
+  }
+  return documents;
+}

@@ -1,0 +1,59 @@
+/** Human output of a plan: a summary of the sets, then per set its images by size. */
+import type { Plan, PlannedImage, PlannedSet } from '../plan/types.js';
+
+export function formatBytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? `${v} B` : `${v.toFixed(1)} ${units[u]}`;
+}
+
+export function table(rows: readonly (readonly string[])[], rightAligned: ReadonlySet<number> = new Set()): string {
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
+  return rows
+    .map((r) => r.map((cell, c) => (rightAligned.has(c) ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!))).join('  ').trimEnd())
+    .join('\n');
+}
+
+function estimateText(set: PlannedSet): string {
+  return set.estimate.method === 'exact'
+    ? `exact (${set.estimate.exactLayers} layers)`
+    : `${set.estimate.estimatedLayers} of ${set.estimate.exactLayers + set.estimate.estimatedLayers} layers estimated 2x`;
+}
+
+/** `wide`: every image of every set with the evidence for its role; else the 10 largest. */
+export function renderPlanTable(plan: Plan, wide = false): string {
+  const out: string[] = [];
+  const r = plan.release;
+  out.push(`Release ${r.version} (${r.multiArch ? `multi, planned for ${r.architecture}` : r.architecture})  ${r.pullSpec}`);
+  out.push(`Channels: ${r.channels.join(', ') || 'unknown'}   Profile: ${plan.profile}`);
+  const roles = { cp: plan.images.filter((i) => i.role === 'control-plane').length, all: plan.images.filter((i) => i.role === 'all').length };
+  out.push(`Images: ${plan.images.length} (${roles.cp} control-plane only, ${roles.all} all nodes${plan.images.length - roles.cp - roles.all ? `, ${plan.images.length - roles.cp - roles.all} workers only` : ''})`);
+  out.push('');
+  out.push(table(
+    [['SET', 'ROLE', 'IMAGES', 'COMPRESSED', 'ON DISK', 'SIZES'], ...plan.sets.map((s) => [s.name, s.role, String(s.images.length), formatBytes(s.compressedBytes), formatBytes(s.diskBytes), estimateText(s)])],
+    new Set([2, 3, 4]),
+  ));
+  const byPullSpec = new Map(plan.images.map((i) => [i.pullSpec, i]));
+  for (const set of plan.sets) {
+    const images = set.images.map((p) => byPullSpec.get(p)!).sort((a, b) => b.diskBytes - a.diskBytes || a.name.localeCompare(b.name));
+    const shown = wide ? images : images.slice(0, 10);
+    out.push('');
+    out.push(`${set.name}: ${wide ? 'all images' : `largest ${shown.length} of ${images.length} images (-o wide lists all)`}`);
+    out.push(table([['IMAGE', 'ROLE', 'COMPRESSED', 'ON DISK', 'METHOD', ...(wide ? ['EVIDENCE'] : [])], ...shown.map((i) => imageRow(i, wide))], new Set([2, 3])));
+  }
+  if (plan.warnings.length > 0) {
+    out.push('');
+    out.push(`Warnings (${plan.warnings.length}):`);
+    for (const w of plan.warnings) out.push(`  - ${w}`);
+  }
+  return `${out.join('\n')}\n`;
+}
+
+function imageRow(i: PlannedImage, wide: boolean): string[] {
+  return [i.name, i.role, formatBytes(i.compressedBytes), formatBytes(i.diskBytes), i.sizeMethod, ...(wide ? [i.evidence.join('; ')] : [])];
+}
