@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import type { ReleaseInfo } from '../release/payload.js';
+import type { ComponentImage } from '../release/image-references.js';
+import { assemblePlan, MAX_IMAGES_PER_SET, type PlanInput } from './assemble.js';
+import type { Classification } from './classify.js';
+import type { MeasuredImage } from './sizes.js';
+
+const digest = (n: number) => `sha256:${n.toString(16).padStart(64, '0')}`;
+const release: ReleaseInfo = {
+  pullSpec: `quay.io/o/ocp-release@${digest(0)}`, digest: digest(0), manifestDigest: digest(0), version: '4.16.3',
+  architecture: 'amd64', multiArch: false, channels: ['stable-4.16'], previous: [],
+};
+const layer = (n: number, size: number, method: 'gzip-isize' | 'estimate-2x' = 'gzip-isize') =>
+  ({ digest: digest(100_000 + n), mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', compressedBytes: size, diskBytes: method === 'gzip-isize' ? size * 3 : size * 2, method });
+const measured = (n: number, layers = [layer(0, 1000), layer(n, 10)]): MeasuredImage => ({ digest: digest(n), config: { digest: digest(200_000 + n), size: 1 }, layers });
+
+function input(count: number, roleOf: (i: number) => Classification['role']): PlanInput {
+  const components: ComponentImage[] = Array.from({ length: count }, (_, i) => ({
+    name: `c${String(i).padStart(4, '0')}`, names: [`c${i}`], pullSpec: `quay.io/o/art@${digest(i + 1)}`, digest: digest(i + 1), annotations: {},
+  }));
+  return {
+    release, releaseImage: measured(0, [layer(0, 1000)]), components,
+    classifications: new Map(components.map((c, i) => [c.digest, { role: roleOf(i), evidence: ['test'] }])),
+    sizes: new Map(components.map((c, i) => [c.digest, measured(i + 1)])),
+    extras: [], profile: 'p', namePrefix: 'prestage', warnings: ['b', 'a', 'b'],
+  };
+}
+
+describe('assemblePlan', () => {
+  it('puts all-nodes images in both sets and control-plane-only ones in the control-plane set, with the release image', () => {
+    const plan = assemblePlan(input(4, (i) => (i % 2 === 0 ? 'control-plane' : 'all')));
+    const [cp, worker] = plan.sets;
+    expect(cp!.name).toBe('prestage-4.16.3-control-plane');
+    expect(cp!.labels).toEqual({ 'machineconfiguration.openshift.io/role': 'master' });
+    expect(cp!.images).toHaveLength(5);
+    expect(cp!.images).toContain(release.pullSpec);
+    expect(worker!.name).toBe('prestage-4.16.3-worker');
+    expect(worker!.labels).toEqual({ 'machineconfiguration.openshift.io/role': 'worker' });
+    expect(worker!.images).toEqual([`quay.io/o/art@${digest(2)}`, `quay.io/o/art@${digest(4)}`]);
+    expect(plan.warnings).toEqual(['a', 'b']);
+  });
+
+  it('counts a layer shared by images once per set', () => {
+    const plan = assemblePlan(input(3, () => 'all'));
+    const worker = plan.sets.find((s) => s.role === 'worker')!;
+    // shared layer 1000 + 3 unique layers of 10 + 3 configs of 1
+    expect(worker.compressedBytes).toBe(1000 + 30 + 3);
+    expect(worker.diskBytes).toBe(3000 + 90);
+    expect(worker.estimate).toEqual({ method: 'exact', exactLayers: 4, estimatedLayers: 0 });
+  });
+
+  it('says how many layers were estimated', () => {
+    const base = input(1, () => 'all');
+    const plan = assemblePlan({ ...base, sizes: new Map([[digest(1), measured(1, [layer(0, 1000), layer(1, 10, 'estimate-2x')])]]) });
+    expect(plan.sets[1]!.estimate).toEqual({ method: 'partly-estimated', exactLayers: 1, estimatedLayers: 1 });
+    expect(plan.images.find((i) => i.name === 'c0000')!.sizeMethod).toBe('mixed');
+  });
+
+  it(`splits a set of more than ${MAX_IMAGES_PER_SET} images into parts`, () => {
+    const plan = assemblePlan(input(1001, () => 'all'));
+    const worker = plan.sets.filter((s) => s.role === 'worker');
+    expect(worker.map((s) => [s.name, s.images.length])).toEqual([
+      ['prestage-4.16.3-worker-part-1', 500], ['prestage-4.16.3-worker-part-2', 500], ['prestage-4.16.3-worker-part-3', 1],
+    ]);
+    expect(new Set(worker.flatMap((s) => s.images)).size).toBe(1001);
+  });
+
+  it('is deterministic', () => {
+    const a = JSON.stringify(assemblePlan(input(20, (i) => (i % 3 ? 'all' : 'control-plane'))));
+    const b = JSON.stringify(assemblePlan(input(20, (i) => (i % 3 ? 'all' : 'control-plane'))));
+    expect(a).toBe(b);
+  });
+
+  it('merges an extra image that is already in the release, widening its role', () => {
+    const base = input(2, () => 'control-plane');
+    const plan = assemblePlan({ ...base, extras: [{ name: 'c', pullSpec: `quay.io/o/art@${digest(1)}`, digest: digest(1), role: 'worker', measured: measured(1) }] });
+    const merged = plan.images.filter((i) => i.digest === digest(1));
+    expect(merged).toHaveLength(1);
+    expect(merged[0]!.role).toBe('all');
+  });
+});
