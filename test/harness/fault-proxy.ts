@@ -1,0 +1,522 @@
+/**
+ * A transparent HTTP reverse proxy in front of a test registry that misbehaves on demand:
+ * added latency, a shared bandwidth cap, injected error statuses, broken bodies, and
+ * Quay-style blob redirects to a second origin (the "cdn") that behaves like S3.
+ *
+ * Transparency: the registry builds its `Location` URLs from `X-Forwarded-Host` and
+ * `X-Forwarded-Proto`, so they point back at the proxy without rewriting. Token realms in
+ * `WWW-Authenticate` are left alone: clients fetch tokens from the issuer directly.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import {
+  Agent as HttpAgent,
+  createServer,
+  request as httpRequest,
+  STATUS_CODES,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export type Origin = 'registry' | 'cdn';
+
+/** What a fault rule's predicate sees. */
+export interface ProxiedRequest {
+  readonly origin: Origin;
+  readonly method: string;
+  /** Request target: path and query. */
+  readonly target: string;
+  readonly headers: IncomingHttpHeaders;
+}
+
+export type Fault =
+  /** Answer at once, without asking upstream, with an nginx-style HTML error page. */
+  | { kind: 'status'; status: number; /** seconds, sent as `Retry-After` */ retryAfter?: number }
+  /**
+   * Send the headers and `afterBytes` of the body, then reset the connection (TCP RST).
+   * Node clients see a reset after data as EOF (libuv), like a truncation; only a later
+   * write on the socket fails with ECONNRESET.
+   */
+  | { kind: 'reset'; afterBytes: number }
+  /** Send the headers and `afterBytes` of the body, then close cleanly (FIN): short of Content-Length. */
+  | { kind: 'truncate'; afterBytes: number }
+  /** Send the headers and `afterBytes` of the body, then go silent until the client gives up. */
+  | { kind: 'stall'; afterBytes: number }
+  /** Flip every bit of one body byte (default: the middle one); the length stays right. */
+  | { kind: 'corrupt'; atByte?: number };
+
+export interface FaultRule {
+  /** A regex tested on the request target, or a predicate; default: every request. */
+  match?: RegExp | ((request: ProxiedRequest) => boolean);
+  /** How many matching requests get the fault; default 1, `Infinity` for all. */
+  times?: number;
+  fault: Fault;
+}
+
+export interface RequestRecord {
+  readonly origin: Origin;
+  readonly method: string;
+  readonly target: string;
+  readonly range: string | undefined;
+  readonly fault: Fault['kind'] | undefined;
+  /** 0 until the response headers are sent. */
+  status: number;
+  /** Response body bytes written so far. */
+  bytesSent: number;
+}
+
+export interface ProxyStats {
+  /** Requests received on both origins. */
+  readonly requests: number;
+  /** Response body bytes written on both origins: what clients read. */
+  readonly bytesSent: number;
+  /** One record per request, in arrival order, updated while the response is sent. */
+  readonly log: readonly RequestRecord[];
+}
+
+export interface FaultProxy {
+  /** `127.0.0.1:PORT` of the registry origin. */
+  readonly host: string;
+  /** `http://127.0.0.1:PORT` of the registry origin. */
+  readonly url: string;
+  /** `http://127.0.0.1:PORT` of the cdn origin that redirected blobs go to. */
+  readonly cdnUrl: string;
+  readonly stats: ProxyStats;
+  inject(rule: FaultRule): void;
+  clearFaults(): void;
+  /** Delay added before every request on both origins is forwarded (one RTT's worth). */
+  setLatency(ms: number): void;
+  /** Cap the response body throughput of all connections together; `null` lifts it. */
+  setBandwidth(bytesPerSecond: number | null): void;
+  /** Answer registry blob GETs the client may read with a 307 to the cdn, as Quay does. */
+  redirectBlobsToCdn(enabled: boolean): void;
+  resetStats(): void;
+  stop(): Promise<void>;
+}
+
+export interface FaultProxyOptions {
+  /** `http(s)://host:port` of the registry. */
+  upstream: string;
+  /** CA for an https upstream. */
+  caFile?: string;
+}
+
+export async function startFaultProxy(options: FaultProxyOptions): Promise<FaultProxy> {
+  const upstream = new URL(options.upstream);
+  const ca = options.caFile ? await readFile(options.caFile) : undefined;
+  const proxy = new FaultInjectingProxy(upstream, ca);
+  await proxy.listen();
+  return proxy;
+}
+
+const BLOB_PATH = /^\/v2\/(.+)\/blobs\/([a-z0-9]+):([a-f0-9]+)$/;
+const HOP_BY_HOP = new Set([
+  'connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection',
+  'te', 'trailer', 'transfer-encoding', 'upgrade',
+]);
+const S3_ONE_AUTH_MESSAGE = 'Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, '
+  + 'Signature query string parameter or the Authorization header should be specified';
+
+interface ActiveRule {
+  readonly match: FaultRule['match'];
+  remaining: number;
+  readonly fault: Fault;
+}
+
+/** A presigned cdn URL stands for one upstream blob read with the original credentials. */
+interface CdnObject {
+  readonly cdnPath: string;
+  readonly upstreamPath: string;
+  readonly authorization: string | undefined;
+}
+
+class FaultInjectingProxy implements FaultProxy {
+  host = '';
+  url = '';
+  cdnUrl = '';
+  private readonly registryServer: Server;
+  private readonly cdnServer: Server;
+  private readonly agent: HttpAgent;
+  private readonly bandwidth = new SharedBandwidth();
+  private rules: ActiveRule[] = [];
+  private latencyMs = 0;
+  private cdnRedirects = false;
+  private readonly cdnObjects = new Map<string, CdnObject>();
+  private counters = { requests: 0, bytesSent: 0, log: [] as RequestRecord[] };
+
+  constructor(private readonly upstream: URL, ca: Buffer | undefined) {
+    this.agent = upstream.protocol === 'https:' ? new HttpsAgent({ keepAlive: true, ca }) : new HttpAgent({ keepAlive: true });
+    this.registryServer = createServer((req, res) => this.handle('registry', req, res));
+    this.cdnServer = createServer((req, res) => this.handle('cdn', req, res));
+  }
+
+  get stats(): ProxyStats {
+    return this.counters;
+  }
+
+  async listen(): Promise<void> {
+    const [registryPort, cdnPort] = await Promise.all([listen(this.registryServer), listen(this.cdnServer)]);
+    this.host = `127.0.0.1:${registryPort}`;
+    this.url = `http://${this.host}`;
+    this.cdnUrl = `http://127.0.0.1:${cdnPort}`;
+  }
+
+  inject(rule: FaultRule): void {
+    this.rules.push({ match: rule.match, remaining: rule.times ?? 1, fault: rule.fault });
+  }
+
+  clearFaults(): void {
+    this.rules = [];
+  }
+
+  setLatency(ms: number): void {
+    this.latencyMs = ms;
+  }
+
+  setBandwidth(bytesPerSecond: number | null): void {
+    this.bandwidth.setRate(bytesPerSecond);
+  }
+
+  redirectBlobsToCdn(enabled: boolean): void {
+    this.cdnRedirects = enabled;
+  }
+
+  resetStats(): void {
+    this.counters = { requests: 0, bytesSent: 0, log: [] };
+  }
+
+  async stop(): Promise<void> {
+    for (const server of [this.registryServer, this.cdnServer]) {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+    this.agent.destroy();
+  }
+
+  /** Every request: count it, pick its fault, wait out the latency, then serve it. */
+  private handle(origin: Origin, req: IncomingMessage, res: ServerResponse): void {
+    const { fault, record } = this.admit(origin, req);
+    const serve = async (): Promise<void> => {
+      if (this.latencyMs > 0) await sleep(this.latencyMs);
+      if (fault?.kind === 'status') return this.sendStatusFault(req, res, record, fault);
+      if (origin === 'registry') await this.serveRegistry(req, res, record, fault);
+      else await this.serveCdn(req, res, record, fault);
+    };
+    // An upstream failure becomes a 502 if nothing was sent yet, else a dropped connection.
+    serve().catch((error: unknown) => {
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      this.send(req, res, record, 502, { 'content-type': 'text/plain' }, `fault proxy: upstream failed: ${String(error)}\n`);
+    });
+  }
+
+  private async serveRegistry(req: IncomingMessage, res: ServerResponse, record: RequestRecord, fault: Fault | undefined): Promise<void> {
+    const target = req.url ?? '/';
+    const blob = BLOB_PATH.exec(target);
+    if (this.cdnRedirects && req.method === 'GET' && blob && (await this.upstreamServes(req))) {
+      const [, , algorithm = '', hex = ''] = blob;
+      return this.send(req, res, record, 307, { location: this.presign(target, algorithm, hex, req.headers.authorization) }, '');
+    }
+    const response = await this.openUpstream(req.method ?? 'GET', target, this.upstreamHeaders(req), req);
+    this.writeHead(res, record, response.statusCode ?? 502, withoutHopByHop(response.headers));
+    await this.relayBody(response, res, record, fault, contentLength(response));
+  }
+
+  /** The cdn: S3 semantics for presigned GETs, bytes from the upstream registry. */
+  private async serveCdn(req: IncomingMessage, res: ServerResponse, record: RequestRecord, fault: Fault | undefined): Promise<void> {
+    // S3 checks this before anything else: a presigned URL is already an auth mechanism.
+    if (req.headers.authorization !== undefined) {
+      return this.sendS3Error(req, res, record, 400, 'InvalidArgument', S3_ONE_AUTH_MESSAGE);
+    }
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      return this.sendS3Error(req, res, record, 405, 'MethodNotAllowed', 'The specified method is not allowed against this resource.');
+    }
+    const url = new URL(req.url ?? '/', this.cdnUrl);
+    const object = this.cdnObjects.get(url.searchParams.get('X-Amz-Signature') ?? '');
+    if (!object || object.cdnPath !== url.pathname) {
+      return this.sendS3Error(req, res, record, 403, 'SignatureDoesNotMatch',
+        'The request signature we calculated does not match the signature you provided.');
+    }
+    const response = await this.openUpstream(req.method, object.upstreamPath, {
+      ...(object.authorization !== undefined && { authorization: object.authorization }),
+      ...(req.headers.range !== undefined && { range: req.headers.range }),
+    });
+    const status = response.statusCode ?? 502;
+    if (status !== 200 && status !== 206) {
+      response.resume();
+      const [code, message] = status === 404 ? ['NoSuchKey', 'The specified key does not exist.']
+        : status === 416 ? ['InvalidRange', 'The requested range is not satisfiable']
+        : ['InternalError', `upstream registry answered ${status}`];
+      return this.sendS3Error(req, res, record, status, code, message);
+    }
+    this.writeHead(res, record, status, {
+      'content-type': 'application/octet-stream',
+      'accept-ranges': 'bytes',
+      'x-amz-request-id': randomBytes(8).toString('hex').toUpperCase(),
+      ...pick(response.headers, ['content-length', 'content-range', 'etag', 'last-modified']),
+    });
+    await this.relayBody(response, res, record, fault, contentLength(response));
+  }
+
+  /** Counts and logs the request, and takes the first fault rule it matches. */
+  private admit(origin: Origin, req: IncomingMessage): { fault: Fault | undefined; record: RequestRecord } {
+    const request: ProxiedRequest = { origin, method: req.method ?? 'GET', target: req.url ?? '/', headers: req.headers };
+    const rule = this.rules.find((candidate) => matches(candidate.match, request));
+    if (rule && --rule.remaining <= 0) this.rules = this.rules.filter((candidate) => candidate !== rule);
+    const record: RequestRecord = {
+      origin,
+      method: request.method,
+      target: request.target,
+      range: req.headers.range,
+      fault: rule?.fault.kind,
+      status: 0,
+      bytesSent: 0,
+    };
+    this.counters.requests += 1;
+    this.counters.log.push(record);
+    return { fault: rule?.fault, record };
+  }
+
+  /** Quay only redirects reads the client is allowed to make; anything else is relayed as is. */
+  private async upstreamServes(req: IncomingMessage): Promise<boolean> {
+    const headers = this.upstreamHeaders(req);
+    delete headers.range;
+    try {
+      const response = await this.openUpstream('HEAD', req.url ?? '/', headers);
+      response.resume();
+      return response.statusCode === 200;
+    } catch {
+      return false;
+    }
+  }
+
+  /** The client's headers, and where the client thinks it is, for the registry's URLs. */
+  private upstreamHeaders(req: IncomingMessage): OutgoingHttpHeaders {
+    const headers = withoutHopByHop(req.headers);
+    delete headers.host;
+    headers['x-forwarded-host'] = req.headers.host ?? this.host;
+    headers['x-forwarded-proto'] = 'http';
+    return headers;
+  }
+
+  private presign(target: string, algorithm: string, hex: string, authorization: string | undefined): string {
+    const cdnPath = `/datastorage/registry/${algorithm}/${hex.slice(0, 2)}/${hex}`;
+    const signature = randomBytes(32).toString('hex');
+    this.cdnObjects.set(signature, { cdnPath, upstreamPath: target, authorization });
+    const now = new Date().toISOString().replace(/[-:]|\.\d+/g, '');
+    const query = new URLSearchParams({
+      'X-Amz-Algorithm': 'AWS4-HMAC-SHA256',
+      'X-Amz-Credential': `PRESTAGETESTKEY/${now.slice(0, 8)}/us-east-1/s3/aws4_request`,
+      'X-Amz-Date': now,
+      'X-Amz-Expires': '600',
+      'X-Amz-SignedHeaders': 'host',
+      'X-Amz-Signature': signature,
+    });
+    return `${this.cdnUrl}${cdnPath}?${query}`;
+  }
+
+  private openUpstream(method: string, target: string, headers: OutgoingHttpHeaders, body?: IncomingMessage): Promise<IncomingMessage> {
+    return new Promise((resolve, reject) => {
+      const send = this.upstream.protocol === 'https:' ? httpsRequest : httpRequest;
+      const request = send({
+        hostname: this.upstream.hostname,
+        port: this.upstream.port,
+        method,
+        path: target,
+        headers,
+        agent: this.agent,
+      });
+      request.once('response', resolve);
+      request.once('error', reject);
+      // pipeline, not pipe: a client that aborts an upload aborts the upstream request too.
+      if (body) pipeline(body, request).catch(reject);
+      else request.end();
+    });
+  }
+
+  /**
+   * Streams a body through the bandwidth cap, applying a body fault on the way. Stops
+   * quietly if the client goes away.
+   */
+  private async relayBody(
+    body: Readable,
+    res: ServerResponse,
+    record: RequestRecord,
+    fault: Fault | undefined,
+    length: number | undefined,
+  ): Promise<void> {
+    const cutAfter = fault && fault.kind !== 'status' && fault.kind !== 'corrupt' ? fault.afterBytes : Infinity;
+    const corruptAt = fault?.kind === 'corrupt' ? fault.atByte ?? Math.floor((length ?? 0) / 2) : -1;
+    let offset = 0;
+    try {
+      // The empty write sends the headers, so even a cut at byte 0 is a response, then a cut.
+      if (cutAfter <= 0) {
+        if (await write(res, Buffer.alloc(0), true)) this.cut(res, fault);
+        return;
+      }
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        for (let start = 0; start < chunk.length;) {
+          const size = Math.min(chunk.length - start, this.bandwidth.pieceSize, cutAfter - offset);
+          let piece = chunk.subarray(start, start + size);
+          start += size;
+          if (corruptAt >= offset && corruptAt < offset + size) {
+            piece = Buffer.from(piece);
+            piece[corruptAt - offset] = (piece[corruptAt - offset] ?? 0) ^ 0xff;
+          }
+          await this.bandwidth.take(size);
+          const cutNow = offset + size >= cutAfter;
+          // Before a cut the bytes must have reached the socket, or a reset would drop them.
+          if (!(await write(res, piece, cutNow))) return;
+          offset += size;
+          record.bytesSent += size;
+          this.counters.bytesSent += size;
+          if (cutNow) return this.cut(res, fault);
+        }
+      }
+      res.end();
+    } finally {
+      if (!body.readableEnded) body.destroy();
+    }
+  }
+
+  /** Ends a response early, the way the fault says. */
+  private cut(res: ServerResponse, fault: Fault | undefined): void {
+    if (fault?.kind === 'reset') res.socket?.resetAndDestroy();
+    else if (fault?.kind === 'truncate') res.socket?.end();
+    // 'stall': leave the connection open; the client's timeout or stop() ends it.
+  }
+
+  private sendStatusFault(req: IncomingMessage, res: ServerResponse, record: RequestRecord, fault: Extract<Fault, { kind: 'status' }>): void {
+    const title = `${fault.status} ${STATUS_CODES[fault.status] ?? 'Error'}`;
+    const page = `<html>\r\n<head><title>${title}</title></head>\r\n<body>\r\n<center><h1>${title}</h1></center>\r\n`
+      + '<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n';
+    this.send(req, res, record, fault.status, {
+      'content-type': 'text/html',
+      ...(fault.retryAfter !== undefined && { 'retry-after': String(fault.retryAfter) }),
+    }, page);
+  }
+
+  private sendS3Error(req: IncomingMessage, res: ServerResponse, record: RequestRecord, status: number, code: string, message: string): void {
+    const requestId = randomBytes(8).toString('hex').toUpperCase();
+    const xml = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message>`
+      + `<RequestId>${requestId}</RequestId></Error>`;
+    this.send(req, res, record, status, { 'content-type': 'application/xml', 'x-amz-request-id': requestId }, xml);
+  }
+
+  private send(req: IncomingMessage, res: ServerResponse, record: RequestRecord, status: number, headers: OutgoingHttpHeaders, body: string): void {
+    const bytes = Buffer.from(body);
+    this.writeHead(res, record, status, { ...headers, 'content-length': bytes.length });
+    if (req.method === 'HEAD') {
+      res.end();
+      return;
+    }
+    res.end(bytes);
+    record.bytesSent += bytes.length;
+    this.counters.bytesSent += bytes.length;
+  }
+
+  private writeHead(res: ServerResponse, record: RequestRecord, status: number, headers: OutgoingHttpHeaders): void {
+    record.status = status;
+    res.writeHead(status, headers);
+  }
+
+
+}
+
+/**
+ * One link shared by all responses, a token bucket in time units: each piece reserves the
+ * next slot on the link and is sent when its slot ends, so all streams together stay at
+ * the rate. Up to one piece of idle time is credited, so timer lateness does not add up.
+ */
+class SharedBandwidth {
+  private bytesPerSecond: number | null = null;
+  private linkFreeAt = 0;
+
+  setRate(bytesPerSecond: number | null): void {
+    this.bytesPerSecond = bytesPerSecond;
+    this.linkFreeAt = 0;
+  }
+
+  /** Pieces of ~20 ms keep the pacing smooth at any rate. */
+  get pieceSize(): number {
+    if (this.bytesPerSecond === null) return Infinity;
+    return Math.min(64 * 1024, Math.max(1024, Math.floor(this.bytesPerSecond / 50)));
+  }
+
+  async take(bytes: number): Promise<void> {
+    if (this.bytesPerSecond === null) return;
+    const now = performance.now();
+    const credit = (this.pieceSize * 1000) / this.bytesPerSecond;
+    this.linkFreeAt = Math.max(now - credit, this.linkFreeAt) + (bytes * 1000) / this.bytesPerSecond;
+    const wait = this.linkFreeAt - now;
+    if (wait >= 1) await sleep(wait);
+  }
+}
+
+function matches(match: FaultRule['match'], request: ProxiedRequest): boolean {
+  if (match === undefined) return true;
+  if (typeof match === 'function') return match(request);
+  match.lastIndex = 0;
+  return match.test(request.target);
+}
+
+/**
+ * Resolves false if the client went away. Waits for the socket's drain, or with `flush` until
+ * the piece was handed to the socket.
+ */
+function write(res: ServerResponse, piece: Buffer, flush: boolean): Promise<boolean> {
+  if (res.destroyed) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const settle = (written: boolean): void => {
+      res.off('close', onClose);
+      res.off('drain', onDrain);
+      resolve(written);
+    };
+    const onClose = (): void => settle(false);
+    const onDrain = (): void => settle(true);
+    res.once('close', onClose);
+    if (flush) res.write(piece, (error) => settle(!error));
+    else if (res.write(piece)) settle(true);
+    else res.once('drain', onDrain);
+  });
+}
+
+function withoutHopByHop(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const kept: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined && !HOP_BY_HOP.has(name)) kept[name] = value;
+  }
+  return kept;
+}
+
+function pick(headers: IncomingHttpHeaders, names: string[]): OutgoingHttpHeaders {
+  const picked: OutgoingHttpHeaders = {};
+  for (const name of names) {
+    const value = headers[name];
+    if (value !== undefined) picked[name] = value;
+  }
+  return picked;
+}
+
+function contentLength(response: IncomingMessage): number | undefined {
+  const header = response.headers['content-length'];
+  return header === undefined ? undefined : Number(header);
+}
+
+async function listen(server: Server): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  return (server.address() as AddressInfo).port;
+}

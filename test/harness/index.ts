@@ -1,0 +1,14 @@
+export { freePort } from './free-port.js';
+export { startRegistry, TOKEN_SERVICE, type RegistryAuth, type RegistryHandle, type RegistryOptions } from './registry.js';
+export type { RepositoryAccess, TokenIssuerHandle, TokenRequestRecord } from './token-issuer.js';
+export {
+  startFaultProxy,
+  type Fault,
+  type FaultProxy,
+  type FaultProxyOptions,
+  type FaultRule,
+  type Origin,
+  type ProxiedRequest,
+  type ProxyStats,
+  type RequestRecord,
+} from './fault-proxy.js';
