@@ -6,7 +6,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, rmSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -56,6 +56,7 @@ export interface RegistryHandle {
 export async function startRegistry(options: RegistryOptions = {}): Promise<RegistryHandle> {
   const auth = options.auth ?? 'none';
   const workDir = await mkdtemp(join(tmpdir(), 'prestage-registry-'));
+  removeOnExit(workDir);
   const storageDir = options.storageDir ?? join(workDir, 'storage');
   const logFile = join(workDir, 'registry.log');
   const credentials = auth === 'none' ? undefined : { username: 'prestage', password: randomBytes(12).toString('hex') };
@@ -67,6 +68,7 @@ export async function startRegistry(options: RegistryOptions = {}): Promise<Regi
     await registry?.stop();
     await tokenIssuer?.stop();
     await rm(workDir, { recursive: true, force: true });
+    workDirs.delete(workDir);
   };
 
   try {
@@ -137,7 +139,7 @@ async function launch(settings: LaunchSettings): Promise<RunningRegistry> {
       await terminate(child);
       const logTail = await tail(settings.logFile);
       if (attempt < 3 && logTail.includes('address already in use')) continue;
-      throw new Error(`docker-registry did not start on ${host}: ${(error as Error).message}\n--- ${settings.logFile} (tail) ---\n${logTail}`);
+      throw new Error(`docker-registry did not start on ${host}: ${(error as Error).message}\n--- registry log (tail) ---\n${logTail}`);
     }
   }
 }
@@ -205,20 +207,31 @@ async function tail(file: string, lines = 30): Promise<string> {
 // Child process hygiene: registries must not outlive the test process, however it ends.
 
 const running = new Set<ChildProcess>();
+const workDirs = new Set<string>();
 let exitHookInstalled = false;
+
+/** On an exit without stop(), kill what still runs and remove its files. */
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const orphan of running) orphan.kill('SIGKILL');
+    for (const dir of workDirs) rmSync(dir, { recursive: true, force: true });
+  });
+}
+
+function removeOnExit(workDir: string): void {
+  installExitHook();
+  workDirs.add(workDir);
+}
 
 function spawnTracked(command: string, args: string[], logFile: string): ChildProcess {
   const log = openSync(logFile, 'a');
-  const child = spawn(command, args, { stdio: ['ignore', log, log] });
+  const child = spawn(command, args, { stdio: ['ignore', log, log], env: withoutRegistryOverrides(process.env) });
   closeSync(log);
+  installExitHook();
   running.add(child);
   child.once('exit', () => running.delete(child));
-  if (!exitHookInstalled) {
-    exitHookInstalled = true;
-    process.once('exit', () => {
-      for (const orphan of running) orphan.kill('SIGKILL');
-    });
-  }
   // 'exit' hooks do not run when the test process is killed; a watchdog that holds a pipe
   // from us sees EOF then, and kills the registry.
   if (child.pid !== undefined) {
@@ -232,6 +245,14 @@ function spawnTracked(command: string, args: string[], logFile: string): ChildPr
     child.once('exit', () => watchdog.kill('SIGKILL'));
   }
   return child;
+}
+
+/**
+ * distribution reads every `REGISTRY_*` variable as a config override; containers tools use
+ * `REGISTRY_AUTH_FILE` for credentials, and with it set the registry refuses its config.
+ */
+function withoutRegistryOverrides(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !name.startsWith('REGISTRY_')));
 }
 
 /** SIGTERM, then SIGKILL after a grace period. */
