@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Builds the real-cluster test bed, or reuses it from the cache: etcd, kube-apiserver and CRI-O
+# (with its pinns helper) from the Go module proxy, pinned by the modules in tools/testbed/;
+# conmon, crun, openssl and docker-registry from Debian. Idempotent: a component is rebuilt only
+# when its binary for that version is missing. Prints per-component and total build times.
+#
+#   scripts/build-testbed.sh          build what is missing
+#   scripts/build-testbed.sh --json   the same, logging to stderr; stdout is one JSON object with
+#                                     the binaries' paths (the test harness reads it)
+#
+# Cache: $PRESTAGE_TESTBED_CACHE, default ~/.cache/prestage-testbed/v1/<component>-<version>/.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TOOLS=$ROOT/tools/testbed
+CACHE=${PRESTAGE_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/prestage-testbed/v1}
+# openpgp: signature checks in pure Go instead of cgo gpgme; btrfs: no libbtrfs headers needed.
+CRIO_TAGS='containers_image_openpgp exclude_graphdriver_btrfs'
+# Runtime: conmon, crun (CRI-O's monitor and OCI runtime), openssl (the test PKI),
+# docker-registry (the test registry). Build: gcc and libc6-dev (cgo, static pinns).
+DEBIAN_PACKAGES=(conmon crun openssl docker-registry gcc libc6-dev)
+
+json=false
+[[ ${1:-} == --json ]] && json=true
+log() { if $json; then echo "testbed: $*" >&2; else echo "testbed: $*"; fi; }
+die() { echo "testbed: ERROR: $*" >&2; exit 1; }
+
+install_debian_packages() {
+  local missing=() pkg
+  for pkg in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
+  done
+  ((${#missing[@]} == 0)) && return
+  [[ $(id -u) == 0 ]] || die "missing Debian packages: ${missing[*]} (run: sudo apt-get install ${missing[*]})"
+  log "apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >&2 \
+    || die "apt-get install ${missing[*]} failed"
+}
+
+# The version a tool module requires of a module, from its go.mod (one-line or block require).
+required_version() {
+  local version
+  version=$(awk -v m="$2" '$1 == m { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$TOOLS/$1/go.mod")
+  [[ -n $version ]] || die "tools/testbed/$1/go.mod does not require $2"
+  echo "$version"
+}
+
+built=()
+# build NAME VERSION FUNCTION: runs FUNCTION with $out set to a temporary path, then moves the
+# result into the cache, so an interrupted build never leaves a half-written binary behind.
+build() {
+  local name=$1 version=$2 step=$3
+  local dir=$CACHE/$name-$version
+  local bin=$dir/$name
+  if [[ -x $bin ]]; then
+    log "$name $version: cached"
+    paths+=("\"$name\": \"$bin\"")
+    return
+  fi
+  mkdir -p "$dir"
+  out=$dir/.$name.partial.$$
+  local started=$SECONDS
+  log "$name $version: building (cold builds take minutes on 2 cores)"
+  if ! "$step" >&2; then
+    rm -f "$out"
+    die "building $name $version failed; see the output above"
+  fi
+  mv -f "$out" "$bin"
+  log "$name $version: built in $((SECONDS - started))s"
+  built+=("$name")
+  paths+=("\"$name\": \"$bin\"")
+}
+
+go_build() { # go_build MODULE_DIR PACKAGE EXTRA_LDFLAGS [go build flags...]
+  local module=$1 package=$2 ldflags=$3
+  shift 3
+  (cd "$TOOLS/$module" && go build -ldflags="-s -w $ldflags" "$@" -o "$out" "$package")
+}
+build_etcd() { go_build etcd prestage.test/testbed/etcd ''; }
+# Kubernetes stamps its version at link time (hack/lib/version.sh); without it /version says
+# v0.0.0-master.
+build_kube_apiserver() {
+  local minor=${kube_version#v1.} stamp='' package
+  minor=${minor%%.*}
+  for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    stamp+=" -X $package.gitVersion=$kube_version -X $package.gitMajor=1 -X $package.gitMinor=$minor -X $package.gitTreeState=clean"
+  done
+  go_build kube k8s.io/kubernetes/cmd/kube-apiserver "$stamp"
+}
+build_crio() { CGO_ENABLED=1 go_build crio github.com/cri-o/cri-o/cmd/crio '' -tags "$CRIO_TAGS"; }
+# pinns (C, in the cri-o module's source) pins namespaces for pod sandboxes. The proof tests
+# create no sandboxes, but CRI-O refuses to start without it, so build the real one.
+build_pinns() {
+  local source
+  source=$(cd "$TOOLS/crio" && go mod download -json github.com/cri-o/cri-o | awk -F'"' '$2 == "Dir" { print $4 }')
+  [[ -d $source/pinns/src ]] || die "no pinns sources in the cri-o module ($source)"
+  gcc -std=c99 -Os -Wall -Wextra -static -o "$out" "$source"/pinns/src/*.c
+}
+
+started=$SECONDS
+install_debian_packages
+[[ -x /usr/local/go/bin/go ]] && PATH=$PATH:/usr/local/go/bin
+command -v go >/dev/null || die "go is not installed (needed to build the test bed)"
+# Reproducible, small binaries; go.sum in each tool module pins every dependency.
+export GOFLAGS='-trimpath -mod=readonly -buildvcs=false'
+mkdir -p "$CACHE"
+# One build at a time per cache (CI's step and a test's fallback may race).
+exec 9>"$CACHE/.lock"
+flock 9
+
+etcd_version=$(required_version etcd go.etcd.io/etcd/server/v3)
+kube_version=$(required_version kube k8s.io/kubernetes)
+crio_version=$(required_version crio github.com/cri-o/cri-o)
+
+paths=()
+build etcd "$etcd_version" build_etcd
+build kube-apiserver "$kube_version" build_kube_apiserver
+build crio "$crio_version" build_crio
+build pinns "$crio_version" build_pinns
+
+log "total $((SECONDS - started))s (built: ${built[*]:-nothing, all cached}) in $CACHE"
+if $json; then
+  printf '{%s, "conmon": "%s", "crun": "%s", "versions": {"etcd": "%s", "kube-apiserver": "%s", "crio": "%s"}}\n' \
+    "$(IFS=,; echo "${paths[*]}")" "$(command -v conmon)" "$(command -v crun)" "$etcd_version" "$kube_version" "$crio_version"
+fi

@@ -1,0 +1,45 @@
+/**
+ * The test bed's binaries, as scripts/build-testbed.sh reports them. The script reuses its
+ * cache, so asking is cheap; on a cold machine it builds everything first (minutes), with its
+ * progress on this process's stderr.
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const BUILD_SCRIPT = fileURLToPath(new URL('../../scripts/build-testbed.sh', import.meta.url));
+
+/** A cold build of kube-apiserver and CRI-O takes this long on two cores, with margin. */
+export const COLD_BUILD_TIMEOUT_MS = 60 * 60_000;
+
+export interface TestbedBinaries {
+  readonly etcd: string;
+  readonly 'kube-apiserver': string;
+  readonly crio: string;
+  readonly pinns: string;
+  readonly conmon: string;
+  readonly crun: string;
+  readonly versions: { readonly etcd: string; readonly 'kube-apiserver': string; readonly crio: string };
+}
+
+let binaries: Promise<TestbedBinaries> | undefined;
+
+export function testbedBinaries(): Promise<TestbedBinaries> {
+  binaries ??= buildOrReuse().catch((error: unknown) => {
+    binaries = undefined;
+    throw error;
+  });
+  return binaries;
+}
+
+function buildOrReuse(): Promise<TestbedBinaries> {
+  return new Promise((resolve, reject) => {
+    const script = spawn('bash', [BUILD_SCRIPT, '--json'], { stdio: ['ignore', 'pipe', 'inherit'], timeout: COLD_BUILD_TIMEOUT_MS });
+    let stdout = '';
+    script.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    script.once('error', reject);
+    script.once('close', (code, signal) => {
+      if (code === 0) resolve(JSON.parse(stdout) as TestbedBinaries);
+      else reject(new Error(`scripts/build-testbed.sh failed (${signal ?? `exit ${code}`}); its output is above`));
+    });
+  });
+}
