@@ -3,6 +3,7 @@
  * `RuntimeService/Version`, spoken over gRPC on the runtime's unix socket (CRI-O, containerd).
  * The node agent uses it to pull, inspect and count images; it never talks to a registry itself.
  */
+import { connect as connectSocket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -133,22 +134,33 @@ export class CriClient {
 
   /** Connects to a runtime socket (`/var/run/crio/crio.sock`) and waits until the channel is ready. */
   static async connect(socketPath: string, options: ConnectOptions = {}): Promise<CriClient> {
+    const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    const unreachable = (error: unknown) =>
+      new CriError(`cannot reach the container runtime at ${socketPath}: ${(error as Error).message}`, grpc.status.UNAVAILABLE, { cause: error });
+    // Probe with a plain socket first: a grpc-js channel closed while it is still failing to
+    // connect keeps retrying in the background and later holds an idle connection open, which
+    // blocks the runtime's graceful shutdown.
+    await probeSocket(socketPath, connectTimeoutMs).catch((error: unknown) => {
+      throw unreachable(error);
+    });
     const { runtime: RuntimeService, image: ImageService } = loadServices();
     const address = `unix://${socketPath.startsWith('/') ? '' : '/'}${socketPath}`;
     const credentials = grpc.credentials.createInsecure();
-    // Pulled images' manifests and long image lists can exceed the 4 MiB default.
-    const channelOptions: grpc.ClientOptions = { 'grpc.max_receive_message_length': 64 * 1024 * 1024 };
+    const channelOptions: grpc.ClientOptions = {
+      // Image lists on a node with hundreds of images can exceed the 4 MiB default.
+      'grpc.max_receive_message_length': 64 * 1024 * 1024,
+      // A private subchannel, so close() really closes the socket: the runtime's graceful stop
+      // (systemctl restart crio) waits for every open connection to go away.
+      'grpc.use_local_subchannel_pool': 1,
+    };
     const runtime = new RuntimeService(address, credentials, channelOptions);
     // Both services share one channel so a single socket connection serves every call.
     const images = new ImageService(address, credentials, { ...channelOptions, channelOverride: runtime.getChannel() });
-    const deadline = Date.now() + (options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS);
     try {
-      await new Promise<void>((resolve, reject) => runtime.waitForReady(deadline, (error) => (error ? reject(error) : resolve())));
+      await new Promise<void>((resolve, reject) => runtime.waitForReady(Date.now() + connectTimeoutMs, (error) => (error ? reject(error) : resolve())));
     } catch (error) {
       runtime.close();
-      throw new CriError(`cannot reach the container runtime at ${socketPath}: ${(error as Error).message}`, grpc.status.UNAVAILABLE, {
-        cause: error,
-      });
+      throw unreachable(error);
     }
     return new CriClient(socketPath, runtime, images, options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS);
   }
@@ -166,7 +178,10 @@ export class CriClient {
     };
   }
 
-  /** Pulls an image; resolves to the runtime's image reference (its ID for CRI-O). */
+  /**
+   * Pulls an image; resolves to the runtime's reference for what it stored (CRI-O 1.34: the
+   * canonical `repo@sha256:` name; containerd: the image ID).
+   */
   async pullImage(image: string, options: PullOptions = {}): Promise<string> {
     const request = {
       image: { image },
@@ -229,6 +244,18 @@ export class CriClient {
       });
     });
   }
+}
+
+function probeSocket(socketPath: string, timeoutMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = connectSocket(socketPath);
+    socket.setTimeout(timeoutMs, () => socket.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve();
+    });
+    socket.once('error', reject);
+  });
 }
 
 function toRuntimeImage(wire: WireImage): RuntimeImage {

@@ -44,7 +44,7 @@ export interface PushedImage {
 }
 
 /** Builds a one-layer Docker schema2 image holding `files` and pushes it as `<repository>:<tag>`. */
-export async function pushImage(host: string, repository: string, tag: string, files: Record<string, string>): Promise<PushedImage> {
+export async function pushImage(host: string, repository: string, tag: string, files: Record<string, string | Buffer>): Promise<PushedImage> {
   const tar = await tarOf(files);
   const layer = gzipSync(tar);
   const config = Buffer.from(
@@ -85,7 +85,7 @@ async function pushBlob(host: string, repository: string, blob: Buffer): Promise
   if (put.status !== 201) throw new Error(`blob upload PUT: HTTP ${put.status} ${await put.text()}`);
 }
 
-function tarOf(files: Record<string, string>): Promise<Buffer> {
+function tarOf(files: Record<string, string | Buffer>): Promise<Buffer> {
   const archive = pack();
   for (const [name, content] of Object.entries(files)) archive.entry({ name, mode: 0o644 }, content);
   archive.finalize();
