@@ -5,14 +5,24 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync, readFileSync, statSync } from 'node:fs';
+import { constants } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const running = new Set<Daemon>();
 
 // 'exit' handlers must be synchronous: SIGKILL every group still alive.
-process.on('exit', () => {
+const killAll = () => {
   for (const daemon of running) daemon.killGroupNow();
-});
+};
+process.on('exit', killAll);
+// The daemons sit in their own process groups, so a Ctrl-C or a runner's SIGTERM does not reach
+// them: kill them, then die of the signal as if nobody had listened (unless someone else does).
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.once(signal, () => {
+    killAll();
+    if (process.listenerCount(signal) === 0) process.exit(128 + constants.signals[signal]);
+  });
+}
 
 export interface DaemonSpec {
   readonly name: string;
