@@ -7,6 +7,7 @@ export default defineConfig({
     hookTimeout: 600_000,
     // Integration suites start real servers (registry, API server, CRI-O); two cores.
     fileParallelism: false,
+    globalSetup: ['test/support/global-setup.ts'],
     reporters: ['default'],
   },
 });

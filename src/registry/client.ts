@@ -10,7 +10,7 @@ import { BadInputError, DigestMismatchError, RegistryError } from '../errors.js'
 import { MANIFEST_ACCEPT, parseManifest, selectPlatform, listArchitectures, type Descriptor, type ImageManifest, type Manifest } from './manifest.js';
 import { applyMirrors, type MirrorRule } from './mirrors.js';
 import { formatReference, isDigest, type ImageReference } from './reference.js';
-import { createDispatcher, RegistryTransport, transientReason, type TransportOptions } from './transport.js';
+import { asRegistryError, createDispatcher, RegistryTransport, transientReason, type TransportOptions } from './transport.js';
 
 export interface RegistryClientOptions extends TransportOptions {
   readonly mirrors: readonly MirrorRule[];
@@ -147,7 +147,7 @@ export class RegistryClient {
         }
         if (received < blob.size) throw Object.assign(new Error(`short body: ${received} of ${blob.size} bytes`), { code: 'ECONNRESET' });
       } catch (err) {
-        if (transientReason(err) === undefined) throw err;
+        if (transientReason(err) === undefined) throw asRegistryError(err, ref.registry, `blob ${blob.digest}`);
         lastError = err;
         await sleep(Math.random() * Math.min(this.opts.retry.maxDelayMs, this.opts.retry.baseDelayMs * 2 ** (attempt - 1)));
         continue;

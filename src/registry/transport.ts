@@ -9,7 +9,7 @@ import { rootCertificates } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request, type Dispatcher } from 'undici';
 import pLimit, { type LimitFunction } from 'p-limit';
-import { BadInputError, RegistryError } from '../errors.js';
+import { BadInputError, PrestageError, RegistryError } from '../errors.js';
 import { apiHost } from './reference.js';
 import { findCredential, type Credential, type PullSecret } from './credentials.js';
 
@@ -157,7 +157,7 @@ export class RegistryTransport {
           if (transient !== undefined) {
             throw new RegistryError(`${this.registry}: ${transient} for ${shortPath(path)} after ${attempts} attempts; the registry or network is failing, retry later or raise --retries`, { cause: err });
           }
-          throw err;
+          throw asRegistryError(err, this.registry, shortPath(path));
         }
         const backoff = Math.random() * Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
         const retryAfter = err instanceof RetryableStatus ? err.retryAfterMs : undefined;
@@ -312,6 +312,21 @@ export function transientReason(err: unknown): string | undefined {
     if (code && TRANSIENT_CODES.has(code)) return code === 'UND_ERR_BODY_TIMEOUT' ? 'stalled transfer' : `connection error ${code}`;
   }
   return undefined;
+}
+
+const TLS_TRUST_CODES = /^(UNABLE_TO_|SELF_SIGNED_CERT|DEPTH_ZERO_SELF_SIGNED|CERT_|ERR_TLS_CERT_ALTNAME_INVALID)/;
+
+/** Any failure as a one-line RegistryError that says what to do; prestage's own errors pass through. */
+export function asRegistryError(err: unknown, registry: string, what: string): PrestageError {
+  if (err instanceof PrestageError) return err;
+  for (let e: unknown = err; e instanceof Error; e = e.cause) {
+    const code = (e as NodeJS.ErrnoException).code ?? '';
+    if (TLS_TRUST_CODES.test(code)) {
+      return new RegistryError(`${registry}: TLS certificate not trusted (${code}) for ${what}; pass --ca-file with the registry's CA, or --tls-verify=false`, { cause: err });
+    }
+    if (code === 'ENOTFOUND') return new RegistryError(`${registry}: host not found for ${what}; check the registry name, DNS, or use --mirror`, { cause: err });
+  }
+  return new RegistryError(`${registry}: ${err instanceof Error ? err.message : String(err)} for ${what}`, { cause: err });
 }
 
 function isTlsHandshakeFailure(err: unknown): boolean {
