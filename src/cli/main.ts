@@ -5,7 +5,7 @@
 import { basename } from 'node:path';
 import yargs from 'yargs';
 import { BadInputError, ExitCode, PrestageError } from '../errors.js';
-import { createLogger, type LogLevel } from '../telemetry/log.js';
+import { createCliLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
 import { planCommand } from './plan.js';
 
@@ -28,7 +28,7 @@ export async function main(argv: readonly string[], io: MainIO = {}): Promise<nu
   const stderr = io.stderr ?? process.stderr;
   const scriptName = io.scriptName ?? scriptNameFor(process.argv[1]);
   const level = logLevelFrom(argv);
-  const ctx: CommandContext = { stdout, stderr, log: createLogger(level, stderr) };
+  const ctx: CommandContext = { stdout, stderr, log: createCliLogger(level, scriptName, stderr) };
   let exitCode: number = ExitCode.ok;
   try {
     await yargs([...argv])

@@ -100,8 +100,33 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
   };
 }
 
-/** Stream the layer; keep `release-manifests/*` file contents (bounded), skip everything else. */
+/**
+ * Stream the layer; keep `release-manifests/*` file contents (bounded), skip everything else.
+ * Corrupted bytes break gunzip before the digest can be checked, so a gzip or tar error is
+ * followed by a verifying read: a digest mismatch is reported as such, a clean blob is parsed
+ * once more (the first read was damaged in transit), and a second failure means the image
+ * really is not a release.
+ */
 async function readManifestsLayer(
+  client: RegistryClient,
+  ref: ImageReference,
+  layer: { digest: string; size: number; mediaType: string },
+  named: string,
+  limits: PayloadLimits,
+  warnings: string[],
+): Promise<Map<string, string>> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await extractManifestFiles(client, ref, layer, named, limits, attempt === 1 ? warnings : []);
+    } catch (err) {
+      if (!isGzipOrTarError(err)) throw err;
+      if (attempt > 1) throw new BadInputError(`${named}: the last layer is not a valid gzip tar (${(err as Error).message}); not a release payload`);
+      await drain(client.blobStream(ref, layer));
+    }
+  }
+}
+
+async function extractManifestFiles(
   client: RegistryClient,
   ref: ImageReference,
   layer: { digest: string; size: number; mediaType: string },
@@ -133,7 +158,6 @@ async function readManifestsLayer(
     ]);
   } catch (err) {
     extract.destroy();
-    if (isGzipOrTarError(err)) throw new BadInputError(`${named}: the last layer is not a valid gzip tar (${(err as Error).message}); not a release payload`);
     throw err;
   }
   return files;
@@ -163,6 +187,13 @@ function byteLimit(max: number, named: string): Transform {
       done(null, chunk);
     },
   });
+}
+
+/** Read a stream to its end for its side effect: the client's digest check. */
+async function drain(stream: AsyncIterable<unknown>): Promise<void> {
+  for await (const _ of stream) {
+    // discard
+  }
 }
 
 function isGzipOrTarError(err: unknown): boolean {
