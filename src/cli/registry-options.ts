@@ -26,7 +26,7 @@ export function withRegistryOptions<T>(y: Argv<T>): Argv<T & RegistryFlags> {
     .option('tls-verify', { type: 'boolean', default: true, describe: 'Verify TLS; false also allows plain HTTP registries' })
     .option('mirror', { type: 'string', array: true, default: [] as string[], describe: 'Fetch SOURCE from MIRROR (SOURCE=MIRROR, repeatable); pullspecs keep SOURCE' })
     .option('retries', { type: 'number', default: DEFAULT_RETRY.attempts - 1, describe: 'Retries on throttling and transient failures' })
-    .option('max-concurrency', { type: 'number', default: 8, describe: 'Concurrent requests per registry' })
+    .option('max-concurrency', { type: 'number', default: 32, describe: 'Concurrent requests per registry' })
     .option('stall-timeout', { type: 'number', default: 60, describe: 'Seconds without data before a transfer is retried' }) as unknown as Argv<T & RegistryFlags>;
 }
 

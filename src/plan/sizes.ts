@@ -38,31 +38,32 @@ function layerKind(mediaType: string): 'gzip' | 'tar' | 'other' {
   return 'other';
 }
 
-/** Resolve every image for `arch` and size each unique layer once; results in request order. */
+/**
+ * Resolve every image for `arch` and size each unique layer once; results in request order.
+ * Trailer reads start as soon as each manifest arrives, so manifests and trailers overlap.
+ */
 export async function measureImages(
   client: RegistryClient,
   refs: readonly ImageReference[],
   arch: string,
   warnings: string[],
 ): Promise<MeasuredImage[]> {
-  const resolved = await Promise.all(refs.map((ref) => client.resolveImage(ref, arch)));
-
-  const unique = new Map<string, { layer: Descriptor; ref: ImageReference }>();
-  resolved.forEach((img, i) => {
-    for (const layer of img.manifest.layers) if (!unique.has(layer.digest)) unique.set(layer.digest, { layer, ref: refs[i]! });
-  });
-
-  const sized = new Map<string, PlannedLayer>();
-  await Promise.all(
-    [...unique.values()].map(async ({ layer, ref }) => {
-      sized.set(layer.digest, await sizeLayer(client, ref, layer, warnings));
-    }),
-  );
-
-  return resolved.map((img) => ({
-    digest: img.listDigest ?? img.digest,
-    config: { digest: img.manifest.config.digest, size: img.manifest.config.size },
-    layers: img.manifest.layers.map((l) => sized.get(l.digest)!),
+  const layerSizes = new Map<string, Promise<PlannedLayer>>();
+  const sizeOnce = (ref: ImageReference, layer: Descriptor): Promise<PlannedLayer> => {
+    let sized = layerSizes.get(layer.digest);
+    if (!sized) {
+      sized = sizeLayer(client, ref, layer, warnings);
+      layerSizes.set(layer.digest, sized);
+    }
+    return sized;
+  };
+  return Promise.all(refs.map(async (ref) => {
+    const img = await client.resolveImage(ref, arch);
+    return {
+      digest: img.listDigest ?? img.digest,
+      config: { digest: img.manifest.config.digest, size: img.manifest.config.size },
+      layers: await Promise.all(img.manifest.layers.map((l) => sizeOnce(ref, l))),
+    };
   }));
 }
 

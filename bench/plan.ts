@@ -1,0 +1,121 @@
+/**
+ * `npm run bench:plan`: prestage plan against the baseline a person would script with public
+ * tools for what `oc adm release info --size` does (skopeo: copy the release image to read
+ * its payload, then inspect every component, 4 at a time), in the same run, on the fixture
+ * release behind a proxy that adds 20 ms to every request. Prints wall-time ratios and the
+ * bytes prestage read against the minimum any planner must read.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { gunzipSync } from 'node:zlib';
+import pLimit from 'p-limit';
+import tar from 'tar-stream';
+import { pushFixture } from '../fixtures/push.js';
+import { buildReleaseFixture } from '../fixtures/release.js';
+import { startFaultProxy, startRegistry } from '../test/harness/index.js';
+
+const run = promisify(execFile);
+const RTT_MS = Number(process.env.BENCH_RTT_MS ?? 20);
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const BIN = fileURLToPath(new URL('../bin/prestage.js', import.meta.url));
+
+const fixture = buildReleaseFixture();
+const truth = fixture.truth;
+const storageDir = await mkdtemp(join(tmpdir(), 'prestage-bench-'));
+const registry = await startRegistry({ storageDir: join(storageDir, 'storage') });
+await pushFixture(registry.url, fixture);
+const proxy = await startFaultProxy({ upstream: registry.url });
+proxy.setLatency(RTT_MS);
+const release = `quay.io/${truth.releaseRepository}:${truth.release.tag}`;
+
+async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; bytes: number; requests: number; value: T }> {
+  proxy.resetStats();
+  const started = performance.now();
+  const value = await fn();
+  return { ms: performance.now() - started, bytes: proxy.stats.bytesSent, requests: proxy.stats.requests, value };
+}
+
+async function prestage(): Promise<number> {
+  const { stdout } = await run(process.execPath, [BIN, 'plan', release, '--mirror', `quay.io=${proxy.host}`, '--tls-verify=false', '-o', 'json'], { maxBuffer: 256 * 1024 * 1024 });
+  const plan = JSON.parse(stdout) as { sets: Array<{ diskBytes: number }> };
+  return plan.sets[0]!.diskBytes;
+}
+
+/** The skopeo baseline: copy the release image, read image-references, inspect each component 4 at a time. */
+async function baseline(): Promise<number> {
+  const dir = await mkdtemp(join(tmpdir(), 'prestage-bench-skopeo-'));
+  try {
+    await run('skopeo', ['copy', '--quiet', '--src-tls-verify=false', `docker://${proxy.host}/${truth.releaseRepository}:${truth.release.tag}`, `dir:${dir}`]);
+    const manifest = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8')) as { layers: Array<{ digest: string }> };
+    const last = manifest.layers.at(-1)!.digest.replace('sha256:', '');
+    const refs = await imageReferences(gunzipSync(await readFile(join(dir, last))));
+    const limit = pLimit(4);
+    const sizes = await Promise.all(refs.map((pullSpec) => limit(async () => {
+      const { stdout } = await run('skopeo', ['inspect', '--no-tags', '--tls-verify=false', `docker://${pullSpec.replace(/^quay\.io\//, `${proxy.host}/`)}`], { maxBuffer: 16 * 1024 * 1024 });
+      const info = JSON.parse(stdout) as { LayersData?: Array<{ Size: number }> };
+      return (info.LayersData ?? []).reduce((a, l) => a + l.Size, 0);
+    })));
+    return sizes.reduce((a, b) => a + b, 0);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function imageReferences(tarBytes: Buffer): Promise<string[]> {
+  const extract = tar.extract();
+  const found: string[] = [];
+  const done = (async () => {
+    for await (const entry of extract) {
+      if (entry.header.name === 'release-manifests/image-references') {
+        const chunks: Buffer[] = [];
+        for await (const c of entry as AsyncIterable<Buffer>) chunks.push(c);
+        const doc = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { spec: { tags: Array<{ from: { kind: string; name: string } }> } };
+        found.push(...new Set(doc.spec.tags.filter((t) => t.from.kind === 'DockerImage').map((t) => t.from.name)));
+      } else {
+        entry.resume();
+      }
+    }
+  })();
+  extract.end(tarBytes);
+  await done;
+  return found;
+}
+
+/** What any planner must read: the release manifest and payload layer, every component manifest, 4 bytes per unique gzip layer. */
+function minimumBytes(): number {
+  const layers = new Set<string>();
+  for (const img of [truth.release.image, ...truth.components]) for (const l of img.layers) layers.add(l.digest);
+  return truth.release.image.manifestSize + truth.release.manifestsLayer.size
+    + truth.components.reduce((a, c) => a + c.manifestSize, 0) + 4 * layers.size;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+try {
+  await prestage(); // warm the registry's own caches so neither side pays for them
+  const ours: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
+  const theirs: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
+  for (let i = 0; i < RUNS; i++) {
+    ours.push(await timed(prestage));
+    theirs.push(await timed(baseline));
+  }
+  const oursMs = median(ours.map((r) => r.ms));
+  const theirsMs = median(theirs.map((r) => r.ms));
+  const minimum = minimumBytes();
+  const rows = [
+    ['', 'wall (median)', 'requests', 'bytes read'],
+    [`prestage plan`, `${oursMs.toFixed(0)} ms`, String(ours[0]!.requests), String(ours[0]!.bytes)],
+    [`skopeo baseline`, `${theirsMs.toFixed(0)} ms`, String(theirs[0]!.requests), String(theirs[0]!.bytes)],
+  ];
+  console.log(`bench:plan  fixture: ${truth.components.length} components, release ${truth.release.version}; proxy adds ${RTT_MS} ms per request; ${RUNS} runs each, interleaved`);
+  for (const r of rows) console.log(`  ${r[0]!.padEnd(16)} ${r[1]!.padStart(14)} ${r[2]!.padStart(9)} ${r[3]!.padStart(12)}`);
+  console.log(`  speed-up (baseline / prestage wall time): ${(theirsMs / oursMs).toFixed(1)}x   (target >= 10x)`);
+  console.log(`  prestage bytes / minimum bytes (${minimum}): ${(ours[0]!.bytes / minimum).toFixed(3)}   (target <= 1.05)`);
+} finally {
+  await proxy.stop();
+  await registry.stop();
+  await rm(storageDir, { recursive: true, force: true });
+}
