@@ -1,6 +1,6 @@
 /**
  * The plan: prestage's stable contract (`plan -o json`), consumed by render, apply and
- * bundle. Additive changes only within an apiVersion; documented in docs/plan-format.md.
+ * bundle. Additive changes only within an apiVersion; documented in the README.
  */
 
 export const PLAN_API_VERSION = 'prestage.dev/v1alpha1';
