@@ -9,7 +9,7 @@ import { readFile, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import yaml from 'js-yaml';
 import { Daemon, waitFor } from './processes.js';
-import { freePort } from './ports.js';
+import { freePorts } from './ports.js';
 import { createPki, type ClusterPki } from './pki.js';
 import type { TestbedBinaries } from './binaries.js';
 
@@ -25,7 +25,7 @@ export interface ControlPlane {
 export async function startControlPlane(dir: string, binaries: TestbedBinaries): Promise<ControlPlane> {
   const pkiDir = join(dir, 'pki');
   await mkdir(pkiDir, { recursive: true });
-  const [pki, clientPort, peerPort, securePort] = await Promise.all([createPki(pkiDir), freePort(), freePort(), freePort()]);
+  const [pki, [clientPort, peerPort, securePort]] = await Promise.all([createPki(pkiDir), freePorts(3)]);
   const started: Daemon[] = [];
   const stop = async () => {
     // API server first: it would otherwise log etcd connection errors while shutting down.

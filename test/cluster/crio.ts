@@ -66,8 +66,7 @@ export class CrioNode {
   }
 
   get pid(): number {
-    if (!this.daemon?.alive) throw new Error(`CRI-O for ${this.options.dir} is not running`);
-    return this.daemon.pid;
+    return this.running().pid;
   }
 
   /** SIGHUP, as `systemctl reload crio`; resolves once CRI-O has re-read its configuration. */
