@@ -1,0 +1,292 @@
+/**
+ * The prestage.dev API: what a user asks for (PinnedImageSet) and what each node agent
+ * reports (NodePinnedImages, one per node). Shaped after MCO's PinnedImageSet and
+ * MachineConfigNode so the two read alike, plus per-image state that MCO lacks.
+ */
+import type { V1LabelSelector } from '@kubernetes/client-node';
+
+/**
+ * A CRD as the API server reads it (raw JSON keys such as `x-kubernetes-list-type`): kept
+ * apart from client-node's camelCase model so it serialises verbatim.
+ */
+export interface CustomResourceDefinition {
+  apiVersion: 'apiextensions.k8s.io/v1';
+  kind: 'CustomResourceDefinition';
+  metadata: { name: string };
+  spec: Record<string, unknown>;
+}
+
+export const GROUP = 'prestage.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+export const PINNED_IMAGE_SETS = 'pinnedimagesets';
+export const NODE_PINNED_IMAGES = 'nodepinnedimages';
+
+/** Set annotation (rendered by `prestage plan`): bytes the set's images take on a node's disk. */
+export const DISK_BYTES_ANNOTATION = 'prestage.dev/disk-bytes';
+
+export const MAX_PINNED_IMAGES = 500;
+/** A digest pullspec: whatever the repository, it must end in `@sha256:<64 hex>`. */
+export const DIGEST_PULLSPEC_PATTERN = '^[^\\s@]+@sha256:[a-f0-9]{64}$';
+
+export interface ObjectMeta {
+  name: string;
+  generation?: number;
+  resourceVersion?: string;
+  uid?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  deletionTimestamp?: string | Date;
+}
+
+export interface PinnedImageSet {
+  apiVersion: typeof API_VERSION;
+  kind: 'PinnedImageSet';
+  metadata: ObjectMeta;
+  spec: {
+    pinnedImages: Array<{ name: string }>;
+    /** Empty or absent: every node. */
+    nodeSelector?: V1LabelSelector;
+  };
+}
+
+export type ImageState = 'Pending' | 'Pulling' | 'Pulled' | 'Pinned' | 'Failed';
+export const IMAGE_STATES: readonly ImageState[] = ['Pending', 'Pulling', 'Pulled', 'Pinned', 'Failed'];
+
+export interface ImageStatus {
+  name: string;
+  state: ImageState;
+  attempts: number;
+  lastError?: string;
+  /** Known size on disk, when the runtime or the set's annotation told us. */
+  bytes?: number;
+  pulledBytes?: number;
+}
+
+export interface PinnedImageSetStatus {
+  name: string;
+  desiredGeneration: number;
+  currentGeneration?: number;
+  lastFailedGeneration?: number;
+  lastFailedGenerationError?: string;
+  images: ImageStatus[];
+}
+
+export type ConditionType = 'Progressing' | 'Degraded' | 'Ready';
+
+/** metav1.Condition. */
+export interface Condition {
+  type: ConditionType;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+export interface NodePinnedImagesStatus {
+  observedGeneration?: number;
+  conditions?: Condition[];
+  pinnedImageSets?: PinnedImageSetStatus[];
+  imageFilesystem?: { capacityBytes: number; freeBytes: number };
+}
+
+export interface NodePinnedImages {
+  apiVersion: typeof API_VERSION;
+  kind: 'NodePinnedImages';
+  metadata: ObjectMeta;
+  spec: { nodeName: string };
+  status?: NodePinnedImagesStatus;
+}
+
+/** A set is done on a node when the node reached the generation it was asked for (as MCO's MachineConfigNode). */
+export function isSetDone(status: Pick<PinnedImageSetStatus, 'desiredGeneration' | 'currentGeneration'>): boolean {
+  return status.desiredGeneration > 0 && status.currentGeneration === status.desiredGeneration;
+}
+
+const labelSelectorSchema = {
+  type: 'object',
+  description: 'metav1.LabelSelector over Node labels; empty or absent selects every node.',
+  properties: {
+    matchLabels: { type: 'object', additionalProperties: { type: 'string' } },
+    matchExpressions: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['key', 'operator'],
+        properties: {
+          key: { type: 'string' },
+          operator: { type: 'string', enum: ['In', 'NotIn', 'Exists', 'DoesNotExist'] },
+          values: { type: 'array', items: { type: 'string' } },
+        },
+      },
+    },
+  },
+  'x-kubernetes-map-type': 'atomic',
+};
+
+const generation = { type: 'integer', format: 'int64', minimum: 0 };
+
+export const PINNED_IMAGE_SET_CRD: CustomResourceDefinition = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: `${PINNED_IMAGE_SETS}.${GROUP}` },
+  spec: {
+    group: GROUP,
+    scope: 'Cluster',
+    names: { plural: PINNED_IMAGE_SETS, singular: 'pinnedimageset', kind: 'PinnedImageSet', listKind: 'PinnedImageSetList', shortNames: ['pis'] },
+    versions: [
+      {
+        name: VERSION,
+        served: true,
+        storage: true,
+        additionalPrinterColumns: [
+          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+        ],
+        schema: {
+          openAPIV3Schema: {
+            type: 'object',
+            required: ['spec'],
+            properties: {
+              apiVersion: { type: 'string' },
+              kind: { type: 'string' },
+              metadata: { type: 'object' },
+              spec: {
+                type: 'object',
+                required: ['pinnedImages'],
+                properties: {
+                  pinnedImages: {
+                    type: 'array',
+                    minItems: 1,
+                    maxItems: MAX_PINNED_IMAGES,
+                    'x-kubernetes-list-type': 'map',
+                    'x-kubernetes-list-map-keys': ['name'],
+                    items: {
+                      type: 'object',
+                      required: ['name'],
+                      properties: { name: { type: 'string', minLength: 1, maxLength: 512, pattern: DIGEST_PULLSPEC_PATTERN } },
+                    },
+                  },
+                  nodeSelector: labelSelectorSchema,
+                },
+              },
+            },
+          },
+        },
+      },
+    ],
+  },
+};
+
+const conditionSchema = {
+  type: 'object',
+  required: ['type', 'status', 'reason', 'message', 'lastTransitionTime'],
+  properties: {
+    type: { type: 'string', enum: ['Progressing', 'Degraded', 'Ready'] },
+    status: { type: 'string', enum: ['True', 'False', 'Unknown'] },
+    reason: { type: 'string', maxLength: 1024, pattern: '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$' },
+    message: { type: 'string', maxLength: 32768 },
+    lastTransitionTime: { type: 'string', format: 'date-time' },
+    observedGeneration: generation,
+  },
+};
+
+export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: `${NODE_PINNED_IMAGES}.${GROUP}` },
+  spec: {
+    group: GROUP,
+    scope: 'Cluster',
+    names: { plural: NODE_PINNED_IMAGES, singular: 'nodepinnedimages', kind: 'NodePinnedImages', listKind: 'NodePinnedImagesList', shortNames: ['npi'] },
+    versions: [
+      {
+        name: VERSION,
+        served: true,
+        storage: true,
+        subresources: { status: {} },
+        additionalPrinterColumns: [
+          { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+          { name: 'Degraded', type: 'string', jsonPath: '.status.conditions[?(@.type=="Degraded")].status' },
+          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+        ],
+        schema: {
+          openAPIV3Schema: {
+            type: 'object',
+            required: ['spec'],
+            'x-kubernetes-validations': [{ rule: 'self.metadata.name == self.spec.nodeName', message: 'metadata.name must be the node name' }],
+            properties: {
+              apiVersion: { type: 'string' },
+              kind: { type: 'string' },
+              metadata: { type: 'object' },
+              spec: {
+                type: 'object',
+                required: ['nodeName'],
+                properties: { nodeName: { type: 'string', minLength: 1, maxLength: 253 } },
+              },
+              status: {
+                type: 'object',
+                properties: {
+                  observedGeneration: generation,
+                  conditions: {
+                    type: 'array',
+                    maxItems: 20,
+                    'x-kubernetes-list-type': 'map',
+                    'x-kubernetes-list-map-keys': ['type'],
+                    items: conditionSchema,
+                  },
+                  imageFilesystem: {
+                    type: 'object',
+                    properties: { capacityBytes: { type: 'integer', format: 'int64' }, freeBytes: { type: 'integer', format: 'int64' } },
+                  },
+                  pinnedImageSets: {
+                    type: 'array',
+                    maxItems: 100,
+                    'x-kubernetes-list-type': 'map',
+                    'x-kubernetes-list-map-keys': ['name'],
+                    items: {
+                      type: 'object',
+                      required: ['name', 'desiredGeneration', 'images'],
+                      'x-kubernetes-validations': [
+                        { rule: '!has(self.currentGeneration) || self.desiredGeneration >= self.currentGeneration', message: 'desiredGeneration must be >= currentGeneration' },
+                        { rule: '!has(self.lastFailedGeneration) || self.desiredGeneration >= self.lastFailedGeneration', message: 'desiredGeneration must be >= lastFailedGeneration' },
+                        { rule: '!has(self.lastFailedGeneration) || has(self.lastFailedGenerationError)', message: 'lastFailedGeneration requires lastFailedGenerationError' },
+                      ],
+                      properties: {
+                        name: { type: 'string', minLength: 1, maxLength: 253 },
+                        desiredGeneration: generation,
+                        currentGeneration: generation,
+                        lastFailedGeneration: generation,
+                        lastFailedGenerationError: { type: 'string', maxLength: 32768 },
+                        images: {
+                          type: 'array',
+                          maxItems: MAX_PINNED_IMAGES,
+                          'x-kubernetes-list-type': 'map',
+                          'x-kubernetes-list-map-keys': ['name'],
+                          items: {
+                            type: 'object',
+                            required: ['name', 'state', 'attempts'],
+                            properties: {
+                              name: { type: 'string' },
+                              state: { type: 'string', enum: [...IMAGE_STATES] },
+                              attempts: { type: 'integer', format: 'int32', minimum: 0 },
+                              lastError: { type: 'string', maxLength: 4096 },
+                              bytes: { type: 'integer', format: 'int64', minimum: 0 },
+                              pulledBytes: { type: 'integer', format: 'int64', minimum: 0 },
+                            },
+                          },
+                        },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    ],
+  },
+};
+
+export const CRDS: readonly CustomResourceDefinition[] = [PINNED_IMAGE_SET_CRD, NODE_PINNED_IMAGES_CRD];
