@@ -7,7 +7,7 @@
 import type { RegistryClient } from '../registry/client.js';
 import type { Descriptor } from '../registry/manifest.js';
 import type { ImageReference } from '../registry/reference.js';
-import type { PlannedLayer, SizeMethod } from './types.js';
+import type { PlannedLayer } from './types.js';
 
 export interface MeasuredImage {
   /** What the reference resolved to: a list digest for a manifest list. */
@@ -48,14 +48,15 @@ export async function measureImages(
   arch: string,
   warnings: string[],
 ): Promise<MeasuredImage[]> {
-  const layerSizes = new Map<string, Promise<PlannedLayer>>();
-  const sizeOnce = (ref: ImageReference, layer: Descriptor): Promise<PlannedLayer> => {
+  // One size read per blob; the media type stays each manifest's own (Docker and OCI images share blobs).
+  const layerSizes = new Map<string, Promise<LayerSize>>();
+  const sizeOnce = async (ref: ImageReference, layer: Descriptor): Promise<PlannedLayer> => {
     let sized = layerSizes.get(layer.digest);
     if (!sized) {
       sized = sizeLayer(client, ref, layer, warnings);
       layerSizes.set(layer.digest, sized);
     }
-    return sized;
+    return { digest: layer.digest, mediaType: layer.mediaType, compressedBytes: layer.size, ...(await sized) };
   };
   return Promise.all(refs.map(async (ref) => {
     const img = await client.resolveImage(ref, arch);
@@ -67,15 +68,16 @@ export async function measureImages(
   }));
 }
 
-async function sizeLayer(client: RegistryClient, ref: ImageReference, layer: Descriptor, warnings: string[]): Promise<PlannedLayer> {
-  const base = { digest: layer.digest, mediaType: layer.mediaType, compressedBytes: layer.size };
-  const estimate = (why: string): PlannedLayer => {
+type LayerSize = Pick<PlannedLayer, 'diskBytes' | 'method'>;
+
+async function sizeLayer(client: RegistryClient, ref: ImageReference, layer: Descriptor, warnings: string[]): Promise<LayerSize> {
+  const estimate = (why: string): LayerSize => {
     warnings.push(`layer ${layer.digest.slice(0, 19)}: ${why}; disk size estimated as 2x compressed`);
-    return { ...base, diskBytes: layer.size * 2, method: 'estimate-2x' satisfies SizeMethod };
+    return { diskBytes: layer.size * 2, method: 'estimate-2x' };
   };
   switch (layerKind(layer.mediaType)) {
     case 'tar':
-      return { ...base, diskBytes: layer.size, method: 'uncompressed' };
+      return { diskBytes: layer.size, method: 'uncompressed' };
     case 'other':
       return estimate(`media type ${layer.mediaType} has no cheap size trailer`);
     case 'gzip': {
@@ -83,7 +85,7 @@ async function sizeLayer(client: RegistryClient, ref: ImageReference, layer: Des
       if (!trailer) return estimate('the registry did not honour a Range request');
       const disk = diskBytesFromTrailer(layer.size, trailer);
       if (disk === undefined) return estimate('its gzip trailer is inconsistent with its size (several gzip members, or over 4 GiB)');
-      return { ...base, diskBytes: disk, method: 'gzip-isize' };
+      return { diskBytes: disk, method: 'gzip-isize' };
     }
   }
 }

@@ -11,21 +11,13 @@ import tar from 'tar-stream';
 import yaml from 'js-yaml';
 import { BadInputError } from '../errors.js';
 import { ManifestNotFoundError, type RegistryClient } from '../registry/client.js';
-import { normaliseArch } from '../registry/manifest.js';
+import { normaliseArch, type Descriptor } from '../registry/manifest.js';
 import { digestReference, formatReference, parseReference, type ImageReference } from '../registry/reference.js';
+import type { PlanRelease } from '../plan/types.js';
 import { parseImageReferences, parseReleaseMetadata, type ComponentImage } from './image-references.js';
 
-export interface ReleaseInfo {
-  /** Digest pullspec of the release as named: the manifest list's digest for a multi release. */
-  readonly pullSpec: string;
-  readonly digest: string;
-  /** The per-architecture release image manifest, when `digest` is a list. */
-  readonly manifestDigest: string;
-  readonly version: string;
-  /** The architecture planned for (`amd64`, ...); `multi` payloads are planned for one. */
-  readonly architecture: string;
-  readonly multiArch: boolean;
-  readonly channels: readonly string[];
+/** The release as planned (the plan contract's `release`), plus what planning does not publish. */
+export interface ReleaseInfo extends PlanRelease {
   readonly previous: readonly string[];
 }
 
@@ -70,7 +62,7 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
   }
 
   const warnings: string[] = [];
-  const files = await readManifestsLayer(client, ref, last, named, limits, warnings);
+  const files = await readManifestsLayer({ client, ref, layer: last, named, limits }, warnings);
   const refsText = files.get('image-references');
   if (refsText === undefined) {
     throw new BadInputError(`${named} is not an OpenShift release image: its last layer has no release-manifests/image-references`);
@@ -100,6 +92,16 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
   };
 }
 
+/** Where the manifests layer comes from, and how much of it to accept. */
+interface ManifestsLayer {
+  readonly client: RegistryClient;
+  readonly ref: ImageReference;
+  readonly layer: Descriptor;
+  /** The release as the user named it, for messages. */
+  readonly named: string;
+  readonly limits: PayloadLimits;
+}
+
 /**
  * Stream the layer; keep `release-manifests/*` file contents (bounded), skip everything else.
  * Corrupted bytes break gunzip before the digest can be checked, so a gzip or tar error is
@@ -107,33 +109,19 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
  * once more (the first read was damaged in transit), and a second failure means the image
  * really is not a release.
  */
-async function readManifestsLayer(
-  client: RegistryClient,
-  ref: ImageReference,
-  layer: { digest: string; size: number; mediaType: string },
-  named: string,
-  limits: PayloadLimits,
-  warnings: string[],
-): Promise<Map<string, string>> {
+async function readManifestsLayer(source: ManifestsLayer, warnings: string[]): Promise<Map<string, string>> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await extractManifestFiles(client, ref, layer, named, limits, attempt === 1 ? warnings : []);
+      return await extractManifestFiles(source, attempt === 1 ? warnings : []);
     } catch (err) {
       if (!isGzipOrTarError(err)) throw err;
-      if (attempt > 1) throw new BadInputError(`${named}: the last layer is not a valid gzip tar (${(err as Error).message}); not a release payload`);
-      await drain(client.blobStream(ref, layer));
+      if (attempt > 1) throw new BadInputError(`${source.named}: the last layer is not a valid gzip tar (${(err as Error).message}); not a release payload`);
+      await drain(source.client.blobStream(source.ref, source.layer));
     }
   }
 }
 
-async function extractManifestFiles(
-  client: RegistryClient,
-  ref: ImageReference,
-  layer: { digest: string; size: number; mediaType: string },
-  named: string,
-  limits: PayloadLimits,
-  warnings: string[],
-): Promise<Map<string, string>> {
+async function extractManifestFiles({ client, ref, layer, named, limits }: ManifestsLayer, warnings: string[]): Promise<Map<string, string>> {
   const files = new Map<string, string>();
   const extract = tar.extract();
   const collect = (async () => {
