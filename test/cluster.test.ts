@@ -20,19 +20,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CriClient } from '../src/cri/client.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { waitFor } from './cluster/processes.js';
-import { pushImage, startRegistry, type LocalRegistry, type PushedImage } from './cluster/registry.js';
+import { pushImage, type PushedImage } from './cluster/registry.js';
+import { startRegistry, type RegistryHandle } from './harness/index.js';
 
 const REPOSITORY = 'openshift-release-dev/ocp-v4.0-art-dev';
 const IMAGE_STORE_BYTES = 64 * 2 ** 20;
 
 let registryDir: string;
-let registry: LocalRegistry;
+let registry: RegistryHandle;
 let small: PushedImage;
 let cluster: TestCluster;
 
 beforeAll(async () => {
   registryDir = await mkdtemp(join(tmpdir(), 'prestage-cluster-registry-'));
-  registry = await startRegistry(registryDir);
+  registry = await startRegistry({ storageDir: join(registryDir, 'storage') });
   small = await pushImage(registry.host, REPOSITORY, 'small', { 'etc/prestage': 'pre-loaded by prestage\n' });
   cluster = await startCluster({
     workers: 2,

@@ -1,40 +1,10 @@
 /**
- * A plain-http Debian docker-registry on loopback and a tiny image pushed into it, for the
- * cluster proof tests. Test-only and deliberately small: the shared fixture registry will
- * replace it.
+ * Tiny images built in code and pushed to a test registry (started with the harness's
+ * `startRegistry`), for cluster tests that need an image of a chosen size or content.
  */
 import { createHash } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { pack } from 'tar-stream';
-import { Daemon, waitFor } from './processes.js';
-import { freePort } from './ports.js';
-
-export interface LocalRegistry {
-  /** `127.0.0.1:<port>`: how image references name it. */
-  readonly host: string;
-  stop(): Promise<void>;
-}
-
-export async function startRegistry(dir: string): Promise<LocalRegistry> {
-  await mkdir(join(dir, 'storage'), { recursive: true });
-  const host = `127.0.0.1:${await freePort()}`;
-  const configPath = join(dir, 'config.yml');
-  await writeFile(
-    configPath,
-    [
-      'version: 0.1',
-      'log: {level: warn}',
-      `storage: {filesystem: {rootdirectory: ${join(dir, 'storage')}}, delete: {enabled: true}}`,
-      `http: {addr: "${host}"}`,
-      '',
-    ].join('\n'),
-  );
-  const daemon = Daemon.start({ name: 'docker-registry', command: '/usr/bin/docker-registry', args: ['serve', configPath], logPath: join(dir, 'registry.log') });
-  await daemon.whileRunning(waitFor(`registry on ${host}`, async () => ((await fetch(`http://${host}/v2/`)).ok ? true : undefined), 30_000));
-  return { host, stop: () => daemon.stop() };
-}
 
 export interface PushedImage {
   /** `sha256:...` of the manifest: what digest references name. */
