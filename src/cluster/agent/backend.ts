@@ -1,0 +1,108 @@
+/**
+ * The prestage-agent backend: sets are `prestage.dev/v1alpha1` PinnedImageSets that pick
+ * nodes with `spec.nodeSelector`; progress is each node's NodePinnedImages status, which
+ * carries per-image state and bytes (so `wait` can show bytes and an ETA).
+ *
+ * Node selection by role: the control-plane set goes to nodes labelled
+ * `node-role.kubernetes.io/control-plane` (OpenShift and kubeadm set it on every control-plane
+ * node); the worker set to nodes with neither that label nor the legacy `.../master`.
+ */
+import {
+  API_VERSION,
+  DISK_BYTES_ANNOTATION,
+  GROUP,
+  NODE_PINNED_IMAGES,
+  PINNED_IMAGE_SETS,
+  VERSION,
+  type NodePinnedImages,
+  type PinnedImageSet,
+} from '../../api/prestage.js';
+import type { SetRole } from '../../plan/types.js';
+import { MANAGED_BY_LABEL, type DesiredSet, type NodeSetProgress, type PinningBackend, type ProgressSnapshot, type SetProgress } from '../backend.js';
+import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../kube.js';
+import { observedBackend, type ClusterView } from '../observed-backend.js';
+
+const BASE = `/apis/${GROUP}/${VERSION}`;
+export const AGENT_PATHS = {
+  pinnedImageSets: `${BASE}/${PINNED_IMAGE_SETS}`,
+  nodePinnedImages: `${BASE}/${NODE_PINNED_IMAGES}`,
+  nodes: '/api/v1/nodes',
+} as const;
+
+const CONTROL_PLANE = 'node-role.kubernetes.io/control-plane';
+const MASTER = 'node-role.kubernetes.io/master';
+
+export function nodeSelectorFor(role: SetRole): LabelSelector {
+  return role === 'control-plane'
+    ? { matchExpressions: [{ key: CONTROL_PLANE, operator: 'Exists' }] }
+    : { matchExpressions: [{ key: CONTROL_PLANE, operator: 'DoesNotExist' }, { key: MASTER, operator: 'DoesNotExist' }] };
+}
+
+export function toAgentPinnedImageSet(set: DesiredSet): PinnedImageSet {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'PinnedImageSet',
+    metadata: {
+      name: set.name,
+      labels: { ...set.labels, [MANAGED_BY_LABEL]: 'prestage' },
+      annotations: { ...set.annotations, ...(set.diskBytes ? { [DISK_BYTES_ANNOTATION]: String(set.diskBytes) } : {}) },
+    },
+    spec: { pinnedImages: set.images.map((name) => ({ name })), nodeSelector: nodeSelectorFor(set.role) },
+  };
+}
+
+export function agentBackend(client: KubeClient): PinningBackend {
+  return observedBackend(client, {
+    kind: 'agent',
+    setsPath: AGENT_PATHS.pinnedImageSets,
+    toObject: (set) => toAgentPinnedImageSet(set) as unknown as KubeObject,
+    imagesOf: (object) => ((object as unknown as PinnedImageSet).spec?.pinnedImages ?? []).map((i) => i.name),
+    collections: [AGENT_PATHS.pinnedImageSets, AGENT_PATHS.nodePinnedImages, AGENT_PATHS.nodes],
+    project: projectAgent,
+  });
+}
+
+/** Pure: the progress of `names` (default: prestage-managed sets) in one view of the cluster. */
+export function projectAgent(view: ClusterView, names: readonly string[] | undefined): ProgressSnapshot {
+  const sets = view.get(AGENT_PATHS.pinnedImageSets)! as unknown as ReadonlyMap<string, PinnedImageSet>;
+  const statuses = view.get(AGENT_PATHS.nodePinnedImages)! as unknown as ReadonlyMap<string, NodePinnedImages>;
+  const nodes = [...view.get(AGENT_PATHS.nodes)!.values()];
+  const wanted = names ?? [...sets.values()].filter((s) => s.metadata.labels?.[MANAGED_BY_LABEL] === 'prestage').map((s) => s.metadata.name);
+  return {
+    sets: [...new Set(wanted)].sort().map((name): SetProgress => {
+      const set = sets.get(name);
+      if (!set) return { name, exists: false, generation: 0, nodes: [] };
+      const generation = set.metadata.generation ?? 1;
+      const targets = nodes.filter((n) => matchesSelector(n.metadata.labels, set.spec.nodeSelector as LabelSelector | undefined)).map((n) => n.metadata.name).sort();
+      return { name, exists: true, generation, nodes: targets.map((node) => nodeProgress(node, name, generation, statuses.get(node))) };
+    }),
+  };
+}
+
+function nodeProgress(node: string, set: string, generation: number, status: NodePinnedImages | undefined): NodeSetProgress {
+  const entry = status?.status?.pinnedImageSets?.find((s) => s.name === set);
+  const desiredGeneration = entry?.desiredGeneration ?? 0;
+  const currentGeneration = entry?.currentGeneration ?? 0;
+  const images = entry?.images ?? [];
+  const sized = images.filter((i) => i.bytes !== undefined);
+  const base = {
+    node,
+    set,
+    desiredGeneration,
+    currentGeneration,
+    ...(images.length ? { imagesTotal: images.length, imagesDone: images.filter((i) => i.state === 'Pulled' || i.state === 'Pinned').length } : {}),
+    ...(sized.length ? { bytes: sum(sized.map((i) => i.bytes!)), pulledBytes: sum(sized.map((i) => (i.state === 'Pulled' || i.state === 'Pinned' ? i.bytes! : Math.min(i.pulledBytes ?? 0, i.bytes!)))) } : {}),
+  };
+  if (desiredGeneration < generation) return { ...base, phase: 'pending' };
+  if (currentGeneration === desiredGeneration) return { ...base, phase: 'done' };
+  if (entry?.lastFailedGeneration !== undefined && entry.lastFailedGeneration >= desiredGeneration) {
+    return { ...base, phase: 'degraded', error: entry.lastFailedGenerationError ?? 'failed' };
+  }
+  const failedImage = images.find((i) => i.state === 'Failed' && i.lastError);
+  if (failedImage) return { ...base, phase: 'degraded', error: `${failedImage.name}: ${failedImage.lastError}` };
+  return { ...base, phase: 'progressing' };
+}
+
+function sum(values: readonly number[]): number {
+  return values.reduce((a, b) => a + b, 0);
+}

@@ -1,0 +1,91 @@
+/**
+ * The pinning backend contract: what `apply`, `wait`, `status` and `stage` need from a
+ * cluster, implemented by the MCO-native backend (`mco/`) and prestage's own agent
+ * (`agent/`). One shared test suite runs against each.
+ */
+import type { SetRole } from '../plan/types.js';
+
+export type BackendKind = 'mco' | 'agent';
+
+/** A set as prestage wants it on the cluster, before a backend turns it into its object. */
+export interface DesiredSet {
+  readonly name: string;
+  readonly role: SetRole;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly annotations: Readonly<Record<string, string>>;
+  /** Digest pullspecs. */
+  readonly images: readonly string[];
+  /** Uncompressed bytes the set takes on a node, when the plan knows it. */
+  readonly diskBytes?: number;
+}
+
+export interface ApplyOutcome {
+  readonly set: string;
+  readonly action: 'created' | 'configured' | 'unchanged';
+  readonly addedImages: readonly string[];
+  readonly removedImages: readonly string[];
+  /** Label and annotation keys whose value changes. */
+  readonly changedMetadata: readonly string[];
+}
+
+/**
+ * One set on one node. `pending`: the node has not taken the set's current generation yet;
+ * `progressing`: pulling; `degraded`: the last attempt failed and the node is retrying;
+ * `done`: desiredGeneration > 0, current == desired, and desired is the set's generation.
+ */
+export type NodeSetPhase = 'pending' | 'progressing' | 'degraded' | 'done';
+
+export interface NodeSetProgress {
+  readonly node: string;
+  readonly set: string;
+  readonly phase: NodeSetPhase;
+  readonly desiredGeneration: number;
+  readonly currentGeneration: number;
+  /** The node's error for this set (degraded), as the node reported it. */
+  readonly error?: string;
+  readonly imagesTotal?: number;
+  readonly imagesDone?: number;
+  /** Bytes to pull and pulled so far, where the backend reports them (the agent does, MCO does not). */
+  readonly bytes?: number;
+  readonly pulledBytes?: number;
+}
+
+export interface SetProgress {
+  readonly name: string;
+  /** False when the set is not on the cluster (yet). */
+  readonly exists: boolean;
+  /** metadata.generation of the set: what every node must reach. */
+  readonly generation: number;
+  /** One entry per node the set targets now, sorted by node name. */
+  readonly nodes: readonly NodeSetProgress[];
+}
+
+export interface ProgressSnapshot {
+  readonly sets: readonly SetProgress[];
+}
+
+export interface WatchOptions {
+  readonly signal: AbortSignal;
+  /** A watch broke and is being re-established (API server restart, network). */
+  readonly onRetry?: (error: Error, delayMs: number) => void;
+}
+
+export interface PinningBackend {
+  readonly kind: BackendKind;
+  /** Server-side apply (field manager `prestage`); `dryRun` asks the server and changes nothing. */
+  apply(sets: readonly DesiredSet[], options: { dryRun: boolean }): Promise<ApplyOutcome[]>;
+  /** Names of the nodes a set targets now. */
+  targetNodes(set: string): Promise<string[]>;
+  /** The progress of `sets` (default: every prestage-managed set) as of now. */
+  snapshot(sets?: readonly string[]): Promise<ProgressSnapshot>;
+  /** Calls `onSnapshot` at start and after every change, until the signal aborts. */
+  watch(sets: readonly string[] | undefined, onSnapshot: (snapshot: ProgressSnapshot) => void, options: WatchOptions): Promise<void>;
+}
+
+/** The label every set prestage writes carries; `status` and `wait` without names use it. */
+export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const FIELD_MANAGER = 'prestage';
+
+export function setReady(set: SetProgress): boolean {
+  return set.exists && set.nodes.length > 0 && set.nodes.every((n) => n.phase === 'done');
+}

@@ -1,0 +1,175 @@
+/**
+ * The one fence around the Kubernetes API: JSON requests and watch streams over node:https,
+ * authenticated by @kubernetes/client-node's KubeConfig. Everything else in prestage speaks
+ * paths and plain objects, so the backends and tests read like the API they use.
+ */
+import { request as httpsRequest, type RequestOptions } from 'node:https';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { createInterface } from 'node:readline';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { ClusterError } from '../errors.js';
+
+export interface ObjectMeta {
+  name: string;
+  resourceVersion?: string;
+  generation?: number;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  [key: string]: unknown;
+}
+
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  [key: string]: unknown;
+}
+
+export interface KubeList<T extends KubeObject = KubeObject> {
+  metadata: { resourceVersion: string; continue?: string };
+  items: T[];
+}
+
+export interface WatchEvent<T extends KubeObject = KubeObject> {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+  object: T;
+}
+
+/** An API answer other than 2xx; `status` 0 when the server could not be reached. */
+export class KubeApiError extends ClusterError {
+  constructor(
+    readonly status: number,
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+type Query = Record<string, string | number | boolean | undefined>;
+
+export class KubeClient {
+  readonly server: string;
+
+  constructor(readonly config: KubeConfig) {
+    const cluster = config.getCurrentCluster();
+    if (!cluster) throw new ClusterError('the kubeconfig has no current cluster');
+    this.server = cluster.server.replace(/\/$/, '');
+  }
+
+  async get<T = KubeObject>(path: string, query: Query = {}): Promise<T> {
+    return this.request<T>('GET', path, { query });
+  }
+
+  /** GET, or undefined on 404. */
+  async find<T = KubeObject>(path: string): Promise<T | undefined> {
+    try {
+      return await this.get<T>(path);
+    } catch (error) {
+      if (error instanceof KubeApiError && error.status === 404) return undefined;
+      throw error;
+    }
+  }
+
+  /** Server-side apply as `fieldManager`, taking ownership of conflicting fields (we own these objects). */
+  async apply<T extends KubeObject>(path: string, object: T, options: { fieldManager: string; dryRun?: boolean }): Promise<T> {
+    return this.request<T>('PATCH', path, {
+      body: object,
+      contentType: 'application/apply-patch+yaml',
+      query: { fieldManager: options.fieldManager, force: true, dryRun: options.dryRun ? 'All' : undefined },
+    });
+  }
+
+  async request<T>(method: string, path: string, options: { query?: Query; body?: unknown; contentType?: string } = {}): Promise<T> {
+    const response = await this.send(method, path, options.query ?? {}, options.body, options.contentType);
+    const text = await readAll(response.body);
+    if (response.status < 200 || response.status > 299) throw apiError(method, path, response.status, text);
+    return JSON.parse(text) as T;
+  }
+
+  /**
+   * One watch request: calls `onEvent` per event until the server ends the stream (resolves)
+   * or the request fails (rejects with KubeApiError). Re-watching is the caller's business.
+   */
+  async watch<T extends KubeObject>(path: string, query: Query, onEvent: (event: WatchEvent<T>) => void, signal?: AbortSignal): Promise<void> {
+    const response = await this.send('GET', path, { ...query, watch: true }, undefined, undefined, signal);
+    if (response.status !== 200) throw apiError('WATCH', path, response.status, await readAll(response.body));
+    const lines = createInterface({ input: response.body, crlfDelay: Infinity });
+    await new Promise<void>((resolve, reject) => {
+      response.body.once('error', (error) => reject(unreachable(this.server, error)));
+      lines.on('line', (line) => {
+        if (!line.trim()) return;
+        try {
+          onEvent(JSON.parse(line) as WatchEvent<T>);
+        } catch (error) {
+          // The handler refused the stream (e.g. a 410 ERROR event): end this watch with it.
+          reject(error);
+          response.body.destroy();
+        }
+      });
+      lines.once('close', () => resolve());
+    });
+  }
+
+  private async send(method: string, path: string, query: Query, body: unknown, contentType?: string, signal?: AbortSignal): Promise<{ status: number; body: IncomingMessage }> {
+    const url = new URL(this.server + path);
+    for (const [key, value] of Object.entries(query)) if (value !== undefined) url.searchParams.set(key, String(value));
+    const options: RequestOptions = { method, headers: { accept: 'application/json' } };
+    await this.config.applyToHTTPSOptions(options);
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    if (payload !== undefined) options.headers = { ...options.headers, 'content-type': contentType ?? 'application/json', 'content-length': Buffer.byteLength(payload) };
+    const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
+    return new Promise((resolve, reject) => {
+      const req = send(url, { ...options, ...(signal ? { signal } : {}) }, (res) => resolve({ status: res.statusCode ?? 0, body: res }));
+      req.once('error', (error) => reject(signal?.aborted ? error : unreachable(this.server, error)));
+      req.end(payload);
+    });
+  }
+}
+
+function unreachable(server: string, error: Error): KubeApiError {
+  return new KubeApiError(0, 'Unreachable', `cannot reach the Kubernetes API at ${server}: ${error.message}`);
+}
+
+function apiError(method: string, path: string, status: number, text: string): KubeApiError {
+  let reason = String(status);
+  let message = text.trim().split('\n')[0] ?? '';
+  try {
+    const parsed = JSON.parse(text) as { reason?: string; message?: string };
+    reason = parsed.reason ?? reason;
+    message = parsed.message ?? message;
+  } catch {
+    // not a Status object: keep the raw first line
+  }
+  return new KubeApiError(status, reason, `${method} ${path}: ${status} ${reason}: ${message}`);
+}
+
+function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+    stream.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    stream.once('error', reject);
+  });
+}
+
+/** Kubernetes label selector (`matchLabels` + `matchExpressions`); an empty selector matches everything. */
+export interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: Array<{ key: string; operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist'; values?: string[] }>;
+}
+
+export function matchesSelector(labels: Readonly<Record<string, string>> | undefined, selector: LabelSelector | undefined): boolean {
+  const have = labels ?? {};
+  for (const [key, value] of Object.entries(selector?.matchLabels ?? {})) if (have[key] !== value) return false;
+  for (const { key, operator, values = [] } of selector?.matchExpressions ?? []) {
+    const present = key in have;
+    const ok =
+      operator === 'Exists' ? present
+      : operator === 'DoesNotExist' ? !present
+      : operator === 'In' ? present && values.includes(have[key]!)
+      : !present || !values.includes(have[key]!);
+    if (!ok) return false;
+  }
+  return true;
+}

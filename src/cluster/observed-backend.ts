@@ -1,0 +1,99 @@
+/**
+ * What both backends share: sets are applied server-side to one collection, and progress is
+ * a pure projection of a few watched collections (sets, nodes, per-node status objects).
+ * A backend supplies the paths and the projection; this module does apply, list and watch.
+ */
+import { ClusterError } from '../errors.js';
+import {
+  FIELD_MANAGER,
+  type ApplyOutcome,
+  type BackendKind,
+  type DesiredSet,
+  type PinningBackend,
+  type ProgressSnapshot,
+  type WatchOptions,
+} from './backend.js';
+import { Informer } from './informer.js';
+import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from './kube.js';
+
+/** The watched collections by path, each as name → object. */
+export type ClusterView = ReadonlyMap<string, ReadonlyMap<string, KubeObject>>;
+
+export interface BackendSpec {
+  readonly kind: BackendKind;
+  /** Collection path of the backend's set objects. */
+  readonly setsPath: string;
+  toObject(set: DesiredSet): KubeObject;
+  /** Images of a set object (for the apply diff). */
+  imagesOf(object: KubeObject): string[];
+  /** Every collection `project` reads, the sets' included. */
+  readonly collections: readonly string[];
+  project(view: ClusterView, sets: readonly string[] | undefined): ProgressSnapshot;
+}
+
+export function observedBackend(client: KubeClient, spec: BackendSpec): PinningBackend {
+  const backend: PinningBackend = {
+    kind: spec.kind,
+    apply: (sets, { dryRun }) => applySets(client, spec, sets, dryRun),
+    async targetNodes(set) {
+      const snapshot = await backend.snapshot([set]);
+      return snapshot.sets[0]?.nodes.map((n) => n.node) ?? [];
+    },
+    async snapshot(sets) {
+      const lists = await Promise.all(spec.collections.map((path) => client.get<KubeList>(path)));
+      const view = new Map(spec.collections.map((path, i) => [path, new Map(lists[i]!.items.map((o) => [o.metadata.name, o]))]));
+      return spec.project(view, sets);
+    },
+    async watch(sets, onSnapshot, options: WatchOptions) {
+      let started = false;
+      const informers = spec.collections.map(
+        (path) =>
+          new Informer(client, path, {
+            // Changes during the initial lists are folded into the first snapshot.
+            onChange: () => started && onSnapshot(spec.project(viewOf(informers), sets)),
+            ...(options.onRetry ? { onRetry: options.onRetry } : {}),
+          }),
+      );
+      await Promise.all(informers.map((informer) => informer.start(options.signal)));
+      started = true;
+      onSnapshot(spec.project(viewOf(informers), sets));
+    },
+  };
+  return backend;
+}
+
+function viewOf(informers: readonly Informer[]): ClusterView {
+  return new Map(informers.map((informer) => [informer.path, informer.items]));
+}
+
+async function applySets(client: KubeClient, spec: BackendSpec, sets: readonly DesiredSet[], dryRun: boolean): Promise<ApplyOutcome[]> {
+  const outcomes: ApplyOutcome[] = [];
+  for (const set of sets) {
+    const path = `${spec.setsPath}/${encodeURIComponent(set.name)}`;
+    const before = await client.find<KubeObject>(path);
+    let after: KubeObject;
+    try {
+      after = await client.apply(path, spec.toObject(set), { fieldManager: FIELD_MANAGER, dryRun });
+    } catch (error) {
+      if (error instanceof KubeApiError && error.status === 422) throw new ClusterError(`the cluster refused set ${set.name}: ${error.message}`);
+      throw error;
+    }
+    outcomes.push(diffSet(set.name, spec, before, after));
+  }
+  return outcomes;
+}
+
+function diffSet(name: string, spec: BackendSpec, before: KubeObject | undefined, after: KubeObject): ApplyOutcome {
+  const now = new Set(spec.imagesOf(after));
+  const was = new Set(before ? spec.imagesOf(before) : []);
+  const addedImages = [...now].filter((i) => !was.has(i)).sort();
+  const removedImages = [...was].filter((i) => !now.has(i)).sort();
+  const changedMetadata = before ? [...changedKeys(before.metadata.labels, after.metadata.labels), ...changedKeys(before.metadata.annotations, after.metadata.annotations)] : [];
+  const otherSpecChange = before !== undefined && JSON.stringify(before['spec']) !== JSON.stringify(after['spec']);
+  const action = !before ? 'created' : addedImages.length || removedImages.length || changedMetadata.length || otherSpecChange ? 'configured' : 'unchanged';
+  return { set: name, action, addedImages, removedImages, changedMetadata };
+}
+
+function changedKeys(a: Record<string, string> = {}, b: Record<string, string> = {}): string[] {
+  return [...new Set([...Object.keys(a), ...Object.keys(b)])].filter((k) => a[k] !== b[k]).sort();
+}
