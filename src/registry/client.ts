@@ -2,7 +2,7 @@
  * The registry client: manifests and blobs by reference, with every digest verified where
  * the bytes are read. One transport (auth, retries, concurrency) per registry host.
  */
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Dispatcher } from 'undici';
@@ -34,6 +34,12 @@ export interface ResolvedImage {
 
 /** Registries refuse manifests over 4 MiB; so do we. */
 const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
+
+/** Bytes of a blob already held (a partial file) and their running hash: where a read continues. */
+export interface BlobResume {
+  readonly offset: number;
+  readonly hash: Hash;
+}
 
 export interface ReadCounters {
   requests: number;
@@ -105,19 +111,20 @@ export class RegistryClient {
 
   /**
    * A blob as a stream, verified against its digest and size as it is read. A connection that
-   * breaks mid-blob is resumed with a Range request from the last byte received.
+   * breaks mid-blob is resumed with a Range request from the last byte received. With
+   * `resume`, the stream starts after the bytes the caller already holds (and has hashed).
    */
-  blobStream(ref: ImageReference, blob: Descriptor): Readable {
-    return Readable.from(this.blobChunks(ref, blob), { objectMode: false });
+  blobStream(ref: ImageReference, blob: Descriptor, resume?: BlobResume): Readable {
+    return Readable.from(this.blobChunks(ref, blob, resume), { objectMode: false });
   }
 
-  private async *blobChunks(ref: ImageReference, blob: Descriptor): AsyncGenerator<Buffer> {
+  private async *blobChunks(ref: ImageReference, blob: Descriptor, resume?: BlobResume): AsyncGenerator<Buffer> {
     const { transport, repository } = this.transportFor(ref);
     const where = `${formatReference({ registry: ref.registry, repository: ref.repository })}@${blob.digest}`;
-    const hash = createHash('sha256');
-    let received = 0;
+    const hash = resume?.hash ?? createHash('sha256');
+    let received = resume?.offset ?? 0;
     let lastError: unknown;
-    for (let attempt = 1; received < blob.size || attempt === 1; attempt++) {
+    for (let attempt = 1; received < blob.size || (attempt === 1 && received === 0); attempt++) {
       if (attempt > this.opts.retry.attempts) {
         throw new RegistryError(`${where}: blob transfer kept failing (${transientReason(lastError) ?? String(lastError)}) at byte ${received} of ${blob.size} after ${this.opts.retry.attempts} attempts`, { cause: lastError });
       }

@@ -5,6 +5,7 @@
  * concurrent requests.
  */
 import { readFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
 import { rootCertificates } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request, type Dispatcher } from 'undici';
@@ -50,8 +51,18 @@ export interface RegistryResponse {
 }
 
 export interface RequestOptions {
-  readonly method?: 'GET' | 'HEAD';
+  readonly method?: 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   readonly headers?: Record<string, string>;
+  /** The request body, made afresh for every send (retries, re-authentication, redirects). */
+  readonly body?: () => Buffer | Readable;
+  /** Token scopes; default `repository:<repository>:pull`. Pushes ask for `pull,push`. */
+  readonly scopes?: readonly string[];
+  /**
+   * Send once, without retries: for a request the caller must retry as a whole operation
+   * (a blob upload session does not survive a half-sent body). Errors come back unwrapped,
+   * so `transientReason` can classify them.
+   */
+  readonly once?: boolean;
   /** Statuses the caller handles itself (no retry, no error). */
   readonly accept?: readonly number[];
   readonly signal?: AbortSignal;
@@ -115,14 +126,14 @@ export class RegistryTransport {
   }
 
   /**
-   * A request to `/v2/<path>` in the scope of `repository` (pull). Retries, authenticates and
-   * follows redirects. The concurrency slot is held until the body is consumed or destroyed.
+   * A request to `/v2/<path>` (or to an absolute URL the registry handed out, such as an
+   * upload Location) in the scope of `repository`. Retries, authenticates and follows redirects. The concurrency slot is held until the body is consumed or destroyed.
    * Any status outside 2xx and `accept` becomes a RegistryError.
    */
   async request(repository: string, path: string, ro: RequestOptions = {}): Promise<RegistryResponse> {
     const release = await this.acquireSlot();
     try {
-      const res = await this.withRetries(path, (attempt) => this.attempt(repository, path, ro, attempt));
+      const res = ro.once ? await this.attempt(repository, path, ro, 1) : await this.withRetries(path, (attempt) => this.attempt(repository, path, ro, attempt));
       let released = false;
       const done = (): void => {
         if (!released) {
@@ -170,16 +181,24 @@ export class RegistryTransport {
 
   private async attempt(repository: string, path: string, ro: RequestOptions, attempt: number): Promise<RegistryResponse> {
     const scheme = await this.resolveScheme();
-    let url = `${scheme}://${this.host}/v2/${path}`;
+    const origin = `${scheme}://${this.host}`;
+    let url = /^https?:\/\//.test(path) ? path : `${origin}/v2/${path}`;
+    const scopes = ro.scopes ?? [`repository:${repository}:pull`];
     const challenge = this.challenge ?? { scheme: 'none' };
-    let authorization = await this.authorization(challenge, repository, false);
+    // Credentials go only to the registry's own origin.
+    let authorization = new URL(url).origin === origin ? await this.authorization(challenge, repository, scopes, false) : undefined;
     let reauthenticated = false;
     for (let hop = 0; ; ) {
+      const body = ro.body?.();
       const res = await request(url, {
         method: ro.method ?? 'GET',
         headers: { 'user-agent': 'prestage', ...ro.headers, ...(authorization ? { authorization } : {}) },
         dispatcher: this.dispatcher,
+        ...(body ? { body } : {}),
         ...(ro.signal ? { signal: ro.signal } : {}),
+      }).finally(() => {
+        // A body the server did not read (a 401, a redirect) must not keep its file open.
+        if (body instanceof Readable && !body.readableEnded) body.destroy();
       });
       const { statusCode: status } = res;
       if (status >= 300 && status < 400 && res.headers.location) {
@@ -195,7 +214,7 @@ export class RegistryTransport {
         const header = res.headers['www-authenticate'];
         await res.body.dump();
         this.challenge = parseChallenge(Array.isArray(header) ? header[0] : header);
-        authorization = await this.authorization(this.challenge, repository, true);
+        authorization = await this.authorization(this.challenge, repository, scopes, true);
         reauthenticated = true;
         if (authorization === undefined) throw this.denied(repository, path, status);
         continue;
@@ -215,7 +234,7 @@ export class RegistryTransport {
     return new RegistryError(`${this.registry}: access denied (${status}) to ${repository} for ${shortPath(path)}: ${hint}`);
   }
 
-  private async authorization(challenge: Challenge, repository: string, fresh: boolean): Promise<string | undefined> {
+  private async authorization(challenge: Challenge, repository: string, scopes: readonly string[], fresh: boolean): Promise<string | undefined> {
     const cred = findCredential(this.opts.pullSecrets, this.registry, repository);
     switch (challenge.scheme) {
       case 'none':
@@ -223,18 +242,17 @@ export class RegistryTransport {
       case 'basic':
         return cred?.username !== undefined ? basic(cred) : undefined;
       case 'bearer':
-        return `Bearer ${await this.token(challenge, repository, cred, fresh)}`;
+        return `Bearer ${await this.token(challenge, scopes, cred, fresh)}`;
     }
   }
 
-  private async token(challenge: Extract<Challenge, { scheme: 'bearer' }>, repository: string, cred: Credential | undefined, fresh: boolean): Promise<string> {
-    const scope = `repository:${repository}:pull`;
-    const key = `${challenge.realm}|${challenge.service ?? ''}|${scope}`;
+  private async token(challenge: Extract<Challenge, { scheme: 'bearer' }>, scopes: readonly string[], cred: Credential | undefined, fresh: boolean): Promise<string> {
+    const key = `${challenge.realm}|${challenge.service ?? ''}|${scopes.join(' ')}`;
     const cached = this.tokens.get(key);
     if (!fresh && cached && cached.expiresAt > Date.now()) return cached.token;
     const pending = this.pendingTokens.get(key);
     if (pending) return pending;
-    const p = this.fetchToken(challenge, scope, cred)
+    const p = this.fetchToken(challenge, scopes, cred)
       .then((t) => {
         this.tokens.set(key, t);
         return t.token;
@@ -244,11 +262,12 @@ export class RegistryTransport {
     return p;
   }
 
-  private async fetchToken(challenge: Extract<Challenge, { scheme: 'bearer' }>, scope: string, cred: Credential | undefined): Promise<CachedToken> {
+  private async fetchToken(challenge: Extract<Challenge, { scheme: 'bearer' }>, scopes: readonly string[], cred: Credential | undefined): Promise<CachedToken> {
+    const scope = scopes.join(' ');
     this.opts.onEvent?.({ kind: 'token', realm: challenge.realm, scope });
     const url = new URL(challenge.realm);
     if (challenge.service) url.searchParams.set('service', challenge.service);
-    url.searchParams.set('scope', scope);
+    for (const s of scopes) url.searchParams.append('scope', s);
     return this.withRetries(`token ${url.host}`, async () => {
       const init: Parameters<typeof request>[1] = { dispatcher: this.dispatcher, headers: { 'user-agent': 'prestage' } };
       if (cred?.identityToken) {
@@ -384,5 +403,6 @@ async function readErrorDetail(body: Dispatcher.ResponseData['body']): Promise<s
 }
 
 function shortPath(path: string): string {
-  return path.replace(/(sha256:[a-f0-9]{12})[a-f0-9]{52}/g, '$1…');
+  // Upload Locations are absolute and carry long state queries.
+  return path.replace(/^https?:\/\/[^/]+\/v2\//, '').replace(/\?.*$/, '').replace(/(sha256:[a-f0-9]{12})[a-f0-9]{52}/g, '$1…');
 }
