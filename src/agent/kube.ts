@@ -1,0 +1,113 @@
+/**
+ * The agent's view of the Kubernetes API: informers over PinnedImageSets and its own Node
+ * (label changes re-evaluate selectors), and its NodePinnedImages status, written only through
+ * the status subresource (the object is created when missing).
+ */
+import { ADD, CoreV1Api, CustomObjectsApi, DELETE, ERROR, ListWatch, UPDATE, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject, type V1Node } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, type NodePinnedImages, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
+import { ClusterError } from '../errors.js';
+import type { AgentCluster } from './reconcile.js';
+
+/** Informers restart after a dropped watch after this long. */
+const RELIST_DELAY_MS = 2_000;
+
+export class KubeAgentCluster implements AgentCluster {
+  private readonly objects: CustomObjectsApi;
+  private readonly sets: ListWatch<KubernetesObject>;
+  private readonly node: ListWatch<V1Node>;
+  private stopped = false;
+
+  constructor(
+    kubeConfig: KubeConfig,
+    private readonly nodeName: string,
+    private readonly log: Logger,
+    onChange: () => void,
+  ) {
+    this.objects = kubeConfig.makeApiClient(CustomObjectsApi);
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const watch = new Watch(kubeConfig);
+    this.sets = new ListWatch(
+      `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`,
+      watch,
+      () => this.objects.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS }) as Promise<KubernetesListObject<KubernetesObject>>,
+      false,
+    );
+    const fieldSelector = `metadata.name=${nodeName}`;
+    this.node = new ListWatch('/api/v1/nodes', watch, () => core.listNode({ fieldSelector }), false, undefined, fieldSelector);
+    for (const informer of [this.sets, this.node] as ListWatch<KubernetesObject>[]) {
+      informer.on(ADD, () => onChange());
+      informer.on(UPDATE, () => onChange());
+      informer.on(DELETE, () => onChange());
+      informer.on(ERROR, (error: unknown) => {
+        if (this.stopped) return;
+        this.log.warn({ err: String((error as Error)?.message ?? error) }, 'watch failed; relisting');
+        setTimeout(() => {
+          if (!this.stopped) void informer.start().catch(() => undefined);
+        }, RELIST_DELAY_MS).unref();
+      });
+    }
+  }
+
+  async start(): Promise<void> {
+    await Promise.all([this.sets.start(), this.node.start()]);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await Promise.all([this.sets.stop(), this.node.stop()]);
+  }
+
+  pinnedImageSets(): readonly PinnedImageSet[] {
+    return this.sets.list() as unknown as PinnedImageSet[];
+  }
+
+  nodeLabels(): Readonly<Record<string, string>> | undefined {
+    const node = this.node.get(this.nodeName);
+    return node ? (node.metadata?.labels ?? {}) : undefined;
+  }
+
+  async readStatus(): Promise<NodePinnedImagesStatus | undefined> {
+    return (await this.read())?.status;
+  }
+
+  async writeStatus(status: NodePinnedImagesStatus): Promise<void> {
+    const address = { group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: this.nodeName };
+    for (let attempt = 1; ; attempt++) {
+      const current = (await this.read()) ?? (await this.create());
+      try {
+        await this.objects.replaceClusterCustomObjectStatus({ ...address, body: { ...current, status: { ...status, observedGeneration: current.metadata.generation } } });
+        return;
+      } catch (error) {
+        // Someone else wrote in between: read again and retry.
+        if ((error as { code?: number }).code === 409 && attempt < 5) continue;
+        throw clusterError(`cannot write the status of ${NODE_PINNED_IMAGES}/${this.nodeName}`, error);
+      }
+    }
+  }
+
+  private async read(): Promise<NodePinnedImages | undefined> {
+    try {
+      return (await this.objects.getClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: this.nodeName })) as NodePinnedImages;
+    } catch (error) {
+      if ((error as { code?: number }).code === 404) return undefined;
+      throw clusterError(`cannot read ${NODE_PINNED_IMAGES}/${this.nodeName}`, error);
+    }
+  }
+
+  private async create(): Promise<NodePinnedImages> {
+    const body: NodePinnedImages = { apiVersion: API_VERSION, kind: 'NodePinnedImages', metadata: { name: this.nodeName }, spec: { nodeName: this.nodeName } };
+    try {
+      return (await this.objects.createClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, body })) as NodePinnedImages;
+    } catch (error) {
+      if ((error as { code?: number }).code === 409) return (await this.read()) as NodePinnedImages;
+      throw clusterError(`cannot create ${NODE_PINNED_IMAGES}/${this.nodeName}`, error);
+    }
+  }
+}
+
+function clusterError(what: string, error: unknown): ClusterError {
+  const { code, body } = error as { code?: number; body?: unknown };
+  const detail = typeof body === 'string' ? (JSON.parse(body) as { message?: string }).message ?? body : (error as Error).message;
+  return new ClusterError(`${what}: ${code ?? ''} ${detail}`.replace(/\s+/g, ' '), { cause: error });
+}

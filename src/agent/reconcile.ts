@@ -1,0 +1,438 @@
+/**
+ * The node agent's reconcile loop for ONE node: from the PinnedImageSets that select this node
+ * and what the runtime really stores (never memory, so a restart resumes), check disk, pull
+ * what is missing, pin LAST, and report per set and per image on the node's NodePinnedImages.
+ *
+ * Compared with MCO's loop: free space (not allocatable) of the image filesystem, counted
+ * cumulatively across sets and per set; one failing image or set never blocks the others;
+ * per-image state and attempts; timeouts from size and a minimum throughput instead of one
+ * global deadline; a failed reload restores the previous pin list; a periodic pass repairs
+ * images removed by hand.
+ */
+import { existsSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pLimit from 'p-limit';
+import type { Logger } from 'pino';
+import {
+  DISK_BYTES_ANNOTATION,
+  isSetDone,
+  type Condition,
+  type ImageStatus,
+  type NodePinnedImagesStatus,
+  type PinnedImageSet,
+  type PinnedImageSetStatus,
+} from '../api/prestage.js';
+import type { PullAuth, RuntimeImage } from '../cri/client.js';
+import { findCredential, parsePullSecretFile, type PullSecret } from '../registry/credentials.js';
+import { parseReference } from '../registry/reference.js';
+import type { AgentMetrics } from './metrics.js';
+import { imageNames, type ImageRuntime } from './runtime.js';
+import { selectorMatches } from './selector.js';
+
+/** What the agent reads from and writes to the Kubernetes API; informer-backed in production. */
+export interface AgentCluster {
+  /** Every PinnedImageSet as last seen. */
+  pinnedImageSets(): readonly PinnedImageSet[];
+  /** This node's labels; undefined until the Node has been seen. */
+  nodeLabels(): Readonly<Record<string, string>> | undefined;
+  readStatus(): Promise<NodePinnedImagesStatus | undefined>;
+  writeStatus(status: NodePinnedImagesStatus): Promise<void>;
+}
+
+export interface RetryPolicy {
+  readonly attempts: number;
+  readonly initialDelayMs: number;
+  readonly maxDelayMs: number;
+}
+
+export interface NodeAgentOptions {
+  readonly nodeName: string;
+  readonly runtime: ImageRuntime;
+  readonly cluster: AgentCluster;
+  readonly log: Logger;
+  readonly metrics?: AgentMetrics;
+  /** Parallel pulls on this node (MCO: 5, 1 on control-plane nodes). */
+  readonly concurrency: number;
+  /** Bytes of the image filesystem that pre-loading must leave free. */
+  readonly reserveBytes: number;
+  /** `/var/lib/kubelet/config.json`: the node's pull secret; absent file = anonymous pulls. */
+  readonly pullSecretPath?: string;
+  readonly retry?: RetryPolicy;
+  /** A pull slower than this (bytes/s, from the image's known size) is stalled. */
+  readonly minThroughputBytesPerSecond?: number;
+  readonly minPullTimeoutMs?: number;
+  /** Periodic re-check from CRI truth: repairs drift and retries failures. */
+  readonly resyncMs?: number;
+}
+
+const DEFAULT_RETRY: RetryPolicy = { attempts: 5, initialDelayMs: 1_000, maxDelayMs: 10_000 };
+const DEFAULT_MIN_THROUGHPUT = 1024 * 1024;
+const DEFAULT_MIN_PULL_TIMEOUT_MS = 5 * 60_000;
+/** Errors retrying cannot fix; the image fails at once (MCO does the same for ENOSPC). */
+const PERMANENT_PULL_ERROR = /no space left on device|manifest unknown|not found|unauthorized|denied/i;
+
+interface ImageRecord {
+  attempts: number;
+  lastError?: string;
+  pulling: boolean;
+}
+
+export class NodeAgent {
+  /** Per-image pull history; a restart forgets it, which only resets attempt counts. */
+  private readonly records = new Map<string, ImageRecord>();
+  private readonly retry: RetryPolicy;
+  private running: Promise<void> | undefined;
+  private rerun = false;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  /** Set failures of the current pass that are not per-image (disk, pinning). */
+  private setErrors = new Map<string, string>();
+
+  constructor(private readonly options: NodeAgentOptions) {
+    this.retry = options.retry ?? DEFAULT_RETRY;
+  }
+
+  /** Reconcile now and on every resync tick; call trigger() when sets or the Node change. */
+  start(): void {
+    this.trigger();
+    const resyncMs = this.options.resyncMs ?? 60_000;
+    this.timer = setInterval(() => this.trigger(), resyncMs);
+    this.timer.unref();
+  }
+
+  /** Requests a pass; passes never overlap, and triggers during one coalesce into one more. */
+  trigger(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.rerun = true;
+      return;
+    }
+    this.running = (async () => {
+      do {
+        this.rerun = false;
+        try {
+          await this.reconcile();
+          this.options.metrics?.reconciles.inc({ outcome: 'ok' });
+        } catch (error) {
+          this.options.metrics?.reconciles.inc({ outcome: 'error' });
+          this.options.log.error({ err: (error as Error).message }, 'reconcile failed');
+        }
+      } while (this.rerun && !this.stopped);
+      this.running = undefined;
+    })();
+  }
+
+  /** Resolves when no pass is running or queued. */
+  async idle(): Promise<void> {
+    while (this.running) await this.running;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.idle();
+  }
+
+  /** One full pass. Exposed so tests and the CLI's `--once` can run exactly one. */
+  async reconcile(): Promise<NodePinnedImagesStatus> {
+    const { runtime, log } = this.options;
+    this.setErrors = new Map();
+    const labels = this.options.cluster.nodeLabels();
+    if (!labels) throw new Error(`node ${this.options.nodeName} not seen yet`);
+
+    // Phase 1: pull what the selecting sets need and the disk allows.
+    const sets = this.selectingSets();
+    const stored = await runtime.listImages();
+    const present = presentNames(stored);
+    const filesystem = await runtime.imageFilesystem();
+    const toPull = this.admitByDisk(sets, present, filesystem.freeBytes);
+    const auth = this.pullAuthSource();
+    const limit = pLimit(this.options.concurrency);
+    const progress = new StatusPublisher(async () => this.options.cluster.writeStatus(await this.snapshot()));
+    await Promise.all(
+      [...toPull].map(([image, bytes]) =>
+        limit(async () => {
+          // A set deleted or unselected meanwhile no longer wants this image.
+          if (!this.selectingSets().some((set) => set.spec.pinnedImages.some((entry) => entry.name === image))) return;
+          await this.pullWithRetries(image, bytes, auth(image));
+          progress.poke();
+        }),
+      ),
+    );
+    await progress.settle();
+
+    // Phase 2: pin LAST, from a fresh look at sets and the runtime.
+    const status = await this.pinAndReport(filesystem);
+    await this.options.cluster.writeStatus(status);
+    log.debug({ sets: status.pinnedImageSets?.length }, 'reconciled');
+    return status;
+  }
+
+  /** The status as it stands, without pulling or pinning: for progress while pulls run. */
+  async snapshot(): Promise<NodePinnedImagesStatus> {
+    const stored = await this.options.runtime.listImages();
+    const filesystem = await this.options.runtime.imageFilesystem();
+    return this.buildStatus(this.selectingSets(), stored, filesystem, await this.options.cluster.readStatus());
+  }
+
+  private selectingSets(): PinnedImageSet[] {
+    const labels = this.options.cluster.nodeLabels() ?? {};
+    return this.options.cluster
+      .pinnedImageSets()
+      .filter((set) => !set.metadata.deletionTimestamp && selectorMatches(set.spec.nodeSelector, labels))
+      .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+  }
+
+  /**
+   * Which missing images fit, set by set in name order: a set whose new images do not fit in
+   * what is left (free minus reserve minus earlier sets' needs) fails whole with nothing pulled.
+   * Sizes come from the set's `prestage.dev/disk-bytes` annotation spread evenly over its images
+   * (the plan's estimate); a set without it is pulled unchecked and says so.
+   */
+  private admitByDisk(sets: readonly PinnedImageSet[], present: ReadonlySet<string>, freeBytes: number): Map<string, number | undefined> {
+    const admitted = new Map<string, number | undefined>();
+    let available = freeBytes - this.options.reserveBytes;
+    for (const set of sets) {
+      const perImage = perImageBytes(set);
+      const missing = set.spec.pinnedImages.map((entry) => entry.name).filter((image) => !present.has(image) && !admitted.has(image));
+      const needed = perImage === undefined ? 0 : perImage * missing.length;
+      if (needed > available) {
+        this.setErrors.set(
+          set.metadata.name,
+          `not enough disk: ${missing.length} images need ${needed} bytes, ${Math.max(available, 0)} free after the ${this.options.reserveBytes}-byte reserve and earlier sets; nothing pulled`,
+        );
+        continue;
+      }
+      available -= needed;
+      for (const image of missing) admitted.set(image, perImage);
+    }
+    return admitted;
+  }
+
+  private async pullWithRetries(image: string, bytes: number | undefined, auth: PullAuth | undefined): Promise<void> {
+    const { runtime, log, metrics } = this.options;
+    const record = this.record(image);
+    const timeoutMs = Math.max(
+      this.options.minPullTimeoutMs ?? DEFAULT_MIN_PULL_TIMEOUT_MS,
+      bytes === undefined ? 0 : (bytes / (this.options.minThroughputBytesPerSecond ?? DEFAULT_MIN_THROUGHPUT)) * 1000,
+    );
+    let delay = this.retry.initialDelayMs;
+    record.pulling = true;
+    try {
+      for (let attempt = 1; attempt <= this.retry.attempts; attempt++) {
+        record.attempts++;
+        const started = Date.now();
+        try {
+          await runtime.pull(image, { auth, timeoutMs });
+          record.lastError = undefined;
+          metrics?.pulls.inc({ outcome: 'ok' });
+          metrics?.pullSeconds.observe((Date.now() - started) / 1000);
+          log.info({ image, attempt, ms: Date.now() - started }, 'pulled');
+          return;
+        } catch (error) {
+          record.lastError = oneLine((error as Error).message);
+          const permanent = PERMANENT_PULL_ERROR.test(record.lastError);
+          metrics?.pulls.inc({ outcome: 'error' });
+          log.warn({ image, attempt, permanent, err: record.lastError }, 'pull failed');
+          if (permanent || attempt === this.retry.attempts || this.stopped) return;
+          await sleep(delay);
+          delay = Math.min(delay * 2, this.retry.maxDelayMs);
+        }
+      }
+    } finally {
+      record.pulling = false;
+    }
+  }
+
+  private async pinAndReport(filesystem: { capacityBytes: number; freeBytes: number }): Promise<NodePinnedImagesStatus> {
+    const { runtime, log, metrics } = this.options;
+    const sets = this.selectingSets();
+    const stored = await runtime.listImages();
+    const present = presentNames(stored);
+    const pinnedNow = pinnedNames(stored);
+    // Satisfied sets pin all their images; a set repairing drift keeps what was already pinned,
+    // so one removed image never unpins its siblings.
+    const pinList = new Set<string>();
+    for (const set of sets) {
+      const images = set.spec.pinnedImages.map((entry) => entry.name);
+      const satisfied = !this.setErrors.has(set.metadata.name) && images.every((image) => present.has(image));
+      for (const image of images) if (satisfied || (present.has(image) && pinnedNow.has(image))) pinList.add(image);
+    }
+    try {
+      await runtime.pin([...pinList]);
+      metrics?.pinnedImages.set(pinList.size);
+    } catch (error) {
+      const message = oneLine((error as Error).message);
+      log.error({ err: message }, 'pinning failed');
+      for (const set of sets) if (!this.setErrors.has(set.metadata.name)) this.setErrors.set(set.metadata.name, message);
+    }
+    const after = await runtime.listImages();
+    const status = this.buildStatus(sets, after, filesystem, await this.options.cluster.readStatus());
+    metrics?.setsDone.set(status.pinnedImageSets?.filter(isSetDone).length ?? 0);
+    metrics?.setsFailed.set(status.pinnedImageSets?.filter((set) => set.lastFailedGeneration === set.desiredGeneration).length ?? 0);
+    return status;
+  }
+
+  private buildStatus(
+    sets: readonly PinnedImageSet[],
+    stored: readonly RuntimeImage[],
+    filesystem: { capacityBytes: number; freeBytes: number },
+    previous: NodePinnedImagesStatus | undefined,
+  ): NodePinnedImagesStatus {
+    const byName = new Map<string, RuntimeImage>();
+    for (const image of stored) for (const name of imageNames(image)) byName.set(name, image);
+    const previousSets = new Map((previous?.pinnedImageSets ?? []).map((set) => [set.name, set]));
+
+    const setStatuses = sets.map((set): PinnedImageSetStatus => {
+      const generation = set.metadata.generation ?? 1;
+      const perImage = perImageBytes(set);
+      const setError = this.setErrors.get(set.metadata.name);
+      const images = set.spec.pinnedImages.map(({ name }): ImageStatus => {
+        const record = this.records.get(name);
+        const image = byName.get(name);
+        const status: ImageStatus = { name, state: 'Pending', attempts: record?.attempts ?? 0 };
+        if (image) {
+          status.bytes = image.size;
+          status.pulledBytes = image.size;
+          status.state = image.pinned ? 'Pinned' : 'Pulled';
+        } else {
+          if (perImage !== undefined) status.bytes = perImage;
+          if (record?.pulling) status.state = 'Pulling';
+          else if (record?.lastError) status.state = 'Failed';
+        }
+        if (record?.lastError && status.state !== 'Pinned' && status.state !== 'Pulled') status.lastError = record.lastError;
+        return status;
+      });
+      const before = previousSets.get(set.metadata.name);
+      const result: PinnedImageSetStatus = { name: set.metadata.name, desiredGeneration: generation, images };
+      if (before?.currentGeneration && before.currentGeneration <= generation) result.currentGeneration = before.currentGeneration;
+      const failure =
+        setError ??
+        firstFailure(images, (image) => image.state === 'Failed' && `image ${image.name}: ${image.lastError}`) ??
+        // Pulled but CRI does not report the pin: the reload did not take.
+        (images.every((image) => image.state === 'Pulled' || image.state === 'Pinned')
+          ? firstFailure(images, (image) => image.state === 'Pulled' && `image ${image.name} is not pinned after reloading the runtime`)
+          : undefined);
+      if (images.every((image) => image.state === 'Pinned') && !setError) {
+        result.currentGeneration = generation;
+      } else if (failure) {
+        result.lastFailedGeneration = generation;
+        result.lastFailedGenerationError = failure.slice(0, 32_768);
+      }
+      return result;
+    });
+
+    const done = setStatuses.filter(isSetDone).length;
+    const failed = setStatuses.filter((set) => set.lastFailedGeneration === set.desiredGeneration);
+    const progressing = setStatuses.length - done - failed.length;
+    const conditions = [
+      condition('Ready', done === setStatuses.length, done === setStatuses.length ? 'AllSetsPinned' : 'SetsPending', `${done}/${setStatuses.length} sets pulled and pinned`),
+      condition('Progressing', progressing > 0, progressing > 0 ? 'ImagePrefetch' : 'Idle', `${progressing} sets in progress`),
+      condition('Degraded', failed.length > 0, failed.length > 0 ? 'PrefetchFailed' : 'AsExpected', failed.map((set) => `${set.name}: ${set.lastFailedGenerationError}`).join('; ')),
+    ].map((next) => keepTransitionTime(next, previous?.conditions));
+    return {
+      conditions,
+      pinnedImageSets: setStatuses,
+      imageFilesystem: { capacityBytes: filesystem.capacityBytes, freeBytes: filesystem.freeBytes },
+    };
+  }
+
+  private record(image: string): ImageRecord {
+    let record = this.records.get(image);
+    if (!record) {
+      record = { attempts: 0, pulling: false };
+      this.records.set(image, record);
+    }
+    return record;
+  }
+
+  /** Credentials per image from the kubelet's pull secret, re-read each pass (it may rotate). */
+  private pullAuthSource(): (image: string) => PullAuth | undefined {
+    const path = this.options.pullSecretPath;
+    let secrets: PullSecret[] = [];
+    if (path && existsSync(path)) {
+      try {
+        secrets = [parsePullSecretFile(path)];
+      } catch (error) {
+        this.options.log.warn({ err: (error as Error).message }, 'pull secret unreadable; pulling anonymously');
+      }
+    }
+    return (image) => {
+      const reference = parseReference(image);
+      const credential = findCredential(secrets, reference.registry, reference.repository);
+      if (!credential) return undefined;
+      return credential.identityToken
+        ? { identityToken: credential.identityToken, serverAddress: reference.registry }
+        : { username: credential.username, password: credential.password, serverAddress: reference.registry };
+    };
+  }
+}
+
+/** Publishes progress while pulls run, at most one write at a time and never after settle(). */
+class StatusPublisher {
+  private writing: Promise<void> | undefined;
+  private again = false;
+  constructor(private readonly publish: () => Promise<void>) {}
+
+  poke(): void {
+    if (this.writing) {
+      this.again = true;
+      return;
+    }
+    this.writing = this.write();
+  }
+
+  async settle(): Promise<void> {
+    this.again = false;
+    await this.writing;
+  }
+
+  private async write(): Promise<void> {
+    try {
+      do {
+        this.again = false;
+        await this.publish();
+      } while (this.again);
+    } catch {
+      // Progress is best effort; the end of the pass writes the status that counts.
+    } finally {
+      this.writing = undefined;
+    }
+  }
+}
+
+function perImageBytes(set: PinnedImageSet): number | undefined {
+  const total = Number(set.metadata.annotations?.[DISK_BYTES_ANNOTATION]);
+  if (!Number.isFinite(total) || total <= 0 || set.spec.pinnedImages.length === 0) return undefined;
+  return Math.ceil(total / set.spec.pinnedImages.length);
+}
+
+function presentNames(stored: readonly RuntimeImage[]): Set<string> {
+  return new Set(stored.flatMap(imageNames));
+}
+
+function pinnedNames(stored: readonly RuntimeImage[]): Set<string> {
+  return new Set(stored.filter((image) => image.pinned).flatMap(imageNames));
+}
+
+function firstFailure(images: readonly ImageStatus[], describe: (image: ImageStatus) => string | false): string | undefined {
+  for (const image of images) {
+    const text = describe(image);
+    if (text) return text;
+  }
+  return undefined;
+}
+
+function condition(type: Condition['type'], value: boolean, reason: string, message: string): Condition {
+  return { type, status: value ? 'True' : 'False', reason, message, lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z') };
+}
+
+/** metav1.Condition semantics: the transition time moves only when the status does. */
+function keepTransitionTime(next: Condition, previous: readonly Condition[] | undefined): Condition {
+  const before = previous?.find((candidate) => candidate.type === next.type);
+  return before && before.status === next.status ? { ...next, lastTransitionTime: before.lastTransitionTime } : next;
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim().slice(0, 4096);
+}
