@@ -195,6 +195,7 @@ export class NodeAgent {
     for (const set of sets) {
       const perImage = perImageBytes(set);
       const missing = set.spec.pinnedImages.map((entry) => entry.name).filter((image) => !present.has(image) && !admitted.has(image));
+      if (missing.length === 0) continue;
       const needed = perImage === undefined ? 0 : perImage * missing.length;
       if (needed > available) {
         this.setErrors.set(

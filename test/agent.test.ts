@@ -1,0 +1,316 @@
+/**
+ * The node agent on the real test bed: kube-apiserver with the prestage.dev CRDs, three nodes
+ * (one control plane, two workers) each with a real CRI-O that mirrors quay.io to a registry
+ * serving the fixture release, and one in-process agent per node.
+ */
+import { readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import {
+  API_VERSION,
+  CRDS,
+  DISK_BYTES_ANNOTATION,
+  GROUP,
+  NODE_PINNED_IMAGES,
+  PINNED_IMAGE_SETS,
+  VERSION,
+  isSetDone,
+  type NodePinnedImages,
+  type PinnedImageSet,
+  type PinnedImageSetStatus,
+} from '../src/api/prestage.js';
+import { CrioRuntime, renderPinDropIn } from '../src/agent/crio.js';
+import { KubeAgentCluster } from '../src/agent/kube.js';
+import { NodeAgent } from '../src/agent/reconcile.js';
+import type { ImageRuntime } from '../src/agent/runtime.js';
+import { CriClient } from '../src/cri/client.js';
+import { applyServerSide, type Manifest } from '../src/install/apply.js';
+import { createLogger } from '../src/telemetry/log.js';
+import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
+import { waitFor } from './cluster/processes.js';
+import { startRegistry, type RegistryHandle } from './harness/index.js';
+
+const truth = inject('fixtureTruth');
+/** The smallest fixture components: pulls stay quick. */
+const [IMG_A, IMG_B, IMG_C, IMG_D, IMG_E, IMG_F] = [...truth.components]
+  .sort((a, b) => a.layers.reduce((sum, l) => sum + l.size, 0) - b.layers.reduce((sum, l) => sum + l.size, 0))
+  .slice(0, 6)
+  .map((component) => component.pullSpec) as [string, string, string, string, string, string];
+
+const DROP_IN = '50-prestage-pinned-images';
+const log = createLogger(process.env.PRESTAGE_TEST_LOG ? 'debug' : 'silent');
+
+let registry: RegistryHandle;
+let cluster: TestCluster;
+let objects: CustomObjectsApi;
+
+interface RunningAgent {
+  readonly node: TestNode;
+  readonly agent: NodeAgent;
+  readonly runtime: ImageRuntime;
+  readonly view: KubeAgentCluster;
+  stop(): Promise<void>;
+}
+const agents = new Map<string, RunningAgent>();
+/** Per node: make the next reloads fail, as a broken crio.conf would. */
+const failReload = new Map<string, boolean>();
+
+async function startAgent(node: TestNode, reserveBytes = 0): Promise<RunningAgent> {
+  const runtime = await CrioRuntime.connect({
+    socketPath: node.crio.socketPath,
+    dropInPath: join(node.crio.confDir, DROP_IN),
+    reload: async () => {
+      if (failReload.get(node.name)) throw new Error('injected: crio.service reload failed');
+      await node.crio.reload();
+    },
+  });
+  let agent: NodeAgent | undefined;
+  const view = new KubeAgentCluster(cluster.kubeConfig, node.name, log, () => agent?.trigger());
+  agent = new NodeAgent({
+    nodeName: node.name,
+    runtime,
+    cluster: view,
+    log: log.child({ node: node.name }),
+    concurrency: node.role === 'control-plane' ? 1 : 3,
+    reserveBytes,
+    resyncMs: 1_500,
+    retry: { attempts: 3, initialDelayMs: 200, maxDelayMs: 1_000 },
+  });
+  await view.start();
+  agent.start();
+  const running: RunningAgent = {
+    node,
+    agent,
+    runtime,
+    view,
+    stop: async () => {
+      await agent.stop();
+      await view.stop();
+      runtime.close();
+      agents.delete(node.name);
+    },
+  };
+  agents.set(node.name, running);
+  return running;
+}
+
+beforeAll(async () => {
+  registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
+  cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': registry.host }, insecureRegistries: [registry.host] });
+  objects = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+  await applyServerSide(cluster.kubeConfig, CRDS as unknown as Manifest[]);
+  const extensions = cluster.kubeConfig.makeApiClient(ApiextensionsV1Api);
+  for (const crd of CRDS) {
+    await waitFor(`${crd.metadata.name} established`, async () => {
+      const stored = await extensions.readCustomResourceDefinition({ name: crd.metadata.name });
+      return stored.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? true : undefined;
+    });
+  }
+  for (const node of cluster.nodes) await startAgent(node);
+}, COLD_BUILD_TIMEOUT_MS);
+
+afterAll(async () => {
+  await Promise.all([...agents.values()].map((running) => running.stop()));
+  await cluster?.stop();
+  await registry?.stop();
+});
+
+const node = (name: string): TestNode => {
+  const found = cluster.nodes.find((candidate) => candidate.name === name);
+  if (!found) throw new Error(`no node ${name}`);
+  return found;
+};
+
+function pinnedImageSet(name: string, images: readonly string[], spec: Partial<PinnedImageSet['spec']> = {}, annotations: Record<string, string> = {}): PinnedImageSet {
+  return { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name, annotations }, spec: { pinnedImages: images.map((image) => ({ name: image })), ...spec } };
+}
+
+const setAddress = { group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS };
+const createSet = (set: PinnedImageSet) => objects.createClusterCustomObject({ ...setAddress, body: set });
+const deleteSet = (name: string) => objects.deleteClusterCustomObject({ ...setAddress, name });
+
+async function nodeStatus(nodeName: string): Promise<NodePinnedImages | undefined> {
+  try {
+    return (await objects.getClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: nodeName })) as NodePinnedImages;
+  } catch (error) {
+    if ((error as { code?: number }).code === 404) return undefined;
+    throw error;
+  }
+}
+
+async function waitForSet(nodeName: string, setName: string, until: (set: PinnedImageSetStatus) => boolean, what: string): Promise<PinnedImageSetStatus> {
+  return waitFor(`${setName} on ${nodeName}: ${what}`, async () => {
+    const set = (await nodeStatus(nodeName))?.status?.pinnedImageSets?.find((candidate) => candidate.name === setName);
+    return set && until(set) ? set : undefined;
+  }, 60_000, 250);
+}
+
+async function withCri<T>(testNode: TestNode, use: (cri: CriClient) => Promise<T>): Promise<T> {
+  const cri = await CriClient.connect(testNode.crio.socketPath);
+  try {
+    return await use(cri);
+  } finally {
+    cri.close();
+  }
+}
+
+/** `image -> pinned` for the given images as CRI ListImages reports them; absent images are missing. */
+async function criPins(testNode: TestNode, images: readonly string[]): Promise<Record<string, boolean | 'absent'>> {
+  const listed = await withCri(testNode, (cri) => cri.listImages());
+  return Object.fromEntries(images.map((image) => [image, listed.find((entry) => entry.repoDigests.includes(image))?.pinned ?? 'absent']));
+}
+
+const dropIn = (testNode: TestNode) => readFile(join(testNode.crio.confDir, DROP_IN), 'utf8').catch(() => null);
+
+describe('ImageRuntime contract: CRI-O', () => {
+  it('pulls, lists, pins exactly the given list, unpins without removing, and reports its filesystem', async () => {
+    const master = node('master-0');
+    const runtime = await CrioRuntime.connect({ socketPath: master.crio.socketPath, dropInPath: join(master.crio.confDir, '10-contract-pins'), reload: () => master.crio.reload() });
+    try {
+      await runtime.pull(IMG_F);
+      const listed = (await runtime.listImages()).find((image) => image.repoDigests.includes(IMG_F));
+      expect(listed).toMatchObject({ pinned: false });
+
+      await runtime.pin([IMG_F, IMG_F]);
+      expect(await readFile(join(master.crio.confDir, '10-contract-pins'), 'utf8')).toBe(renderPinDropIn([IMG_F]));
+      expect(await criPins(master, [IMG_F])).toEqual({ [IMG_F]: true });
+
+      // Same list: no rewrite, no reload.
+      const before = (await stat(join(master.crio.confDir, '10-contract-pins'))).mtimeMs;
+      await runtime.pin([IMG_F]);
+      expect((await stat(join(master.crio.confDir, '10-contract-pins'))).mtimeMs).toBe(before);
+
+      await runtime.pin([]);
+      await expect(stat(join(master.crio.confDir, '10-contract-pins'))).rejects.toMatchObject({ code: 'ENOENT' });
+      expect(await criPins(master, [IMG_F])).toEqual({ [IMG_F]: false });
+
+      const filesystem = await runtime.imageFilesystem();
+      expect(filesystem.capacityBytes).toBeGreaterThan(0);
+      expect(filesystem.freeBytes).toBeGreaterThan(0);
+      expect(filesystem.freeBytes).toBeLessThanOrEqual(filesystem.capacityBytes);
+    } finally {
+      runtime.close();
+    }
+  });
+});
+
+describe('PinnedImageSet CRD validation', () => {
+  it('rejects a tag pullspec and duplicate images', async () => {
+    await expect(createSet(pinnedImageSet('by-tag', ['quay.io/openshift/origin:latest']))).rejects.toMatchObject({ code: 422 });
+    await expect(createSet(pinnedImageSet('duplicates', [IMG_A, IMG_A]))).rejects.toMatchObject({ code: 422 });
+    await expect(createSet(pinnedImageSet('empty', []))).rejects.toMatchObject({ code: 422 });
+  });
+});
+
+describe('node agents', () => {
+  it('pulls and pins each set only on the nodes it selects, and reports generations and per-image state', async () => {
+    await createSet(pinnedImageSet('all-nodes', [IMG_A, IMG_B]));
+    await createSet(pinnedImageSet('workers', [IMG_C], { nodeSelector: { matchLabels: { 'node-role.kubernetes.io/worker': '' } } }));
+    await createSet(pinnedImageSet('control-plane', [IMG_D], { nodeSelector: { matchExpressions: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'Exists' }] } }));
+
+    const expected: Record<string, string[]> = { 'master-0': ['all-nodes', 'control-plane'], 'worker-0': ['all-nodes', 'workers'], 'worker-1': ['all-nodes', 'workers'] };
+    for (const [nodeName, sets] of Object.entries(expected)) {
+      for (const setName of sets) {
+        const set = await waitForSet(nodeName, setName, isSetDone, 'done');
+        expect(set).toMatchObject({ desiredGeneration: 1, currentGeneration: 1 });
+        expect(set.lastFailedGeneration).toBeUndefined();
+        expect(set.images.every((image) => image.state === 'Pinned' && image.attempts === 1 && (image.bytes ?? 0) > 0)).toBe(true);
+      }
+      const status = (await nodeStatus(nodeName))?.status;
+      expect(status?.pinnedImageSets?.map((set) => set.name).sort()).toEqual(sets);
+      expect(status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+      expect(status?.conditions?.find((c) => c.type === 'Degraded')?.status).toBe('False');
+      expect(status?.imageFilesystem?.freeBytes).toBeGreaterThan(0);
+    }
+
+    expect(await criPins(node('master-0'), [IMG_A, IMG_B, IMG_C, IMG_D])).toEqual({ [IMG_A]: true, [IMG_B]: true, [IMG_C]: 'absent', [IMG_D]: true });
+    for (const worker of ['worker-0', 'worker-1']) {
+      expect(await criPins(node(worker), [IMG_A, IMG_B, IMG_C, IMG_D])).toEqual({ [IMG_A]: true, [IMG_B]: true, [IMG_C]: true, [IMG_D]: 'absent' });
+      expect(await dropIn(node(worker))).toBe(renderPinDropIn([IMG_A, IMG_B, IMG_C]));
+    }
+    expect(await dropIn(node('master-0'))).toBe(renderPinDropIn([IMG_A, IMG_B, IMG_D]));
+  });
+
+  it('follows a new generation of a set', async () => {
+    const current = (await objects.getClusterCustomObject({ ...setAddress, name: 'control-plane' })) as PinnedImageSet;
+    await objects.replaceClusterCustomObject({ ...setAddress, name: 'control-plane', body: { ...current, spec: { ...current.spec, pinnedImages: [{ name: IMG_D }, { name: IMG_E }] } } });
+    const set = await waitForSet('master-0', 'control-plane', (candidate) => candidate.desiredGeneration === 2 && isSetDone(candidate), 'generation 2 done');
+    expect(set.images.map((image) => [image.name, image.state])).toEqual([[IMG_D, 'Pinned'], [IMG_E, 'Pinned']]);
+    expect(await dropIn(node('master-0'))).toBe(renderPinDropIn([IMG_A, IMG_B, IMG_D, IMG_E]));
+  });
+
+  it('unpins a deleted set but keeps its images', async () => {
+    await deleteSet('workers');
+    for (const worker of ['worker-0', 'worker-1']) {
+      await waitFor(`workers unpinned on ${worker}`, async () => ((await dropIn(node(worker))) === renderPinDropIn([IMG_A, IMG_B]) ? true : undefined), 30_000, 250);
+      expect(await criPins(node(worker), [IMG_A, IMG_B, IMG_C])).toEqual({ [IMG_A]: true, [IMG_B]: true, [IMG_C]: false });
+      await waitFor(`workers gone from ${worker}'s status`, async () => ((await nodeStatus(worker))?.status?.pinnedImageSets?.some((set) => set.name === 'workers') ? undefined : true));
+    }
+  });
+
+  it('re-evaluates selectors when a node gains a label', async () => {
+    await createSet(pinnedImageSet('labelled', [IMG_F], { nodeSelector: { matchLabels: { 'prestage.dev/canary': 'true' } } }));
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const worker1 = await core.readNode({ name: 'worker-1' });
+    await core.replaceNode({ name: 'worker-1', body: { ...worker1, metadata: { ...worker1.metadata, labels: { ...worker1.metadata?.labels, 'prestage.dev/canary': 'true' } } } });
+    await waitForSet('worker-1', 'labelled', isSetDone, 'done');
+    expect(await criPins(node('worker-1'), [IMG_F])).toEqual({ [IMG_F]: true });
+    expect(await criPins(node('worker-0'), [IMG_F])).toEqual({ [IMG_F]: 'absent' });
+    expect((await nodeStatus('worker-0'))?.status?.pinnedImageSets?.some((set) => set.name === 'labelled')).toBe(false);
+  });
+
+  it('repairs an image removed by hand on the next resync', async () => {
+    const worker0 = node('worker-0');
+    await withCri(worker0, (cri) => cri.removeImage(IMG_A));
+    expect((await criPins(worker0, [IMG_A]))[IMG_A]).toBe('absent');
+    await waitFor('IMG_A back and pinned on worker-0', async () => ((await criPins(worker0, [IMG_A]))[IMG_A] === true ? true : undefined), 30_000, 250);
+    // Its sibling stayed pinned throughout the repair.
+    expect(await dropIn(worker0)).toBe(renderPinDropIn([IMG_A, IMG_B]));
+  });
+});
+
+describe('node agent faults', () => {
+  it('fails a set that does not fit the free disk, with nothing pulled, and leaves other sets alone', async () => {
+    const filesystem = await agents.get('worker-0')!.runtime.imageFilesystem();
+    // The plan's estimate for the set: 1.5 × the free space per image.
+    const diskBytes = String(3 * filesystem.freeBytes);
+    await createSet(pinnedImageSet('too-big', [IMG_C, IMG_E], { nodeSelector: { matchLabels: { 'kubernetes.io/hostname': 'worker-0' } } }, { [DISK_BYTES_ANNOTATION]: diskBytes }));
+    const set = await waitForSet('worker-0', 'too-big', (candidate) => candidate.lastFailedGeneration === 1, 'failed');
+    expect(set.lastFailedGenerationError).toMatch(/^not enough disk: 1 images need \d+ bytes, \d+ free after the 0-byte reserve and earlier sets; nothing pulled$/);
+    expect(set.images.map((image) => [image.state, image.attempts])).toEqual([['Pulled', 1], ['Pending', 0]]);
+    expect((await criPins(node('worker-0'), [IMG_E]))[IMG_E]).toBe('absent');
+    expect(isSetDone((await waitForSet('worker-0', 'all-nodes', () => true, 'listed')))).toBe(true);
+    const status = await nodeStatus('worker-0');
+    expect(status?.status?.conditions?.find((c) => c.type === 'Degraded')).toMatchObject({ status: 'True', reason: 'PrefetchFailed' });
+    await deleteSet('too-big');
+  });
+
+  it('restores the previous drop-in when the reload fails, and reports why', async () => {
+    const master = node('master-0');
+    const before = await dropIn(master);
+    failReload.set('master-0', true);
+    try {
+      await createSet(pinnedImageSet('reload-fails', [IMG_F], { nodeSelector: { matchLabels: { 'kubernetes.io/hostname': 'master-0' } } }));
+      const set = await waitForSet('master-0', 'reload-fails', (candidate) => candidate.lastFailedGeneration === 1, 'failed');
+      expect(set.lastFailedGenerationError).toBe('CRI-O reload failed, previous pin list restored: injected: crio.service reload failed');
+      expect(await dropIn(master)).toBe(before);
+      expect((await criPins(master, [IMG_F]))[IMG_F]).toBe(false);
+    } finally {
+      failReload.set('master-0', false);
+    }
+    await waitForSet('master-0', 'reload-fails', isSetDone, 'done once reloads work again');
+    expect((await criPins(master, [IMG_F]))[IMG_F]).toBe(true);
+  });
+
+  it('a restarted agent finishes from what CRI-O stores, without pulling again', async () => {
+    const worker1 = node('worker-1');
+    await agents.get('worker-1')!.stop();
+    // What the previous agent got done before it died: one of the two images.
+    await withCri(worker1, (cri) => cri.pullImage(IMG_D));
+    await createSet(pinnedImageSet('after-restart', [IMG_D, IMG_E], { nodeSelector: { matchLabels: { 'kubernetes.io/hostname': 'worker-1' } } }));
+    await startAgent(worker1);
+    const set = await waitForSet('worker-1', 'after-restart', isSetDone, 'done');
+    expect(set.images.map((image) => [image.name, image.state, image.attempts])).toEqual([[IMG_D, 'Pinned', 0], [IMG_E, 'Pinned', 1]]);
+  });
+});
