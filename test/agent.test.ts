@@ -3,7 +3,8 @@
  * (one control plane, two workers) each with a real CRI-O that mirrors quay.io to a registry
  * serving the fixture release, and one in-process agent per node.
  */
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
+import { PassThrough } from 'node:stream';
 import { join } from 'node:path';
 import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -24,6 +25,9 @@ import { CrioRuntime, renderPinDropIn } from '../src/agent/crio.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
 import type { ImageRuntime } from '../src/agent/runtime.js';
+import { serveAgentHttp } from '../src/agent/http.js';
+import { AgentMetrics } from '../src/agent/metrics.js';
+import { main } from '../src/cli/main.js';
 import { CriClient } from '../src/cri/client.js';
 import { applyServerSide, type Manifest } from '../src/install/apply.js';
 import { createLogger } from '../src/telemetry/log.js';
@@ -312,5 +316,79 @@ describe('node agent faults', () => {
     await startAgent(worker1);
     const set = await waitForSet('worker-1', 'after-restart', isSetDone, 'done');
     expect(set.images.map((image) => [image.name, image.state, image.attempts])).toEqual([[IMG_D, 'Pinned', 0], [IMG_E, 'Pinned', 1]]);
+  });
+});
+
+describe('prestage agent (CLI)', () => {
+  it('--once pulls and pins for its node with a SIGHUP-by-pid reload, logs JSON without credentials, and exits 0', async () => {
+    const worker1 = node('worker-1');
+    await agents.get('worker-1')!.stop();
+    const pullSecret = join(cluster.dir, 'kubelet-config.json');
+    const secretPassword = 'not-to-be-logged-9f1c';
+    await writeFile(pullSecret, JSON.stringify({ auths: { 'quay.io': { auth: Buffer.from(`robot:${secretPassword}`).toString('base64') } } }));
+    await createSet(pinnedImageSet('cli-once', [IMG_B, IMG_C], { nodeSelector: { matchLabels: { 'kubernetes.io/hostname': 'worker-1' } } }));
+    await withCri(worker1, (cri) => cri.removeImage(IMG_C).catch(() => undefined));
+
+    const stderr = new PassThrough();
+    const logged: Buffer[] = [];
+    stderr.on('data', (chunk: Buffer) => logged.push(chunk));
+    const code = await main(
+      [
+        'agent', '--once', '--log-level', 'debug',
+        '--node-name', 'worker-1',
+        '--kubeconfig', cluster.kubeconfigPath,
+        '--cri-socket', worker1.crio.socketPath,
+        '--drop-in', join(worker1.crio.confDir, DROP_IN),
+        '--reload', `pid:${worker1.crio.pid}`,
+        '--pull-secret', pullSecret,
+        '--reserve', '1Mi',
+      ],
+      { stdout: new PassThrough(), stderr },
+    );
+    const log = Buffer.concat(logged).toString('utf8');
+    expect(code, log).toBe(0);
+    const set = await waitForSet('worker-1', 'cli-once', isSetDone, 'done');
+    expect(set.images.map((image) => image.state)).toEqual(['Pinned', 'Pinned']);
+    expect(await criPins(worker1, [IMG_B, IMG_C])).toEqual({ [IMG_B]: true, [IMG_C]: true });
+    const lines = log.trim().split('\n').map((line) => JSON.parse(line) as { msg: string; image?: string });
+    expect(lines).toContainEqual(expect.objectContaining({ msg: 'pulled', image: IMG_C }));
+    expect(log).not.toContain(secretPassword);
+    await startAgent(worker1);
+  });
+
+  it('rejects a missing node name and a bad reload method with exit 2', async () => {
+    const stderr = new PassThrough();
+    const errors: Buffer[] = [];
+    stderr.on('data', (chunk: Buffer) => errors.push(chunk));
+    const saved = process.env.NODE_NAME;
+    delete process.env.NODE_NAME;
+    try {
+      expect(await main(['agent', '--once', '--node-name', ''], { stdout: new PassThrough(), stderr, scriptName: 'prestage' })).toBe(2);
+      expect(
+        await main(['agent', '--once', '--node-name', 'worker-0', '--kubeconfig', cluster.kubeconfigPath, '--cri-socket', node('worker-0').crio.socketPath, '--reload', 'sometimes'], { stdout: new PassThrough(), stderr, scriptName: 'prestage' }),
+      ).toBe(2);
+    } finally {
+      if (saved !== undefined) process.env.NODE_NAME = saved;
+    }
+    expect(Buffer.concat(errors).toString('utf8')).toBe(
+      'prestage: error: no node name: pass --node-name or set NODE_NAME (the DaemonSet sets it from spec.nodeName)\n' +
+        'prestage: error: --reload must be systemctl, pid:<pid> or pidfile:<path>, got sometimes\n',
+    );
+  });
+
+  it('serves Prometheus metrics and a health check that turns 503 when the loop stalls', async () => {
+    const metrics = new AgentMetrics();
+    metrics.pulls.inc({ outcome: 'ok' }, 3);
+    let healthy = true;
+    const server = await serveAgentHttp(metrics.registry, () => healthy, 0, '127.0.0.1');
+    try {
+      const base = `http://127.0.0.1:${server.port}`;
+      expect(await (await fetch(`${base}/metrics`)).text()).toContain('prestage_agent_pulls_total{outcome="ok"} 3');
+      expect((await fetch(`${base}/healthz`)).status).toBe(200);
+      healthy = false;
+      expect((await fetch(`${base}/healthz`)).status).toBe(503);
+    } finally {
+      await server.close();
+    }
   });
 });

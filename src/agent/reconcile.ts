@@ -51,8 +51,10 @@ export interface NodeAgentOptions {
   readonly cluster: AgentCluster;
   readonly log: Logger;
   readonly metrics?: AgentMetrics;
-  /** Parallel pulls on this node (MCO: 5, 1 on control-plane nodes). */
+  /** Parallel pulls on this node (MCO: 5). */
   readonly concurrency: number;
+  /** Parallel pulls on a control-plane node, which must keep serving the API (MCO: 1). Default: concurrency. */
+  readonly controlPlaneConcurrency?: number;
   /** Bytes of the image filesystem that pre-loading must leave free. */
   readonly reserveBytes: number;
   /** `/var/lib/kubelet/config.json`: the node's pull secret; absent file = anonymous pulls. */
@@ -61,6 +63,8 @@ export interface NodeAgentOptions {
   /** A pull slower than this (bytes/s, from the image's known size) is stalled. */
   readonly minThroughputBytesPerSecond?: number;
   readonly minPullTimeoutMs?: number;
+  /** How long a reload may take to show in ListImages. */
+  readonly pinSettleMs?: number;
   /** Periodic re-check from CRI truth: repairs drift and retries failures. */
   readonly resyncMs?: number;
 }
@@ -87,6 +91,8 @@ export class NodeAgent {
   private stopped = false;
   /** Set failures of the current pass that are not per-image (disk, pinning). */
   private setErrors = new Map<string, string>();
+  /** When the last pass completed (ms since epoch); for the health check. */
+  lastSuccessAt: number | undefined;
 
   constructor(private readonly options: NodeAgentOptions) {
     this.retry = options.retry ?? DEFAULT_RETRY;
@@ -112,6 +118,7 @@ export class NodeAgent {
         this.rerun = false;
         try {
           await this.reconcile();
+          this.lastSuccessAt = Date.now();
           this.options.metrics?.reconciles.inc({ outcome: 'ok' });
         } catch (error) {
           this.options.metrics?.reconciles.inc({ outcome: 'error' });
@@ -147,7 +154,7 @@ export class NodeAgent {
     const filesystem = await runtime.imageFilesystem();
     const toPull = this.admitByDisk(sets, present, filesystem.freeBytes);
     const auth = this.pullAuthSource();
-    const limit = pLimit(this.options.concurrency);
+    const limit = pLimit(isControlPlane(labels) ? (this.options.controlPlaneConcurrency ?? this.options.concurrency) : this.options.concurrency);
     const progress = new StatusPublisher(async () => this.options.cluster.writeStatus(await this.snapshot()));
     await Promise.all(
       [...toPull].map(([image, bytes]) =>
@@ -259,19 +266,36 @@ export class NodeAgent {
       const satisfied = !this.setErrors.has(set.metadata.name) && images.every((image) => present.has(image));
       for (const image of images) if (satisfied || (present.has(image) && pinnedNow.has(image))) pinList.add(image);
     }
+    let pinApplied = false;
     try {
       await runtime.pin([...pinList]);
+      pinApplied = true;
       metrics?.pinnedImages.set(pinList.size);
     } catch (error) {
       const message = oneLine((error as Error).message);
       log.error({ err: message }, 'pinning failed');
       for (const set of sets) if (!this.setErrors.has(set.metadata.name)) this.setErrors.set(set.metadata.name, message);
     }
-    const after = await runtime.listImages();
+    const after = pinApplied ? await this.pinsSettled(pinList) : await runtime.listImages();
     const status = this.buildStatus(sets, after, filesystem, await this.options.cluster.readStatus());
     metrics?.setsDone.set(status.pinnedImageSets?.filter(isSetDone).length ?? 0);
     metrics?.setsFailed.set(status.pinnedImageSets?.filter((set) => set.lastFailedGeneration === set.desiredGeneration).length ?? 0);
     return status;
+  }
+
+  /**
+   * `systemctl reload crio` returns once SIGHUP is sent, not once CRI-O has re-read its
+   * configuration: poll ListImages until every pinned image shows it, or give up and let the
+   * status report which image is not pinned.
+   */
+  private async pinsSettled(pinList: ReadonlySet<string>): Promise<RuntimeImage[]> {
+    const deadline = Date.now() + (this.options.pinSettleMs ?? 10_000);
+    for (;;) {
+      const stored = await this.options.runtime.listImages();
+      const pinned = pinnedNames(stored);
+      if ([...pinList].every((image) => pinned.has(image)) || Date.now() > deadline) return stored;
+      await sleep(200);
+    }
   }
 
   private buildStatus(
@@ -400,6 +424,10 @@ class StatusPublisher {
       this.writing = undefined;
     }
   }
+}
+
+function isControlPlane(labels: Readonly<Record<string, string>>): boolean {
+  return 'node-role.kubernetes.io/control-plane' in labels || 'node-role.kubernetes.io/master' in labels;
 }
 
 function perImageBytes(set: PinnedImageSet): number | undefined {

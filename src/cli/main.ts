@@ -8,6 +8,7 @@ import { BadInputError, ExitCode, PrestageError } from '../errors.js';
 import { createCliLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
 import { planCommand } from './plan.js';
+import { agentCommand } from './agent.js';
 
 export interface MainIO {
   readonly stdout?: NodeJS.WritableStream;
@@ -35,6 +36,7 @@ export async function main(argv: readonly string[], io: MainIO = {}): Promise<nu
       .scriptName(scriptName)
       .option('log-level', { choices: ['debug', 'info', 'warn', 'error', 'silent'] as const, default: 'warn' as const, describe: 'Log level (logs go to stderr)' })
       .command(planCommand(ctx))
+      .command(agentCommand(ctx))
       .demandCommand(1, 'name a command (plan)')
       .strict()
       .exitProcess(false)

@@ -1,0 +1,37 @@
+/** One small HTTP server for the agent: Prometheus `/metrics` and `/healthz`. */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+
+export interface AgentHttpServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** `healthy()` false answers 503 so the kubelet restarts an agent whose loop is stuck. */
+export async function serveAgentHttp(registry: Registry, healthy: () => boolean, port: number, host = '0.0.0.0'): Promise<AgentHttpServer> {
+  const server: Server = createServer((request, response) => {
+    const path = (request.url ?? '/').split('?')[0];
+    if (request.method !== 'GET') {
+      response.writeHead(405).end();
+    } else if (path === '/metrics') {
+      registry.metrics().then(
+        (text) => response.writeHead(200, { 'content-type': registry.contentType }).end(text),
+        (error: Error) => response.writeHead(500).end(error.message),
+      );
+    } else if (path === '/healthz') {
+      const ok = healthy();
+      response.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ok\n' : 'reconcile loop stalled\n');
+    } else {
+      response.writeHead(404).end();
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

@@ -1,0 +1,126 @@
+/**
+ * `prestage agent`: the per-node daemon (run by the DaemonSet `prestage install` renders).
+ * JSON logs on stderr, `/metrics` and `/healthz` on one port, until SIGTERM.
+ */
+import { readFileSync } from 'node:fs';
+import { KubeConfig } from '@kubernetes/client-node';
+import type { Argv } from 'yargs';
+import { CrioRuntime, DEFAULT_CRIO_SOCKET, DEFAULT_PIN_DROP_IN, reloadWithSignal, reloadWithSystemctl, type CrioReload } from '../agent/crio.js';
+import { serveAgentHttp } from '../agent/http.js';
+import { KubeAgentCluster } from '../agent/kube.js';
+import { AgentMetrics } from '../agent/metrics.js';
+import { NodeAgent } from '../agent/reconcile.js';
+import { BadInputError, ExitCode, PrestageError } from '../errors.js';
+import { createLogger, type LogLevel } from '../telemetry/log.js';
+import type { CommandContext } from './context.js';
+
+/** `agent --once`: a set failed on this node. Exit 1, as `wait` does. */
+export class SetsFailedError extends PrestageError {
+  readonly exitCode = ExitCode.failed;
+}
+
+export const DEFAULT_PULL_SECRET = '/var/lib/kubelet/config.json';
+
+export function agentCommand(ctx: CommandContext) {
+  return {
+    command: 'agent',
+    describe: 'Run the node agent: pull and pin the PinnedImageSets that select this node',
+    builder: (y: Argv) =>
+      y
+        .option('node-name', { type: 'string', default: process.env.NODE_NAME, describe: 'This node (default: $NODE_NAME)' })
+        .option('kubeconfig', { type: 'string', describe: 'Kubeconfig file (default: in-cluster, else the default chain)' })
+        .option('cri-socket', { type: 'string', default: DEFAULT_CRIO_SOCKET, describe: "CRI-O's socket" })
+        .option('drop-in', { type: 'string', default: DEFAULT_PIN_DROP_IN, describe: 'The pinned_images drop-in the agent owns' })
+        .option('reload', { type: 'string', default: 'systemctl', describe: 'How to reload CRI-O: systemctl | pid:<pid> | pidfile:<path>' })
+        .option('pull-secret', { type: 'string', default: DEFAULT_PULL_SECRET, describe: "The node's pull secret (kubelet config.json format)" })
+        .option('concurrency', { type: 'number', default: 5, describe: 'Parallel pulls on a worker node' })
+        .option('control-plane-concurrency', { type: 'number', default: 1, describe: 'Parallel pulls on a control-plane node' })
+        .option('reserve', { type: 'string', default: '16Gi', describe: 'Image filesystem space pre-loading leaves free (bytes or Ki/Mi/Gi/Ti)' })
+        .option('min-throughput', { type: 'string', default: '1Mi', describe: 'Bytes/s below which a pull of known size is stalled' })
+        .option('resync', { type: 'number', default: 60, describe: 'Seconds between full re-checks (drift repair, retries)' })
+        .option('port', { type: 'number', default: 9464, describe: 'Port for /metrics and /healthz (0: any)' })
+        .option('once', { type: 'boolean', default: false, describe: 'One reconcile pass, then exit (1 if a set failed)' }),
+    handler: async (args: any) => {
+      const nodeName: string | undefined = args['node-name'];
+      if (!nodeName) throw new BadInputError('no node name: pass --node-name or set NODE_NAME (the DaemonSet sets it from spec.nodeName)');
+      for (const flag of ['concurrency', 'control-plane-concurrency'] as const) {
+        if (!Number.isInteger(args[flag]) || args[flag] < 1) throw new BadInputError(`--${flag} must be a positive integer, got ${args[flag]}`);
+      }
+      const level = (args['log-level'] === 'warn' ? 'info' : args['log-level']) as LogLevel;
+      const log = createLogger(level, ctx.stderr).child({ node: nodeName });
+      const metrics = new AgentMetrics();
+      const runtime = await CrioRuntime.connect({ socketPath: args['cri-socket'], dropInPath: args['drop-in'], reload: reloadFrom(args.reload) });
+      let agent: NodeAgent | undefined;
+      const cluster = new KubeAgentCluster(kubeConfigFrom(args.kubeconfig), nodeName, log, () => agent?.trigger());
+      agent = new NodeAgent({
+        nodeName,
+        runtime,
+        cluster,
+        log,
+        metrics,
+        concurrency: args.concurrency,
+        controlPlaneConcurrency: args['control-plane-concurrency'],
+        reserveBytes: parseBytes(args.reserve, '--reserve'),
+        minThroughputBytesPerSecond: parseBytes(args['min-throughput'], '--min-throughput'),
+        pullSecretPath: args['pull-secret'],
+        resyncMs: args.resync * 1000,
+      });
+      try {
+        await cluster.start();
+        if (args.once) {
+          const status = await agent.reconcile();
+          const failed = status.pinnedImageSets?.filter((set) => set.lastFailedGeneration === set.desiredGeneration) ?? [];
+          for (const set of failed) log.error({ set: set.name, err: set.lastFailedGenerationError }, 'set failed');
+          if (failed.length > 0) throw new SetsFailedError(`${failed.length} pinned image sets failed on ${nodeName}: ${failed.map((set) => `${set.name}: ${set.lastFailedGenerationError}`).join('; ')}`);
+          return;
+        }
+        const resyncMs = args.resync * 1000;
+        const started = Date.now();
+        const http = await serveAgentHttp(metrics.registry, () => Date.now() - (agent.lastSuccessAt ?? started) < 3 * resyncMs + 60_000, args.port);
+        log.info({ port: http.port, crio: args['cri-socket'], dropIn: args['drop-in'] }, 'agent started');
+        agent.start();
+        await new Promise<void>((resolve) => {
+          process.once('SIGTERM', resolve);
+          process.once('SIGINT', resolve);
+        });
+        log.info('stopping');
+        await agent.stop();
+        await http.close();
+      } finally {
+        await cluster.stop();
+        runtime.close();
+      }
+    },
+  };
+}
+
+function kubeConfigFrom(path: string | undefined): KubeConfig {
+  const config = new KubeConfig();
+  try {
+    if (path) config.loadFromFile(path);
+    else if (process.env.KUBERNETES_SERVICE_HOST) config.loadFromCluster();
+    else config.loadFromDefault();
+  } catch (error) {
+    throw new BadInputError(`cannot read kubeconfig ${path ?? ''}: ${(error as Error).message}`);
+  }
+  if (!config.getCurrentCluster()) throw new BadInputError('no cluster to talk to: pass --kubeconfig or run in a pod');
+  return config;
+}
+
+function reloadFrom(method: string): CrioReload {
+  if (method === 'systemctl') return reloadWithSystemctl;
+  const pid = /^pid:(\d+)$/.exec(method);
+  if (pid) return reloadWithSignal(() => Number(pid[1]));
+  const pidFile = /^pidfile:(.+)$/.exec(method);
+  if (pidFile) return reloadWithSignal(() => Number(readFileSync(pidFile[1] as string, 'utf8').trim()));
+  throw new BadInputError(`--reload must be systemctl, pid:<pid> or pidfile:<path>, got ${method}`);
+}
+
+const BINARY_SUFFIXES: Readonly<Record<string, number>> = { '': 1, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40 };
+
+/** `16Gi`, `1Mi`, `1048576`. */
+export function parseBytes(text: string, flag: string): number {
+  const match = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti)?$/.exec(String(text).trim());
+  if (!match) throw new BadInputError(`${flag} must be bytes with an optional Ki/Mi/Gi/Ti suffix, got ${text}`);
+  return Math.round(Number(match[1]) * (BINARY_SUFFIXES[match[2] ?? ''] as number));
+}
