@@ -39,8 +39,8 @@ export function kubeConfigFrom(flags: KubeFlags): KubeConfig {
   return config;
 }
 
-export async function backendFrom(flags: KubeFlags, scriptName: string): Promise<PinningBackend> {
+export async function clusterFrom(flags: KubeFlags, scriptName: string): Promise<{ client: KubeClient; backend: PinningBackend }> {
   const client = new KubeClient(kubeConfigFrom(flags));
   const kind = flags.backend ?? (await detectBackend(client, AGENT_API_VERSION, scriptName));
-  return kind === 'mco' ? mcoBackend(client) : agentBackend(client);
+  return { client, backend: kind === 'mco' ? mcoBackend(client) : agentBackend(client) };
 }

@@ -74,8 +74,8 @@ export interface PinningBackend {
   readonly kind: BackendKind;
   /** Server-side apply (field manager `prestage`); `dryRun` asks the server and changes nothing. */
   apply(sets: readonly DesiredSet[], options: { dryRun: boolean }): Promise<ApplyOutcome[]>;
-  /** Names of the nodes a set targets now. */
-  targetNodes(set: string): Promise<string[]>;
+  /** Names of the nodes a set targets now: of a set on the cluster, or of one about to be applied. */
+  targetNodes(set: string | DesiredSet): Promise<string[]>;
   /** The progress of `sets` (default: every prestage-managed set) as of now. */
   snapshot(sets?: readonly string[]): Promise<ProgressSnapshot>;
   /** Calls `onSnapshot` at start and after every change, until the signal aborts. */

@@ -46,6 +46,8 @@ export class KubeApiError extends ClusterError {
   }
 }
 
+const THROTTLE_ATTEMPTS = 10;
+
 type Query = Record<string, string | number | boolean | undefined>;
 
 export class KubeClient {
@@ -81,10 +83,17 @@ export class KubeClient {
   }
 
   async request<T>(method: string, path: string, options: { query?: Query; body?: unknown; contentType?: string } = {}): Promise<T> {
-    const response = await this.send(method, path, options.query ?? {}, options.body, options.contentType);
-    const text = await readAll(response.body);
-    if (response.status < 200 || response.status > 299) throw apiError(method, path, response.status, text);
-    return JSON.parse(text) as T;
+    for (let attempt = 1; ; attempt++) {
+      const response = await this.send(method, path, options.query ?? {}, options.body, options.contentType);
+      const text = await readAll(response.body);
+      if (response.status >= 200 && response.status <= 299) return JSON.parse(text) as T;
+      // 429: API priority and fairness, or storage still initialising after a CRD or a restart.
+      if (response.status === 429 && attempt < THROTTLE_ATTEMPTS) {
+        await new Promise((resolve) => setTimeout(resolve, Math.min(Number(response.headers['retry-after'] ?? 1), 10) * 1000));
+        continue;
+      }
+      throw apiError(method, path, response.status, text);
+    }
   }
 
   /**
@@ -96,7 +105,8 @@ export class KubeClient {
     if (response.status !== 200) throw apiError('WATCH', path, response.status, await readAll(response.body));
     const lines = createInterface({ input: response.body, crlfDelay: Infinity });
     await new Promise<void>((resolve, reject) => {
-      response.body.once('error', (error) => reject(unreachable(this.server, error)));
+      // readline re-emits its input's errors on itself: both must be handled.
+      lines.on('error', (error) => reject(unreachable(this.server, error)));
       lines.on('line', (line) => {
         if (!line.trim()) return;
         try {
@@ -111,7 +121,7 @@ export class KubeClient {
     });
   }
 
-  private async send(method: string, path: string, query: Query, body: unknown, contentType?: string, signal?: AbortSignal): Promise<{ status: number; body: IncomingMessage }> {
+  private async send(method: string, path: string, query: Query, body: unknown, contentType?: string, signal?: AbortSignal): Promise<{ status: number; headers: IncomingMessage['headers']; body: IncomingMessage }> {
     const url = new URL(this.server + path);
     for (const [key, value] of Object.entries(query)) if (value !== undefined) url.searchParams.set(key, String(value));
     const options: RequestOptions = { method, headers: { accept: 'application/json' } };
@@ -120,8 +130,13 @@ export class KubeClient {
     if (payload !== undefined) options.headers = { ...options.headers, 'content-type': contentType ?? 'application/json', 'content-length': Buffer.byteLength(payload) };
     const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
     return new Promise((resolve, reject) => {
-      const req = send(url, { ...options, ...(signal ? { signal } : {}) }, (res) => resolve({ status: res.statusCode ?? 0, body: res }));
-      req.once('error', (error) => reject(signal?.aborted ? error : unreachable(this.server, error)));
+      const req = send(url, { ...options, ...(signal ? { signal } : {}) }, (res) => {
+        // Readers report errors while they read; a reset after they are done (an aborted
+        // watch, a server going away) must not become an uncaught 'error' event.
+        res.on('error', () => undefined);
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: res });
+      });
+      req.on('error', (error) => reject(signal?.aborted ? error : unreachable(this.server, error)));
       req.end(payload);
     });
   }
@@ -149,7 +164,7 @@ function readAll(stream: NodeJS.ReadableStream): Promise<string> {
     const chunks: Buffer[] = [];
     stream.on('data', (chunk: Buffer) => chunks.push(chunk));
     stream.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    stream.once('error', reject);
+    stream.on('error', reject);
   });
 }
 

@@ -36,13 +36,14 @@ export function observedBackend(client: KubeClient, spec: BackendSpec): PinningB
     kind: spec.kind,
     apply: (sets, { dryRun }) => applySets(client, spec, sets, dryRun),
     async targetNodes(set) {
-      const snapshot = await backend.snapshot([set]);
-      return snapshot.sets[0]?.nodes.map((n) => n.node) ?? [];
+      const view = await listView(client, spec);
+      // A set not applied yet is projected as if it were, so `stage` can check disks first.
+      if (typeof set !== 'string') view.get(spec.setsPath)!.set(set.name, spec.toObject(set));
+      const name = typeof set === 'string' ? set : set.name;
+      return spec.project(view, [name]).sets[0]?.nodes.map((n) => n.node) ?? [];
     },
     async snapshot(sets) {
-      const lists = await Promise.all(spec.collections.map((path) => client.get<KubeList>(path)));
-      const view = new Map(spec.collections.map((path, i) => [path, new Map(lists[i]!.items.map((o) => [o.metadata.name, o]))]));
-      return spec.project(view, sets);
+      return spec.project(await listView(client, spec), sets);
     },
     async watch(sets, onSnapshot, options: WatchOptions) {
       let started = false;
@@ -60,6 +61,11 @@ export function observedBackend(client: KubeClient, spec: BackendSpec): PinningB
     },
   };
   return backend;
+}
+
+async function listView(client: KubeClient, spec: BackendSpec): Promise<Map<string, Map<string, KubeObject>>> {
+  const lists = await Promise.all(spec.collections.map((path) => client.get<KubeList>(path)));
+  return new Map(spec.collections.map((path, i) => [path, new Map(lists[i]!.items.map((o) => [o.metadata.name, o]))]));
 }
 
 function viewOf(informers: readonly Informer[]): ClusterView {

@@ -1,0 +1,112 @@
+/** `prestage apply PLAN|DIR|RELEASE`: server-side apply of the sets, or a server dry run with a diff. */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import yaml from 'js-yaml';
+import type { Argv } from 'yargs';
+import type { ApplyOutcome, DesiredSet } from '../cluster/backend.js';
+import { desiredSetsFromManifests, desiredSetsFromPlan } from '../cluster/desired-sets.js';
+import { BadInputError } from '../errors.js';
+import { buildPlan } from '../plan/build.js';
+import { DEFAULT_PROFILE } from '../plan/classify.js';
+import type { Plan } from '../plan/types.js';
+import type { CommandContext } from './context.js';
+import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
+import { registryClientFrom, withRegistryOptions, type RegistryFlags } from './registry-options.js';
+
+export interface PlanFlags {
+  arch: string;
+  profile: string;
+  'feature-set': string;
+  'name-prefix': string;
+}
+
+/** The plan flags `apply` and `stage` need when they plan a release themselves. */
+export function withReleasePlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags & RegistryFlags> {
+  return withRegistryOptions(
+    y
+      .option('arch', { type: 'string', default: 'amd64', describe: 'Architecture to plan for (a RELEASE argument)' })
+      .option('profile', { type: 'string', default: DEFAULT_PROFILE, describe: 'Cluster profile for manifest inclusion' })
+      .option('feature-set', { type: 'string', default: 'Default', describe: 'Cluster feature set for manifest inclusion' })
+      .option('name-prefix', { type: 'string', default: 'prestage', describe: 'Prefix of the PinnedImageSet names' }),
+  ) as unknown as Argv<T & PlanFlags & RegistryFlags>;
+}
+
+export async function planRelease(release: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext): Promise<Plan> {
+  const client = registryClientFrom(flags, (line) => ctx.log.warn(line));
+  try {
+    return await buildPlan(client, {
+      release,
+      arch: flags.arch,
+      profile: flags.profile,
+      featureSet: flags['feature-set'],
+      controlPlaneOnly: [],
+      allNodes: [],
+      extraImages: [],
+      extraRole: 'all',
+      namePrefix: flags['name-prefix'],
+    });
+  } finally {
+    await client.close();
+  }
+}
+
+/** A plan JSON file, a PinnedImageSet manifest file or directory, or else a release pullspec to plan. */
+export async function readSetsSource(source: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext): Promise<{ sets: DesiredSet[]; plan?: Plan }> {
+  const stat = statSync(source, { throwIfNoEntry: false });
+  if (!stat) {
+    const plan = await planRelease(source, flags, ctx);
+    return { sets: desiredSetsFromPlan(plan), plan };
+  }
+  const files = stat.isDirectory() ? readdirSync(source).filter((f) => /\.(ya?ml|json)$/.test(f)).sort().map((f) => join(source, f)) : [source];
+  const documents = files.flatMap((file) => parseDocuments(file));
+  const plan = documents.find((d): d is Plan => (d as Partial<Plan> | null)?.kind === 'Plan');
+  if (plan) return { sets: desiredSetsFromPlan(plan), plan };
+  const objects = documents.flatMap((d) => ((d as { kind?: string; items?: unknown[] } | null)?.kind?.endsWith('List') ? ((d as { items?: unknown[] }).items ?? []) : [d]));
+  const sets = desiredSetsFromManifests(objects, source);
+  if (!sets.length) throw new BadInputError(`${source}: no PinnedImageSets found`);
+  return { sets };
+}
+
+function parseDocuments(file: string): unknown[] {
+  try {
+    return yaml.loadAll(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new BadInputError(`${file}: not YAML or JSON: ${(error as Error).message.split('\n')[0]}`);
+  }
+}
+
+export function renderApplyOutcomes(outcomes: readonly ApplyOutcome[], dryRun: boolean): string {
+  const suffix = dryRun ? ' (server dry run)' : '';
+  return outcomes
+    .map((o) => {
+      const head = `pinnedimageset/${o.set} ${o.action}`;
+      if (o.action === 'created') return `${head}: ${o.addedImages.length} images${suffix}`;
+      if (o.action === 'unchanged') return `${head}${suffix}`;
+      const changes = [
+        o.addedImages.length || o.removedImages.length ? `+${o.addedImages.length} -${o.removedImages.length} images` : '',
+        o.changedMetadata.length ? `metadata ${o.changedMetadata.join(', ')}` : '',
+      ].filter(Boolean);
+      return [`${head}: ${changes.join('; ') || 'spec'}${suffix}`, ...o.addedImages.map((i) => `  + ${i}`), ...o.removedImages.map((i) => `  - ${i}`)].join('\n');
+    })
+    .map((line) => `${line}\n`)
+    .join('');
+}
+
+export function applyCommand(ctx: CommandContext, scriptName: string) {
+  return {
+    command: 'apply <source>',
+    describe: 'Apply PinnedImageSets from a plan (plan -o json), a directory of manifests, or a release pullspec',
+    builder: (y: Argv) =>
+      withKubeOptions(withReleasePlanOptions(
+        y
+          .positional('source', { type: 'string', demandOption: true, describe: 'Plan JSON file, PinnedImageSet YAML file or directory, or release pullspec' })
+          .option('dry-run', { choices: ['none', 'server'] as const, default: 'none' as const, describe: 'server: ask the API server what would change, change nothing' }),
+      )),
+    handler: async (args: any) => {
+      const { sets } = await readSetsSource(args.source, args, ctx);
+      const { backend } = await clusterFrom(args as KubeFlags, scriptName);
+      const dryRun = args['dry-run'] === 'server';
+      ctx.stdout.write(renderApplyOutcomes(await backend.apply(sets, { dryRun }), dryRun));
+    },
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * `prestage stage RELEASE`: plan, show the sizes, check every target node has room, apply,
+ * and wait. The disk check is prestage's own: each node's allocatable ephemeral-storage must
+ * hold the uncompressed bytes of all sets it is about to get (MCO guesses 2x compressed).
+ */
+import type { Argv } from 'yargs';
+import type { DesiredSet, PinningBackend } from '../cluster/backend.js';
+import { desiredSetsFromPlan } from '../cluster/desired-sets.js';
+import type { KubeClient, KubeList, KubeObject } from '../cluster/kube.js';
+import { ClusterError } from '../errors.js';
+import { formatBytes, renderPlanTable } from '../render/table.js';
+import { planRelease, renderApplyOutcomes, withReleasePlanOptions } from './apply.js';
+import type { CommandContext } from './context.js';
+import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
+import { runWait, withWaitOptions, type WaitFlags } from './wait.js';
+
+const QUANTITY_SUFFIXES: Record<string, number> = {
+  '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+};
+
+/** A Kubernetes resource quantity (`120Gi`, `100G`, `128849018880`, `1e9`) in bytes. */
+export function parseQuantity(text: string): number | undefined {
+  const match = /^([0-9.]+(?:e[0-9]+)?)([A-Za-z]*)$/.exec(text.trim());
+  const factor = match ? QUANTITY_SUFFIXES[match[2]!] : undefined;
+  return match && factor !== undefined ? Number(match[1]) * factor : undefined;
+}
+
+/** Bytes each target node must hold, summed over the sets it gets; throws when one cannot. */
+export async function checkNodeDisks(client: KubeClient, backend: PinningBackend, sets: readonly DesiredSet[]): Promise<Map<string, number>> {
+  const need = new Map<string, number>();
+  for (const set of sets) {
+    for (const node of await backend.targetNodes(set)) need.set(node, (need.get(node) ?? 0) + (set.diskBytes ?? 0));
+  }
+  const nodes = await client.get<KubeList<KubeObject & { status?: { allocatable?: Record<string, string> } }>>('/api/v1/nodes');
+  const short = nodes.items.flatMap((node) => {
+    const bytes = need.get(node.metadata.name);
+    const allocatable = parseQuantity(node.status?.allocatable?.['ephemeral-storage'] ?? '');
+    return bytes !== undefined && allocatable !== undefined && allocatable < bytes ? [`${node.metadata.name} (${formatBytes(allocatable)} allocatable < ${formatBytes(bytes)} needed)`] : [];
+  });
+  if (short.length) throw new ClusterError(`not enough ephemeral storage for the sets on ${short.length} node(s): ${short.join(', ')}`);
+  return need;
+}
+
+export function stageCommand(ctx: CommandContext, scriptName: string) {
+  return {
+    command: 'stage <release>',
+    describe: 'Plan a release, apply its PinnedImageSets and wait until every node has them',
+    builder: (y: Argv) =>
+      withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', demandOption: true, describe: 'Release pullspec' })))),
+    handler: async (args: any) => {
+      const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
+      const plan = await planRelease(args.release, args, ctx);
+      const sets = desiredSetsFromPlan(plan);
+      // Progress goes to stdout; with -o json only the events do, so the table goes to stderr.
+      (args.output === 'json' ? ctx.stderr : ctx.stdout).write(renderPlanTable(plan));
+      await checkNodeDisks(client, backend, sets);
+      const applied = renderApplyOutcomes(await backend.apply(sets, { dryRun: false }), false);
+      (args.output === 'json' ? ctx.stderr : ctx.stdout).write(applied);
+      await runWait(backend, sets.map((s) => s.name), args as WaitFlags, ctx);
+    },
+  };
+}

@@ -1,0 +1,48 @@
+/** `prestage status [SETS..]`: one row per node and set, as the cluster reports it now. */
+import yaml from 'js-yaml';
+import type { Argv } from 'yargs';
+import type { ProgressSnapshot } from '../cluster/backend.js';
+import { formatBytes, table } from '../render/table.js';
+import type { CommandContext } from './context.js';
+import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
+
+export function renderStatusTable(snapshot: ProgressSnapshot): string {
+  const rows = snapshot.sets.flatMap((set) =>
+    set.nodes.length
+      ? set.nodes.map((n) => [
+          n.node,
+          set.name,
+          `${n.currentGeneration}/${n.desiredGeneration}/${set.generation}`,
+          n.phase,
+          n.imagesTotal ? `${n.imagesDone ?? 0}/${n.imagesTotal}` : '',
+          n.bytes ? `${formatBytes(n.pulledBytes ?? 0)}/${formatBytes(n.bytes)}` : '',
+          n.error ?? '',
+        ])
+      : [['-', set.name, `-/-/${set.generation}`, set.exists ? 'no target nodes' : 'not found', '', '', '']],
+  );
+  const header = ['NODE', 'SET', 'GENERATION (CURRENT/DESIRED/SET)', 'STATE', 'IMAGES', 'BYTES', 'ERROR'];
+  // IMAGES and BYTES only where the backend reports them (the agent does, MCO does not).
+  const shown = header.map((_, c) => c < 4 || c === 6 || rows.some((r) => r[c])).map((keep, c) => (keep ? c : -1)).filter((c) => c >= 0);
+  return `${table([header, ...rows].map((r) => shown.map((c) => r[c]!)))}\n`;
+}
+
+export function statusCommand(ctx: CommandContext, scriptName: string) {
+  return {
+    command: 'status [sets..]',
+    describe: 'Show each node × set: generation, state and error (default: all prestage sets)',
+    builder: (y: Argv) =>
+      withKubeOptions(
+        y
+          .positional('sets', { type: 'string', array: true, describe: 'PinnedImageSet names' })
+          .option('output', { alias: 'o', choices: ['table', 'json', 'yaml'] as const, default: 'table' as const, describe: 'Output format' }),
+      ),
+    handler: async (args: any) => {
+      const { backend } = await clusterFrom(args as KubeFlags, scriptName);
+      const snapshot = await backend.snapshot((args.sets as string[] | undefined)?.length ? args.sets : undefined);
+      const result = { backend: backend.kind, ...snapshot };
+      if (args.output === 'json') ctx.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+      else if (args.output === 'yaml') ctx.stdout.write(yaml.dump(result, { lineWidth: -1, noRefs: true }));
+      else ctx.stdout.write(renderStatusTable(snapshot));
+    },
+  };
+}

@@ -1,0 +1,99 @@
+/**
+ * `prestage wait [SETS..]`: watch until every target node has every set (exit 0), a node stays
+ * degraded past --fail-after (exit 1), or --timeout passes (exit 124).
+ */
+import type { Argv } from 'yargs';
+import type { PinningBackend } from '../cluster/backend.js';
+import { parseDuration, waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTracker } from '../cluster/wait.js';
+import { formatBytes } from '../render/table.js';
+import type { CommandContext } from './context.js';
+import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
+
+export interface WaitFlags {
+  timeout: string;
+  'fail-after': string;
+  output: 'text' | 'json';
+}
+
+export function withWaitOptions<T>(y: Argv<T>): Argv<T & WaitFlags> {
+  return y
+    .option('timeout', { type: 'string', default: '60m', describe: 'Give up after this long (exit 124), e.g. 90s, 30m, 2h' })
+    .option('fail-after', { type: 'string', default: '10m', describe: 'Fail (exit 1) when a node stays degraded this long; nodes retry until then' })
+    .option('output', { alias: 'o', choices: ['text', 'json'] as const, default: 'text' as const, describe: 'text: progress lines (redrawn on a terminal); json: one event per line' }) as unknown as Argv<T & WaitFlags>;
+}
+
+/** Prints wait's events: JSON lines, a redrawn line per set on a terminal, or one plain line per change. */
+export class WaitPrinter {
+  private drawn = 0;
+  private readonly reportedErrors = new Set<string>();
+  private readonly tty: boolean;
+
+  constructor(
+    private readonly out: NodeJS.WritableStream,
+    private readonly output: 'text' | 'json',
+  ) {
+    this.tty = output === 'text' && (out as { isTTY?: boolean }).isTTY === true;
+  }
+
+  print(events: readonly WaitEvent[], tracker: WaitTracker): void {
+    if (this.output === 'json') {
+      for (const event of events) this.out.write(`${JSON.stringify(event)}\n`);
+      return;
+    }
+    if (!this.tty) {
+      for (const event of events) this.out.write(`${event.type === 'node' ? nodeLine(event) : setLine(event)}\n`);
+      return;
+    }
+    // Terminal: the first error of each node stays on screen; the set lines are redrawn below.
+    let text = this.drawn ? `\x1b[${this.drawn}A` : '';
+    for (const event of events) {
+      if (event.type === 'node' && event.error && !this.reportedErrors.has(`${event.set}/${event.node}/${event.error}`)) {
+        this.reportedErrors.add(`${event.set}/${event.node}/${event.error}`);
+        text += `\x1b[2K${nodeLine(event)}\n`;
+      }
+    }
+    const lines = tracker.summaries().map(setLine);
+    text += lines.map((l) => `\x1b[2K${l}\n`).join('');
+    this.drawn = lines.length;
+    this.out.write(text);
+  }
+}
+
+function nodeLine(e: NodeEvent): string {
+  const images = e.imagesTotal ? ` ${e.imagesDone ?? 0}/${e.imagesTotal} images` : '';
+  const bytes = e.bytes ? ` ${formatBytes(e.pulledBytes ?? 0)}/${formatBytes(e.bytes)}` : '';
+  return `${e.time} ${e.set} ${e.node}: ${e.phase} (generation ${e.currentGeneration}/${e.desiredGeneration})${images}${bytes}${e.error ? `: ${e.error}` : ''}`;
+}
+
+function setLine(e: SetEvent): string {
+  const bytes = e.bytes ? `  ${formatBytes(e.pulledBytes ?? 0)}/${formatBytes(e.bytes)}` : '';
+  const eta = e.etaSeconds !== undefined ? `  ETA ${formatSeconds(e.etaSeconds)}` : '';
+  return `${e.set}: ${e.nodesDone}/${e.nodesTotal} nodes done${bytes}${eta}${e.ready ? '  ready' : ''}`;
+}
+
+function formatSeconds(s: number): string {
+  return s >= 3600 ? `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m` : s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${s}s`;
+}
+
+export async function runWait(backend: PinningBackend, sets: readonly string[] | undefined, flags: WaitFlags, ctx: CommandContext): Promise<void> {
+  const printer = new WaitPrinter(ctx.stdout, flags.output);
+  await waitForSets(backend, sets, {
+    timeoutMs: parseDuration(flags.timeout),
+    failAfterMs: parseDuration(flags['fail-after']),
+    onEvents: (events, tracker) => printer.print(events, tracker),
+    onRetry: (error, delayMs) => ctx.log.warn(`watch interrupted, re-watching in ${delayMs} ms: ${error.message}`),
+  });
+}
+
+export function waitCommand(ctx: CommandContext, scriptName: string) {
+  return {
+    command: 'wait [sets..]',
+    describe: 'Wait until every target node has pulled and pinned the sets (default: all prestage sets)',
+    builder: (y: Argv) => withKubeOptions(withWaitOptions(y.positional('sets', { type: 'string', array: true, describe: 'PinnedImageSet names' }))),
+    handler: async (args: any) => {
+      const { backend } = await clusterFrom(args as KubeFlags, scriptName);
+      const sets = (args.sets as string[] | undefined)?.length ? (args.sets as string[]) : undefined;
+      await runWait(backend, sets, args as WaitFlags, ctx);
+    },
+  };
+}

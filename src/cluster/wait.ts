@@ -1,0 +1,237 @@
+/**
+ * Waiting for sets: a pure tracker turns successive progress snapshots into per-node and
+ * per-set events and a verdict (ready, failed); `waitForSets` drives it from the backend's
+ * watch, with `--fail-after` and `--timeout` timers. Never polls.
+ */
+import { BadInputError, ExitCode, PrestageError } from '../errors.js';
+import { setReady, type NodeSetPhase, type NodeSetProgress, type PinningBackend, type ProgressSnapshot, type SetProgress } from './backend.js';
+
+/** wait: a set failed on a node (degraded for longer than --fail-after). Exit 1. */
+export class SetFailedError extends PrestageError {
+  readonly exitCode = ExitCode.failed;
+}
+
+/** wait: --timeout passed before every set was ready. Exit 124. */
+export class WaitTimeoutError extends PrestageError {
+  readonly exitCode = ExitCode.timeout;
+}
+
+export interface NodeEvent {
+  readonly type: 'node';
+  readonly time: string;
+  readonly set: string;
+  readonly node: string;
+  readonly phase: NodeSetPhase;
+  readonly desiredGeneration: number;
+  readonly currentGeneration: number;
+  readonly error?: string;
+  readonly imagesDone?: number;
+  readonly imagesTotal?: number;
+  readonly pulledBytes?: number;
+  readonly bytes?: number;
+}
+
+export interface SetEvent {
+  readonly type: 'set';
+  readonly time: string;
+  readonly set: string;
+  readonly ready: boolean;
+  readonly nodesDone: number;
+  readonly nodesTotal: number;
+  readonly pulledBytes?: number;
+  readonly bytes?: number;
+  /** Seconds to go, from the rate so far (bytes when reported, else nodes). */
+  readonly etaSeconds?: number;
+}
+
+export type WaitEvent = NodeEvent | SetEvent;
+
+export interface Failure {
+  readonly set: string;
+  readonly node: string;
+  readonly error: string;
+  readonly degradedMs: number;
+}
+
+interface SetTrend {
+  readonly startedAt: number;
+  readonly startDone: number;
+  readonly startPulled: number;
+}
+
+/** Pure state: feed snapshots with the time they were seen; read events and the verdict. */
+export class WaitTracker {
+  private readonly nodes = new Map<string, NodeSetProgress>();
+  private readonly sets = new Map<string, SetEvent>();
+  private readonly trends = new Map<string, SetTrend>();
+  /** `set/node` → since when degraded, and the first error of this streak. */
+  private readonly degraded = new Map<string, { since: number; error: string }>();
+  latest: ProgressSnapshot = { sets: [] };
+
+  constructor(private readonly failAfterMs: number) {}
+
+  observe(snapshot: ProgressSnapshot, now: number): WaitEvent[] {
+    this.latest = snapshot;
+    const time = new Date(now).toISOString();
+    const events: WaitEvent[] = [];
+    for (const set of snapshot.sets) {
+      const seen = new Set<string>();
+      for (const n of set.nodes) {
+        const key = `${set.name}/${n.node}`;
+        seen.add(key);
+        const before = this.nodes.get(key);
+        this.nodes.set(key, n);
+        if (n.phase === 'degraded') {
+          if (!this.degraded.has(key)) this.degraded.set(key, { since: now, error: n.error ?? 'degraded' });
+        } else this.degraded.delete(key);
+        if (!before || nodeChanged(before, n)) events.push(nodeEvent(n, time));
+      }
+      for (const key of [...this.nodes.keys()]) {
+        if (key.startsWith(`${set.name}/`) && !seen.has(key)) {
+          this.nodes.delete(key);
+          this.degraded.delete(key);
+        }
+      }
+      const summary = this.setEvent(set, now, time);
+      const before = this.sets.get(set.name);
+      this.sets.set(set.name, summary);
+      if (!before || before.ready !== summary.ready || before.nodesDone !== summary.nodesDone || before.nodesTotal !== summary.nodesTotal || before.pulledBytes !== summary.pulledBytes) events.push(summary);
+    }
+    return events;
+  }
+
+  ready(): boolean {
+    return this.latest.sets.length > 0 && this.latest.sets.every(setReady);
+  }
+
+  /** The node degraded longest past --fail-after, with the first error it reported. */
+  failure(now: number): Failure | undefined {
+    let worst: Failure | undefined;
+    for (const [key, { since, error }] of this.degraded) {
+      const degradedMs = now - since;
+      if (degradedMs >= this.failAfterMs && (!worst || degradedMs > worst.degradedMs)) {
+        const [set, node] = key.split('/') as [string, string];
+        worst = { set, node, error, degradedMs };
+      }
+    }
+    return worst;
+  }
+
+  /** When the next degraded node crosses --fail-after, if any is degraded. */
+  nextFailureCheck(): number | undefined {
+    const since = [...this.degraded.values()].map((d) => d.since + this.failAfterMs);
+    return since.length ? Math.min(...since) : undefined;
+  }
+
+  summaries(): SetEvent[] {
+    return [...this.sets.values()];
+  }
+
+  private setEvent(set: SetProgress, now: number, time: string): SetEvent {
+    const nodesDone = set.nodes.filter((n) => n.phase === 'done').length;
+    const sized = set.nodes.filter((n) => n.bytes !== undefined);
+    const bytes = sized.length ? sized.reduce((a, n) => a + n.bytes!, 0) : undefined;
+    const pulledBytes = sized.length ? sized.reduce((a, n) => a + (n.pulledBytes ?? 0), 0) : undefined;
+    let trend = this.trends.get(set.name);
+    if (!trend) {
+      trend = { startedAt: now, startDone: nodesDone, startPulled: pulledBytes ?? 0 };
+      this.trends.set(set.name, trend);
+    }
+    const elapsed = (now - trend.startedAt) / 1000;
+    let etaSeconds: number | undefined;
+    if (elapsed > 0 && bytes !== undefined && pulledBytes! > trend.startPulled) etaSeconds = ((bytes - pulledBytes!) * elapsed) / (pulledBytes! - trend.startPulled);
+    else if (elapsed > 0 && nodesDone > trend.startDone) etaSeconds = ((set.nodes.length - nodesDone) * elapsed) / (nodesDone - trend.startDone);
+    return {
+      type: 'set',
+      time,
+      set: set.name,
+      ready: setReady(set),
+      nodesDone,
+      nodesTotal: set.nodes.length,
+      ...(bytes !== undefined ? { bytes, pulledBytes: pulledBytes! } : {}),
+      ...(etaSeconds !== undefined && !setReady(set) ? { etaSeconds: Math.round(etaSeconds) } : {}),
+    };
+  }
+}
+
+function nodeChanged(a: NodeSetProgress, b: NodeSetProgress): boolean {
+  return a.phase !== b.phase || a.desiredGeneration !== b.desiredGeneration || a.currentGeneration !== b.currentGeneration || a.error !== b.error || a.imagesDone !== b.imagesDone || a.pulledBytes !== b.pulledBytes;
+}
+
+function nodeEvent(n: NodeSetProgress, time: string): NodeEvent {
+  const { node, set, phase, desiredGeneration, currentGeneration, error, imagesDone, imagesTotal, pulledBytes, bytes } = n;
+  return JSON.parse(JSON.stringify({ type: 'node', time, set, node, phase, desiredGeneration, currentGeneration, error, imagesDone, imagesTotal, pulledBytes, bytes })) as NodeEvent;
+}
+
+export interface WaitOptions {
+  readonly timeoutMs: number;
+  readonly failAfterMs: number;
+  /** Every event, in order, and the tracker after each batch (for progress lines). */
+  readonly onEvents: (events: readonly WaitEvent[], tracker: WaitTracker) => void;
+  readonly onRetry?: (error: Error, delayMs: number) => void;
+}
+
+/** Resolves when every set is ready; rejects with SetFailedError or WaitTimeoutError. */
+export async function waitForSets(backend: PinningBackend, sets: readonly string[] | undefined, options: WaitOptions): Promise<WaitTracker> {
+  const tracker = new WaitTracker(options.failAfterMs);
+  const abort = new AbortController();
+  let failTimer: NodeJS.Timeout | undefined;
+  let timeoutTimer: NodeJS.Timeout | undefined;
+  try {
+    return await new Promise<WaitTracker>((resolve, reject) => {
+      const finish = (error?: Error) => {
+        abort.abort();
+        if (error) reject(error);
+        else resolve(tracker);
+      };
+      const judge = () => {
+        const failure = tracker.failure(Date.now());
+        if (failure) return finish(new SetFailedError(`set ${failure.set} failed on node ${failure.node} (degraded for ${Math.round(failure.degradedMs / 1000)} s): ${failure.error}`));
+        if (tracker.ready()) return finish();
+        clearTimeout(failTimer);
+        const next = tracker.nextFailureCheck();
+        if (next !== undefined) failTimer = setTimeout(judge, Math.max(0, next - Date.now()));
+      };
+      let first = true;
+      const onSnapshot = (snapshot: ProgressSnapshot) => {
+        if (abort.signal.aborted) return;
+        if (first) {
+          first = false;
+          const missing = snapshot.sets.filter((s) => !s.exists).map((s) => s.name);
+          if (missing.length) return finish(new BadInputError(`no PinnedImageSet ${missing.join(', ')} on the cluster`));
+          if (!snapshot.sets.length) return finish(new BadInputError('no prestage PinnedImageSets on the cluster; name the sets to wait for'));
+        }
+        options.onEvents(tracker.observe(snapshot, Date.now()), tracker);
+        judge();
+      };
+      timeoutTimer = setTimeout(() => finish(new WaitTimeoutError(`timed out after ${Math.round(options.timeoutMs / 1000)} s: ${pendingSummary(tracker)}`)), options.timeoutMs);
+      backend.watch(sets, onSnapshot, { signal: abort.signal, ...(options.onRetry ? { onRetry: options.onRetry } : {}) }).catch((error: Error) => finish(error));
+    });
+  } finally {
+    clearTimeout(failTimer);
+    clearTimeout(timeoutTimer);
+    abort.abort();
+  }
+}
+
+function pendingSummary(tracker: WaitTracker): string {
+  const parts = tracker.latest.sets.filter((s) => !setReady(s)).map((s) => {
+    const waiting = s.nodes.filter((n) => n.phase !== 'done');
+    const shown = waiting.slice(0, 3).map((n) => `${n.node} ${n.phase}`).join(', ');
+    return `${s.name} ${s.nodes.length - waiting.length}/${s.nodes.length} nodes done${s.nodes.length ? ` (waiting on ${shown}${waiting.length > 3 ? ', ...' : ''})` : ', targets no nodes'}`;
+  });
+  return parts.join('; ') || 'no progress seen';
+}
+
+/** `90s`, `5m`, `1h30m`, `250ms`, or plain seconds. */
+export function parseDuration(text: string): number {
+  if (/^\d+(\.\d+)?$/.test(text)) return Number(text) * 1000;
+  const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  let total = 0;
+  const rest = text.replace(/(\d+(?:\.\d+)?)(ms|s|m|h)/g, (_, n: string, unit: string) => {
+    total += Number(n) * units[unit]!;
+    return '';
+  });
+  if (rest || !text) throw new BadInputError(`bad duration ${JSON.stringify(text)}: use e.g. 90s, 5m, 1h30m`);
+  return total;
+}
