@@ -9,10 +9,7 @@ import { createCliLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
 import { planCommand } from './plan.js';
 import { agentCommand } from './agent.js';
-import { applyCommand } from './apply.js';
-import { waitCommand } from './wait.js';
-import { statusCommand } from './status.js';
-import { stageCommand } from './stage.js';
+import { installCommand } from './install.js';
 
 export interface MainIO {
   readonly stdout?: NodeJS.WritableStream;
@@ -41,10 +38,7 @@ export async function main(argv: readonly string[], io: MainIO = {}): Promise<nu
       .option('log-level', { choices: ['debug', 'info', 'warn', 'error', 'silent'] as const, default: 'warn' as const, describe: 'Log level (logs go to stderr)' })
       .command(planCommand(ctx))
       .command(agentCommand(ctx))
-      .command(applyCommand(ctx, scriptName))
-      .command(waitCommand(ctx, scriptName))
-      .command(statusCommand(ctx, scriptName))
-      .command(stageCommand(ctx, scriptName))
+      .command(installCommand(ctx))
       .demandCommand(1, 'name a command (plan)')
       .strict()
       .exitProcess(false)

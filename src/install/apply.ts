@@ -4,7 +4,8 @@
  */
 import { request, type RequestOptions } from 'node:https';
 import { request as plainRequest } from 'node:http';
-import type { KubeConfig } from '@kubernetes/client-node';
+import { ApiextensionsV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ClusterError } from '../errors.js';
 
 export interface Manifest {
@@ -80,5 +81,19 @@ function safeJson(text: string): unknown {
     return JSON.parse(text);
   } catch {
     return undefined;
+  }
+}
+
+/** A new CRD serves its resources only once Established: wait, so the next command finds them. */
+export async function waitForCrdsEstablished(kubeConfig: KubeConfig, names: readonly string[], timeoutMs = 60_000): Promise<void> {
+  const extensions = kubeConfig.makeApiClient(ApiextensionsV1Api);
+  const deadline = Date.now() + timeoutMs;
+  for (const name of names) {
+    for (;;) {
+      const crd = await extensions.readCustomResourceDefinition({ name });
+      if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
+      if (Date.now() > deadline) throw new ClusterError(`CustomResourceDefinition ${name} not Established after ${timeoutMs / 1000} s`);
+      await sleep(250);
+    }
   }
 }

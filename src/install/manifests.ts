@@ -1,0 +1,135 @@
+/**
+ * What `prestage install` puts in a cluster, as plain objects: the CRDs, a namespace, the
+ * agent's ServiceAccount with least-privilege RBAC, the agent DaemonSet, and an admission
+ * policy so a node's agent can write only its own node's NodePinnedImages.
+ */
+import yaml from 'js-yaml';
+import { CRDS, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS } from '../api/prestage.js';
+import { DEFAULT_PIN_DROP_IN } from '../agent/crio.js';
+import type { Manifest } from './apply.js';
+
+export interface InstallOptions {
+  readonly namespace: string;
+  /** The prestage image the DaemonSet runs (`prestage agent`). */
+  readonly image: string;
+  readonly metricsPort?: number;
+  /** Extra `prestage agent` flags, e.g. `--reserve=32Gi`. */
+  readonly agentArgs?: readonly string[];
+}
+
+export const AGENT_NAME = 'prestage-agent';
+/** The extra a pod-bound ServiceAccount token carries (Kubernetes 1.32+): the pod's node. */
+export const NODE_NAME_EXTRA = 'authentication.kubernetes.io/node-name';
+
+/** In apply order: CRDs and the namespace before what lives in them. */
+export function installManifests(options: InstallOptions): Manifest[] {
+  const { namespace } = options;
+  const port = options.metricsPort ?? 9464;
+  const labels = { 'app.kubernetes.io/name': AGENT_NAME, 'app.kubernetes.io/part-of': 'prestage' };
+  const serviceAccountUser = `system:serviceaccount:${namespace}:${AGENT_NAME}`;
+  return [
+    ...(CRDS as unknown as Manifest[]),
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace, labels } },
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: AGENT_NAME, namespace, labels } },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: AGENT_NAME, labels },
+      rules: [
+        { apiGroups: [GROUP], resources: [PINNED_IMAGE_SETS], verbs: ['get', 'list', 'watch'] },
+        // Create its own object once; after that only the status subresource (no spec edits, no deletes).
+        { apiGroups: [GROUP], resources: [NODE_PINNED_IMAGES], verbs: ['get', 'create'] },
+        { apiGroups: [GROUP], resources: [`${NODE_PINNED_IMAGES}/status`], verbs: ['get', 'update', 'patch'] },
+        // Its own Node's labels decide which sets select it.
+        { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+        { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+      ],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: AGENT_NAME, labels },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: AGENT_NAME },
+      subjects: [{ kind: 'ServiceAccount', name: AGENT_NAME, namespace }],
+    },
+    {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicy',
+      metadata: { name: `${AGENT_NAME}-own-node`, labels },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: {
+          resourceRules: [
+            { apiGroups: [GROUP], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: [NODE_PINNED_IMAGES, `${NODE_PINNED_IMAGES}/status`] },
+          ],
+        },
+        matchConditions: [{ name: 'is-the-agent', expression: `request.userInfo.username == '${serviceAccountUser}'` }],
+        validations: [
+          {
+            // Only a token bound to a pod on node X (its extra names X) may write NodePinnedImages X.
+            expression: `has(request.userInfo.extra) && '${NODE_NAME_EXTRA}' in request.userInfo.extra && request.userInfo.extra['${NODE_NAME_EXTRA}'] == [object.metadata.name]`,
+            messageExpression: `'${AGENT_NAME} may write only the NodePinnedImages of its own node, not ' + object.metadata.name`,
+            reason: 'Forbidden',
+          },
+        ],
+      },
+    },
+    {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicyBinding',
+      metadata: { name: `${AGENT_NAME}-own-node`, labels },
+      spec: { policyName: `${AGENT_NAME}-own-node`, validationActions: ['Deny'] },
+    },
+    {
+      apiVersion: 'apps/v1',
+      kind: 'DaemonSet',
+      metadata: { name: AGENT_NAME, namespace, labels },
+      spec: {
+        selector: { matchLabels: { 'app.kubernetes.io/name': AGENT_NAME } },
+        updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: '10%' } },
+        template: {
+          metadata: { labels },
+          spec: {
+            serviceAccountName: AGENT_NAME,
+            priorityClassName: 'system-node-critical',
+            // Every node, control plane included.
+            tolerations: [{ operator: 'Exists' }],
+            // `systemctl reload crio` talks to the host's systemd.
+            hostPID: true,
+            containers: [
+              {
+                name: 'agent',
+                image: options.image,
+                args: ['agent', `--port=${port}`, `--drop-in=${DEFAULT_PIN_DROP_IN}`, '--reload=systemctl', ...(options.agentArgs ?? [])],
+                env: [{ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }],
+                ports: [{ name: 'metrics', containerPort: port }],
+                livenessProbe: { httpGet: { path: '/healthz', port }, periodSeconds: 30, failureThreshold: 3 },
+                resources: { requests: { cpu: '10m', memory: '64Mi' }, limits: { memory: '256Mi' } },
+                // Writes /etc/crio and signals CRI-O: root on the host, by nature.
+                securityContext: { privileged: true, runAsUser: 0 },
+                volumeMounts: [
+                  { name: 'crio-socket', mountPath: '/var/run/crio/crio.sock' },
+                  // All of /etc/crio: the drop-in is staged in /etc/crio and renamed into crio.conf.d,
+                  // which needs both on one mount.
+                  { name: 'crio-config', mountPath: '/etc/crio' },
+                  { name: 'kubelet-pull-secret', mountPath: '/var/lib/kubelet/config.json', readOnly: true },
+                  { name: 'systemd', mountPath: '/run/systemd' },
+                ],
+              },
+            ],
+            volumes: [
+              { name: 'crio-socket', hostPath: { path: '/var/run/crio/crio.sock', type: 'Socket' } },
+              { name: 'crio-config', hostPath: { path: '/etc/crio', type: 'Directory' } },
+              { name: 'kubelet-pull-secret', hostPath: { path: '/var/lib/kubelet/config.json', type: 'FileOrCreate' } },
+              { name: 'systemd', hostPath: { path: '/run/systemd', type: 'Directory' } },
+            ],
+          },
+        },
+      },
+    },
+  ];
+}
+
+export function renderInstallYaml(manifests: readonly Manifest[]): string {
+  return manifests.map((manifest) => `---\n${yaml.dump(manifest, { lineWidth: -1, noRefs: true, sortKeys: false })}`).join('');
+}
