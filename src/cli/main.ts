@@ -10,6 +10,10 @@ import type { CommandContext } from './context.js';
 import { planCommand } from './plan.js';
 import { agentCommand } from './agent.js';
 import { installCommand } from './install.js';
+import { applyCommand } from './apply.js';
+import { waitCommand } from './wait.js';
+import { statusCommand } from './status.js';
+import { stageCommand } from './stage.js';
 
 export interface MainIO {
   readonly stdout?: NodeJS.WritableStream;
@@ -39,6 +43,10 @@ export async function main(argv: readonly string[], io: MainIO = {}): Promise<nu
       .command(planCommand(ctx))
       .command(agentCommand(ctx))
       .command(installCommand(ctx))
+      .command(applyCommand(ctx, scriptName))
+      .command(waitCommand(ctx, scriptName))
+      .command(statusCommand(ctx, scriptName))
+      .command(stageCommand(ctx, scriptName))
       .demandCommand(1, 'name a command (plan)')
       .strict()
       .exitProcess(false)
