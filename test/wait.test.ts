@@ -1,184 +1,219 @@
 /**
- * apply, wait and status against a real kube-apiserver with the MCO CRDs, MCO played by the
- * simulator (test/mco/simulator.ts) exactly as FACTS §3 describes it.
+ * The pinning backend contract, one suite run against both backends on a real kube-apiserver:
+ * the MCO backend with the MCO CRDs and MCO played by the simulator (test/mco/simulator.ts,
+ * as FACTS §3 describes it), and the agent backend with the prestage CRDs and a status writer
+ * playing the node agents. apply, wait and status run through the CLI in-process.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
 import { KubeClient, type KubeObject } from '../src/cluster/kube.js';
 import { MCO_PATHS } from '../src/cluster/mco/backend.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
+import { AgentStatusWriter, installAgentCrds } from './mco/agent-status-writer.js';
 import { installMcoCrds } from './mco/crds.js';
 import { testPlan, writePlan } from './mco/plans.js';
-import { McoSimulator } from './mco/simulator.js';
+import { McoSimulator, type NodeBehaviour } from './mco/simulator.js';
 import { runCli } from './support/cli.js';
+
+interface NodePlayer {
+  behave(node: string, behaviour: NodeBehaviour): void;
+  stop(): void;
+  readonly errors: Error[];
+}
 
 let cluster: TestCluster;
 let client: KubeClient;
-let simulator: McoSimulator;
 let dir: string;
-let kube: string[];
+const players: Record<'mco' | 'agent', NodePlayer | undefined> = { mco: undefined, agent: undefined };
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'prestage-wait-'));
   cluster = await startCluster({ workers: 2 });
   client = new KubeClient(cluster.kubeConfig);
-  await installMcoCrds(client);
-  simulator = await McoSimulator.start(client, { pullMs: 300 });
-  kube = ['--kubeconfig', cluster.kubeconfigPath];
+  await Promise.all([installMcoCrds(client), installAgentCrds(client)]);
+  players.mco = await McoSimulator.start(client, { pullMs: 300 });
+  players.agent = await AgentStatusWriter.start(client, { pullMs: 300 });
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
-  simulator?.stop();
+  players.mco?.stop();
+  players.agent?.stop();
   await cluster?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-afterEach(() => {
-  for (const node of ['master-0', 'worker-0', 'worker-1']) simulator.behave(node, { pullMs: 300 });
-  expect(simulator.errors).toEqual([]);
-});
+/** A status table as records, cut at the header's column starts. */
+function parseTable(text: string): Array<Record<string, string>> {
+  const [header, ...lines] = text.trimEnd().split('\n');
+  const starts = [...header!.matchAll(/(?:^|(?<=\s{2}))\S/g)].map((m) => m.index);
+  const names = starts.map((start, i) => header!.slice(start, starts[i + 1]).trim());
+  return lines.map((line) => Object.fromEntries(names.map((name, i) => [name, line.slice(starts[i], starts[i + 1]).trim()])));
+}
 
 const jsonLines = (text: string) => text.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
 
-describe('apply (MCO backend)', () => {
-  it('creates labelled MCO PinnedImageSets, then reports them unchanged', async () => {
-    const plan = writePlan(dir, testPlan('apply'));
-    const first = await runCli(['apply', plan, ...kube]);
-    expect(first.stderr).toBe('');
-    expect(first.code).toBe(0);
-    expect(first.stdout).toBe('pinnedimageset/apply-control-plane created: 3 images\npinnedimageset/apply-worker created: 2 images\n');
-    const set = await client.get<KubeObject & { spec: { pinnedImages: Array<{ name: string }> } }>(`${MCO_PATHS.pinnedImageSets}/apply-worker`);
-    expect(set.metadata.labels).toMatchObject({ 'machineconfiguration.openshift.io/role': 'worker', 'app.kubernetes.io/managed-by': 'prestage' });
-    expect(set.spec.pinnedImages).toHaveLength(2);
-    expect((set.metadata['managedFields'] as Array<{ manager: string; operation: string }>).some((f) => f.manager === 'prestage' && f.operation === 'Apply')).toBe(true);
+describe.each([
+  { backend: 'mco' as const, setsPath: MCO_PATHS.pinnedImageSets },
+  { backend: 'agent' as const, setsPath: AGENT_PATHS.pinnedImageSets },
+])('$backend backend', ({ backend, setsPath }) => {
+  const kube = () => ['--kubeconfig', cluster.kubeconfigPath, '--backend', backend];
+  const player = () => players[backend]!;
 
-    const again = await runCli(['apply', plan, ...kube]);
-    expect(again.stdout).toBe('pinnedimageset/apply-control-plane unchanged\npinnedimageset/apply-worker unchanged\n');
+  afterEach(() => {
+    for (const node of ['master-0', 'worker-0', 'worker-1']) player().behave(node, { pullMs: 300 });
+    expect(player().errors).toEqual([]);
   });
 
-  it('--dry-run=server shows the images that would change and changes nothing', async () => {
-    await runCli(['apply', writePlan(dir, testPlan('dry')), ...kube]);
-    const before = await client.get<KubeObject>(`${MCO_PATHS.pinnedImageSets}/dry-worker`);
-    const changed = testPlan('dry', { imageCount: 4, seed: 'dry-v2' });
-    const dry = await runCli(['apply', writePlan(dir, changed), '--dry-run=server', ...kube]);
-    expect(dry.code).toBe(0);
-    expect(dry.stdout).toContain('pinnedimageset/dry-worker configured: +3 -2 images (server dry run)');
-    expect(dry.stdout).toContain('pinnedimageset/dry-control-plane configured: +4 -3 images (server dry run)');
-    for (const image of changed.sets[1]!.images) expect(dry.stdout).toContain(`  + ${image}`);
-    const after = await client.get<KubeObject>(`${MCO_PATHS.pinnedImageSets}/dry-worker`);
-    expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+  describe('apply', () => {
+    it('creates labelled PinnedImageSets owned by field manager prestage, then reports them unchanged', async () => {
+      const plan = writePlan(dir, testPlan('apply'));
+      const first = await runCli(['apply', plan, ...kube()]);
+      expect(first.stderr).toBe('');
+      expect(first.code).toBe(0);
+      expect(first.stdout).toBe('pinnedimageset/apply-control-plane created: 3 images\npinnedimageset/apply-worker created: 2 images\n');
+      const set = await client.get<KubeObject & { spec: { pinnedImages: Array<{ name: string }> } }>(`${setsPath}/apply-worker`);
+      expect(set.metadata.labels).toMatchObject({ 'machineconfiguration.openshift.io/role': 'worker', 'app.kubernetes.io/managed-by': 'prestage' });
+      expect(set.spec.pinnedImages).toHaveLength(2);
+      // The agent's sets carry their node selector; MCO's are picked up by the pools.
+      if (backend === 'agent') expect(set.spec).toMatchObject({ nodeSelector: { matchExpressions: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'DoesNotExist' }, { key: 'node-role.kubernetes.io/master', operator: 'DoesNotExist' }] } });
+      expect((set.metadata['managedFields'] as Array<{ manager: string; operation: string }>).some((f) => f.manager === 'prestage' && f.operation === 'Apply')).toBe(true);
+
+      const again = await runCli(['apply', plan, ...kube()]);
+      expect(again.stdout).toBe('pinnedimageset/apply-control-plane unchanged\npinnedimageset/apply-worker unchanged\n');
+    });
+
+    it('--dry-run=server shows the images that would change and changes nothing', async () => {
+      await runCli(['apply', writePlan(dir, testPlan('dry')), ...kube()]);
+      const before = await client.get<KubeObject>(`${setsPath}/dry-worker`);
+      const changed = testPlan('dry', { imageCount: 4, seed: 'dry-v2' });
+      const dry = await runCli(['apply', writePlan(dir, changed), '--dry-run=server', ...kube()]);
+      expect(dry.code).toBe(0);
+      expect(dry.stdout).toContain('pinnedimageset/dry-worker configured: +3 -2 images (server dry run)');
+      expect(dry.stdout).toContain('pinnedimageset/dry-control-plane configured: +4 -3 images (server dry run)');
+      for (const image of changed.sets[1]!.images) expect(dry.stdout).toContain(`  + ${image}`);
+      const after = await client.get<KubeObject>(`${setsPath}/dry-worker`);
+      expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+    });
+
+    it('refuses a directory without PinnedImageSets with exit 2', async () => {
+      const empty = mkdtempSync(join(dir, 'empty-'));
+      const result = await runCli(['apply', empty, ...kube()]);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(/no PinnedImageSets found/);
+    });
   });
 
-  it('refuses a directory without PinnedImageSets with exit 2', async () => {
-    const empty = mkdtempSync(join(dir, 'empty-'));
-    const result = await runCli(['apply', empty, ...kube]);
-    expect(result.code).toBe(2);
-    expect(result.stderr).toMatch(/no PinnedImageSets found/);
+  describe('wait', () => {
+    it('exits 0 once every target node reports current == desired, one plain line per change', async () => {
+      await runCli(['apply', writePlan(dir, testPlan('ready')), ...kube()]);
+      const result = await runCli(['wait', 'ready-control-plane', 'ready-worker', '--timeout', '60s', ...kube()]);
+      expect(result.stderr).toBe('');
+      expect(result.code).toBe(0);
+      expect(result.stdout).toMatch(/ready-worker worker-0: done \(generation 1\/1\)/);
+      expect(result.stdout).toMatch(/ready-worker worker-1: done \(generation 1\/1\)/);
+      expect(result.stdout).toMatch(/ready-control-plane master-0: done/);
+      expect(result.stdout).not.toMatch(/ready-worker master-0/);
+      expect(result.stdout).toMatch(/^ready-worker: 2\/2 nodes done.* {2}ready$/m);
+    });
+
+    it('-o json: one event per line, the set ready only after each of its nodes is done', async () => {
+      await runCli(['apply', writePlan(dir, testPlan('json')), ...kube()]);
+      const result = await runCli(['wait', 'json-worker', '-o', 'json', '--timeout', '60s', ...kube()]);
+      expect(result.code).toBe(0);
+      const events = jsonLines(result.stdout);
+      const ready = events.findIndex((e) => e['type'] === 'set' && e['ready'] === true);
+      expect(ready).toBe(events.length - 1);
+      for (const node of ['worker-0', 'worker-1']) {
+        const done = events.findIndex((e) => e['type'] === 'node' && e['node'] === node && e['phase'] === 'done');
+        expect(done).toBeGreaterThanOrEqual(0);
+        expect(done).toBeLessThan(ready);
+      }
+    });
+
+    it('a node degraded while retrying does not fail the set before --fail-after', async () => {
+      player().behave('worker-1', { pullMs: 200, failWith: 'exit status 125', failForMs: 2_000 });
+      await runCli(['apply', writePlan(dir, testPlan('retry')), ...kube()]);
+      const result = await runCli(['wait', 'retry-worker', '--fail-after', '20s', '--timeout', '60s', ...kube()]);
+      expect(result.code).toBe(0);
+      expect(result.stdout).toMatch(/retry-worker worker-1: degraded \(generation 0\/1\).*: exit status 125$/m);
+      expect(result.stdout).toMatch(/retry-worker worker-1: done/);
+    });
+
+    it('a node degraded past --fail-after fails the set: exit 1 with the node and its first error', async () => {
+      player().behave('worker-0', { pullMs: 200, failWith: 'failed to pull image quay.io/x@sha256:1: manifest unknown' });
+      await runCli(['apply', writePlan(dir, testPlan('fail')), ...kube()]);
+      const started = Date.now();
+      const result = await runCli(['wait', 'fail-worker', '--fail-after', '2s', '--timeout', '60s', ...kube()]);
+      expect(result.code).toBe(1);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(2_000);
+      expect(result.stderr).toMatch(/^prestage: error: set fail-worker failed on node worker-0 \(degraded for \d+ s\): failed to pull image quay\.io\/x@sha256:1: manifest unknown\n$/);
+    });
+
+    it('--timeout exits 124 naming what it still waits for', async () => {
+      player().behave('worker-1', { pullMs: 120_000 });
+      await runCli(['apply', writePlan(dir, testPlan('slow')), ...kube()]);
+      const result = await runCli(['wait', 'slow-worker', '--timeout', '2s', ...kube()]);
+      expect(result.code).toBe(124);
+      expect(result.stderr).toMatch(/timed out after 2 s: slow-worker 1\/2 nodes done \(waiting on worker-1 progressing\)/);
+    });
+
+    it('a node that joins the pool while waiting holds the set until it catches up', async () => {
+      for (const node of ['worker-0', 'worker-1']) player().behave(node, { pullMs: 1_500 });
+      player().behave('worker-9', { pullMs: 3_000 });
+      await runCli(['apply', writePlan(dir, testPlan('join')), ...kube()]);
+      const waiting = runCli(['wait', 'join-worker', '-o', 'json', '--timeout', '60s', ...kube()]);
+      await client.request('POST', '/api/v1/nodes', { body: { metadata: { name: 'worker-9', labels: { 'node-role.kubernetes.io/worker': '' } } } });
+      const result = await waiting;
+      expect(result.code).toBe(0);
+      const events = jsonLines(result.stdout);
+      const joined = events.find((e) => e['type'] === 'set' && e['nodesTotal'] === 3);
+      expect(joined).toBeDefined();
+      const lastNodeDone = events.findIndex((e) => e['type'] === 'node' && e['node'] === 'worker-9' && e['phase'] === 'done');
+      const ready = events.findIndex((e) => e['type'] === 'set' && e['ready'] === true);
+      expect(lastNodeDone).toBeGreaterThan(0);
+      expect(ready).toBeGreaterThan(lastNodeDone);
+      expect(events[ready]).toMatchObject({ nodesDone: 3, nodesTotal: 3 });
+      await client.request('DELETE', '/api/v1/nodes/worker-9');
+    });
+  });
+
+  describe('status', () => {
+    it('shows a node × set table with generations, states and the node error', async () => {
+      player().behave('worker-1', { pullMs: 100, failWith: 'exit status 125' });
+      await runCli(['apply', writePlan(dir, testPlan('table')), ...kube()]);
+      const degraded = await runCli(['wait', 'table-control-plane', '--timeout', '30s', ...kube()]);
+      expect(degraded.code).toBe(0);
+      // worker-1 keeps failing: wait for it to report the failure, then read the table.
+      await runCli(['wait', 'table-worker', '--fail-after', '1s', '--timeout', '30s', ...kube()]);
+      const result = await runCli(['status', 'table-control-plane', 'table-worker', ...kube()]);
+      expect(result.code).toBe(0);
+      const rows = parseTable(result.stdout);
+      expect(rows.map((r) => [r['NODE'], r['SET'], r['GENERATION (CURRENT/DESIRED/SET)'], r['STATE'], r['ERROR']])).toEqual([
+        ['master-0', 'table-control-plane', '1/1/1', 'done', ''],
+        ['worker-0', 'table-worker', '1/1/1', 'done', ''],
+        ['worker-1', 'table-worker', '0/1/1', 'degraded', 'exit status 125'],
+      ]);
+      // Only the agent reports images and bytes; MCO's table has no such columns.
+      if (backend === 'agent') expect(rows.map((r) => [r['IMAGES'], r['BYTES']])).toEqual([['3/3', '30.0 MiB/30.0 MiB'], ['2/2', '20.0 MiB/20.0 MiB'], ['1/2', '10.0 MiB/20.0 MiB']]);
+      else expect(Object.keys(rows[0]!)).not.toContain('IMAGES');
+
+      const json = JSON.parse((await runCli(['status', 'table-worker', '-o', 'json', ...kube()])).stdout) as { backend: string; sets: Array<{ nodes: unknown[] }> };
+      expect(json.backend).toBe(backend);
+      expect(json.sets[0]!.nodes).toHaveLength(2);
+    });
   });
 });
 
-describe('wait (MCO backend)', () => {
-  it('exits 0 once every target node reports current == desired, one plain line per change', async () => {
-    await runCli(['apply', writePlan(dir, testPlan('ready')), ...kube]);
-    const result = await runCli(['wait', 'ready-control-plane', 'ready-worker', '--timeout', '60s', ...kube]);
-    expect(result.stderr).toBe('');
-    expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/ready-worker worker-0: done \(generation 1\/1\)/);
-    expect(result.stdout).toMatch(/ready-worker worker-1: done \(generation 1\/1\)/);
-    expect(result.stdout).toMatch(/ready-control-plane master-0: done/);
-    expect(result.stdout).not.toMatch(/ready-worker master-0/);
-    expect(result.stdout).toMatch(/ready-worker: 2\/2 nodes done {2}ready/);
-  });
-
-  it('-o json: one event per line, the set ready only after each of its nodes is done', async () => {
-    await runCli(['apply', writePlan(dir, testPlan('json')), ...kube]);
-    const result = await runCli(['wait', 'json-worker', '-o', 'json', '--timeout', '60s', ...kube]);
-    expect(result.code).toBe(0);
-    const events = jsonLines(result.stdout);
-    const ready = events.findIndex((e) => e['type'] === 'set' && e['ready'] === true);
-    expect(ready).toBe(events.length - 1);
-    for (const node of ['worker-0', 'worker-1']) {
-      const done = events.findIndex((e) => e['type'] === 'node' && e['node'] === node && e['phase'] === 'done');
-      expect(done).toBeGreaterThanOrEqual(0);
-      expect(done).toBeLessThan(ready);
-    }
-  });
-
-  it('a node degraded while retrying does not fail the set before --fail-after', async () => {
-    simulator.behave('worker-1', { pullMs: 200, failWith: 'exit status 125', failForMs: 2_000 });
-    await runCli(['apply', writePlan(dir, testPlan('retry')), ...kube]);
-    const result = await runCli(['wait', 'retry-worker', '--fail-after', '20s', '--timeout', '60s', ...kube]);
-    expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/retry-worker worker-1: degraded \(generation 0\/1\): exit status 125/);
-    expect(result.stdout).toMatch(/retry-worker worker-1: done/);
-  });
-
-  it('a node degraded past --fail-after fails the set: exit 1 with the node and its first error', async () => {
-    simulator.behave('worker-0', { pullMs: 200, failWith: 'failed to pull image quay.io/x@sha256:1: manifest unknown' });
-    await runCli(['apply', writePlan(dir, testPlan('fail')), ...kube]);
-    const started = Date.now();
-    const result = await runCli(['wait', 'fail-worker', '--fail-after', '2s', '--timeout', '60s', ...kube]);
-    expect(result.code).toBe(1);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(2_000);
-    expect(result.stderr).toMatch(/^prestage: error: set fail-worker failed on node worker-0 \(degraded for \d+ s\): failed to pull image quay\.io\/x@sha256:1: manifest unknown\n$/);
-  });
-
-  it('--timeout exits 124 naming what it still waits for', async () => {
-    simulator.behave('worker-1', { pullMs: 120_000 });
-    await runCli(['apply', writePlan(dir, testPlan('slow')), ...kube]);
-    const result = await runCli(['wait', 'slow-worker', '--timeout', '2s', ...kube]);
-    expect(result.code).toBe(124);
-    expect(result.stderr).toMatch(/timed out after 2 s: slow-worker 1\/2 nodes done \(waiting on worker-1 progressing\)/);
-  });
-
-  it('a node that joins the pool while waiting holds the set until it catches up', async () => {
-    for (const node of ['worker-0', 'worker-1']) simulator.behave(node, { pullMs: 1_500 });
-    simulator.behave('worker-9', { pullMs: 3_000 });
-    await runCli(['apply', writePlan(dir, testPlan('join')), ...kube]);
-    const waiting = runCli(['wait', 'join-worker', '-o', 'json', '--timeout', '60s', ...kube]);
-    await client.request('POST', '/api/v1/nodes', { body: { metadata: { name: 'worker-9', labels: { 'node-role.kubernetes.io/worker': '' } } } });
-    const result = await waiting;
-    expect(result.code).toBe(0);
-    const events = jsonLines(result.stdout);
-    const joined = events.find((e) => e['type'] === 'set' && e['nodesTotal'] === 3);
-    expect(joined).toBeDefined();
-    const lastNodeDone = events.findIndex((e) => e['type'] === 'node' && e['node'] === 'worker-9' && e['phase'] === 'done');
-    const ready = events.findIndex((e) => e['type'] === 'set' && e['ready'] === true);
-    expect(lastNodeDone).toBeGreaterThan(0);
-    expect(ready).toBeGreaterThan(lastNodeDone);
-    expect(events[ready]).toMatchObject({ nodesDone: 3, nodesTotal: 3 });
-    await client.request('DELETE', '/api/v1/nodes/worker-9');
-  });
-});
-
-describe('status (MCO backend)', () => {
-  it('shows a node × set table with generations, states and the node error', async () => {
-    simulator.behave('worker-1', { pullMs: 100, failWith: 'exit status 125' });
-    await runCli(['apply', writePlan(dir, testPlan('table')), ...kube]);
-    const degraded = await runCli(['wait', 'table-control-plane', '--timeout', '30s', ...kube]);
-    expect(degraded.code).toBe(0);
-    // worker-1 keeps failing: wait for it to report the failure, then read the table.
-    await runCli(['wait', 'table-worker', '--fail-after', '1s', '--timeout', '30s', ...kube]);
-    const result = await runCli(['status', 'table-control-plane', 'table-worker', ...kube]);
-    expect(result.code).toBe(0);
-    const rows = result.stdout.trim().split('\n').map((line) => line.split(/\s{2,}/));
-    expect(rows[0]).toEqual(['NODE', 'SET', 'GENERATION (CURRENT/DESIRED/SET)', 'STATE', 'ERROR']);
-    expect(rows.slice(1)).toEqual([
-      ['master-0', 'table-control-plane', '1/1/1', 'done'],
-      ['worker-0', 'table-worker', '1/1/1', 'done'],
-      ['worker-1', 'table-worker', '0/1/1', 'degraded', 'exit status 125'],
-    ]);
-
-    const json = JSON.parse((await runCli(['status', 'table-worker', '-o', 'json', ...kube])).stdout) as { backend: string; sets: Array<{ nodes: unknown[] }> };
-    expect(json.backend).toBe('mco');
-    expect(json.sets[0]!.nodes).toHaveLength(2);
-  });
-
-  it('picks the MCO backend by itself when the cluster serves MCO PinnedImageSets', async () => {
-    const result = await runCli(['status', 'ready-worker', '-o', 'yaml', ...kube]);
+describe('backend detection', () => {
+  it('picks MCO when the cluster serves MCO PinnedImageSets, even with the prestage CRDs installed', async () => {
+    await runCli(['apply', writePlan(dir, testPlan('detect')), '--kubeconfig', cluster.kubeconfigPath]);
+    const result = await runCli(['status', 'detect-worker', '-o', 'yaml', '--kubeconfig', cluster.kubeconfigPath]);
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/^backend: mco$/m);
+    expect(await client.find(`${MCO_PATHS.pinnedImageSets}/detect-worker`)).toBeDefined();
+    expect(await client.find(`${AGENT_PATHS.pinnedImageSets}/detect-worker`)).toBeUndefined();
   });
 });

@@ -1,0 +1,142 @@
+/**
+ * Plays the prestage node agents' part for the backend contract tests (the real agents'
+ * end-to-end test lives with the agent): for each prestage.dev PinnedImageSet and each node
+ * its nodeSelector matches, writes the node's NodePinnedImages status as an agent would:
+ * desiredGeneration and Pending images with their bytes, then after the pull time either
+ * every image Pinned and currentGeneration, or the failure (lastFailedGeneration, the image's
+ * lastError, a Degraded condition) while it keeps retrying.
+ */
+import { API_VERSION, CRDS, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../../src/api/prestage.js';
+import { AGENT_PATHS } from '../../src/cluster/agent/backend.js';
+import { Informer } from '../../src/cluster/informer.js';
+import { matchesSelector, type KubeClient, type LabelSelector } from '../../src/cluster/kube.js';
+import type { NodeBehaviour } from './simulator.js';
+
+const IMAGE_BYTES = 10 * 2 ** 20;
+
+export async function installAgentCrds(client: KubeClient): Promise<void> {
+  for (const crd of CRDS) await client.request('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', { body: crd });
+  const deadline = Date.now() + 30_000;
+  while (!(await client.find<{ resources: Array<{ name: string }> }>(`/apis/${API_VERSION}`))?.resources.some((r) => r.name === 'nodepinnedimages')) {
+    if (Date.now() > deadline) throw new Error('prestage CRDs were not served within 30 s');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+export class AgentStatusWriter {
+  private readonly abort = new AbortController();
+  private readonly sets: Informer;
+  private readonly nodes: Informer;
+  private readonly statuses: Informer;
+  private readonly behaviours = new Map<string, NodeBehaviour>();
+  private readonly started = new Set<string>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly queues = new Map<string, Promise<unknown>>();
+  readonly errors: Error[] = [];
+
+  private constructor(
+    private readonly client: KubeClient,
+    private readonly defaultBehaviour: NodeBehaviour,
+  ) {
+    const informer = (path: string) => new Informer(client, path, { onChange: () => this.reconcile() });
+    this.sets = informer(AGENT_PATHS.pinnedImageSets);
+    this.nodes = informer(AGENT_PATHS.nodes);
+    this.statuses = informer(AGENT_PATHS.nodePinnedImages);
+  }
+
+  static async start(client: KubeClient, defaultBehaviour: NodeBehaviour = { pullMs: 300 }): Promise<AgentStatusWriter> {
+    const writer = new AgentStatusWriter(client, defaultBehaviour);
+    for (const informer of [writer.sets, writer.nodes, writer.statuses]) await informer.start(writer.abort.signal);
+    writer.reconcile();
+    return writer;
+  }
+
+  behave(node: string, behaviour: NodeBehaviour): void {
+    this.behaviours.set(node, behaviour);
+  }
+
+  stop(): void {
+    this.abort.abort();
+    for (const timer of this.timers) clearTimeout(timer);
+  }
+
+  private reconcile(): void {
+    if (this.abort.signal.aborted) return;
+    for (const node of this.nodes.items.values()) {
+      const name = node.metadata.name;
+      const own = this.statuses.items.get(name) as unknown as NodePinnedImages | undefined;
+      if (!own) {
+        this.write(name, async () => {
+          if (this.statuses.items.has(name)) return;
+          await this.client.request('POST', AGENT_PATHS.nodePinnedImages, { body: { apiVersion: API_VERSION, kind: 'NodePinnedImages', metadata: { name }, spec: { nodeName: name } } })
+            .catch((error: { status?: number }) => { if (error.status !== 409) throw error; });
+        });
+        continue;
+      }
+      for (const set of this.sets.items.values() as Iterable<unknown> as Iterable<PinnedImageSet>) {
+        if (matchesSelector(node.metadata.labels, set.spec.nodeSelector as LabelSelector | undefined)) this.agent(name, set, own);
+      }
+    }
+  }
+
+  private agent(node: string, set: PinnedImageSet, own: NodePinnedImages): void {
+    const generation = set.metadata.generation ?? 1;
+    const entry = own.status?.pinnedImageSets?.find((s) => s.name === set.metadata.name);
+    const images = set.spec.pinnedImages.map((i) => i.name);
+    if ((entry?.desiredGeneration ?? 0) < generation) {
+      this.update(node, set.metadata.name, (s) => ({ ...s, desiredGeneration: generation, images: images.map((name) => ({ name, state: 'Pending', attempts: 0, bytes: IMAGE_BYTES, pulledBytes: 0 })) }));
+      return;
+    }
+    const key = `${node}/${set.metadata.name}/${generation}`;
+    if (this.started.has(key) || entry?.currentGeneration === generation) return;
+    this.started.add(key);
+    const behaviour = this.behaviours.get(node) ?? this.defaultBehaviour;
+    const since = Date.now();
+    const attempt = (n: number) => {
+      const failing = behaviour.failWith !== undefined && (behaviour.failForMs === undefined || Date.now() - since < behaviour.failForMs);
+      if (failing) {
+        this.update(node, set.metadata.name, (s) => ({
+          ...s,
+          lastFailedGeneration: generation,
+          lastFailedGenerationError: behaviour.failWith!,
+          images: s.images.map((i, index) => (index === 0 ? { ...i, state: 'Failed', attempts: n, lastError: behaviour.failWith! } : { ...i, state: 'Pinned', attempts: 1, pulledBytes: IMAGE_BYTES })),
+        }), { type: 'Degraded', status: 'True', reason: 'PullFailed', message: behaviour.failWith! });
+        this.after(behaviour.pullMs, () => attempt(n + 1));
+      } else {
+        this.update(node, set.metadata.name, (s) => ({ ...s, currentGeneration: generation, images: s.images.map((i) => ({ ...i, state: 'Pinned', attempts: Math.max(1, i.attempts), pulledBytes: IMAGE_BYTES })) }), { type: 'Degraded', status: 'False', reason: 'AsExpected', message: '' });
+      }
+    };
+    this.after(behaviour.pullMs, () => attempt(1));
+  }
+
+  private after(ms: number, run: () => void): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      if (!this.abort.signal.aborted) run();
+    }, ms);
+    this.timers.add(timer);
+  }
+
+  private update(node: string, set: string, change: (s: PinnedImageSetStatus) => PinnedImageSetStatus, condition?: { type: 'Degraded'; status: 'True' | 'False'; reason: string; message: string }): void {
+    this.write(node, async () => {
+      const path = `${AGENT_PATHS.nodePinnedImages}/${node}`;
+      const fresh = await this.client.get<NodePinnedImages>(path);
+      const entries = fresh.status?.pinnedImageSets ?? [];
+      const current = entries.find((s) => s.name === set) ?? { name: set, desiredGeneration: 0, images: [] };
+      const pinnedImageSets = [...entries.filter((s) => s.name !== set), change(current)].sort((a, b) => a.name.localeCompare(b.name));
+      const previous = fresh.status?.conditions ?? [];
+      const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+      const conditions = condition
+        ? [...previous.filter((c) => c.type !== condition.type), { ...condition, lastTransitionTime: previous.find((c) => c.type === condition.type && c.status === condition.status)?.lastTransitionTime ?? now }]
+        : previous;
+      await this.client.request('PATCH', `${path}/status`, { body: { status: { pinnedImageSets, conditions } }, contentType: 'application/merge-patch+json' });
+    });
+  }
+
+  private write(key: string, run: () => Promise<unknown>): void {
+    const next = (this.queues.get(key) ?? Promise.resolve()).then(run).catch((error: Error) => {
+      if (!this.abort.signal.aborted) this.errors.push(error);
+    });
+    this.queues.set(key, next);
+  }
+}
