@@ -7,6 +7,7 @@ import yargs from 'yargs';
 import { BadInputError, ExitCode, PrestageError } from '../errors.js';
 import { createCliLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
+import { bundleCommand } from './bundle.js';
 import { planCommand } from './plan.js';
 import { agentCommand } from './agent.js';
 import { installCommand } from './install.js';
@@ -41,6 +42,7 @@ export async function main(argv: readonly string[], io: MainIO = {}): Promise<nu
       .scriptName(scriptName)
       .option('log-level', { choices: ['debug', 'info', 'warn', 'error', 'silent'] as const, default: 'warn' as const, describe: 'Log level (logs go to stderr)' })
       .command(planCommand(ctx))
+      .command(bundleCommand(ctx))
       .command(agentCommand(ctx))
       .command(installCommand(ctx))
       .command(applyCommand(ctx, scriptName))

@@ -1,0 +1,268 @@
+/**
+ * `bundle create`: write everything a plan needs into an OCI layout, each blob once, each
+ * digest verified as written. Resumable: complete blobs are skipped, partial ones continue
+ * with a Range request from their last byte.
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import pLimit from 'p-limit';
+import { writeFileAtomic } from '../atomic-file.js';
+import { DigestMismatchError } from '../errors.js';
+import type { Plan } from '../plan/types.js';
+import type { RegistryClient } from '../registry/client.js';
+import { MediaType, type Descriptor } from '../registry/manifest.js';
+import type { ImageReference } from '../registry/reference.js';
+import { collectContent, type BundleContent, type BundleImage } from './content.js';
+import { ensureFreeSpace, type StatFs } from './disk-space.js';
+import {
+  BLOBS_DIR, BUNDLE_FILE, INDEX_FILE, OCI_LAYOUT, OCI_LAYOUT_FILE, PARTIAL_DIR, REF_NAME,
+  blobPath, blobSize, partialPath, type BundleBlobRef, type BundleMetadata, type LayoutIndex,
+} from './layout.js';
+import { TransferProgress } from './progress.js';
+import { PLAN_API_VERSION } from '../plan/types.js';
+
+export interface PreviousBundle {
+  /** What `--since` named, recorded in the bundle. */
+  readonly source: string;
+  /** Configs and layers it carries, by digest. */
+  readonly blobs: ReadonlySet<string>;
+}
+
+export interface CreateOptions {
+  readonly dir: string;
+  readonly allPlatforms: boolean;
+  readonly previous?: PreviousBundle;
+  /** Blobs downloaded at once. */
+  readonly concurrency: number;
+  /** Bytes to reserve beyond the layout, given its size (the tar parts of `--max-archive-size`). */
+  readonly extraBytes?: (layout: { bytes: number; files: number }) => number;
+  readonly progressTo: NodeJS.WritableStream;
+  readonly tty?: boolean;
+  readonly statFs?: StatFs;
+}
+
+export interface CreateReport {
+  readonly images: number;
+  /** Manifests, configs and layers the layout holds. */
+  readonly blobs: number;
+  readonly bytes: number;
+  /** Blob bytes fetched in this run (resumed blobs count only their rest). */
+  readonly fetchedBytes: number;
+  readonly fetchedBlobs: number;
+  readonly resumedBlobs: number;
+  readonly previousBlobs: number;
+  readonly seconds: number;
+}
+
+interface BlobTask {
+  readonly descriptor: Descriptor;
+  readonly from: ImageReference;
+  /** Bytes already in `.partial/` from an earlier run. */
+  readonly partialBytes: number;
+}
+
+export async function createBundle(client: RegistryClient, plan: Plan, opts: CreateOptions): Promise<CreateReport> {
+  const content = await collectContent(client, plan, opts.allPlatforms);
+  const { dir } = opts;
+  await mkdir(join(dir, BLOBS_DIR), { recursive: true });
+  await mkdir(join(dir, PARTIAL_DIR), { recursive: true });
+
+  const manifests = uniqueManifests(content);
+  const missingManifests = (await Promise.all(manifests.map(async (m) => ((await blobSize(dir, m.digest)) === m.bytes.length ? undefined : m)))).filter((m) => m !== undefined);
+  const external = new Set([...content.blobs.keys()].filter((d) => opts.previous?.blobs.has(d)));
+  const tasks: BlobTask[] = [];
+  for (const [digest, { descriptor, from }] of content.blobs) {
+    if (external.has(digest) || (await blobSize(dir, digest)) === descriptor.size) continue;
+    tasks.push({ descriptor, from, partialBytes: await usablePartialBytes(dir, descriptor) });
+  }
+  const missingBytes = missingManifests.reduce((a, m) => a + m.bytes.length, 0) + tasks.reduce((a, t) => a + t.descriptor.size - t.partialBytes, 0);
+  const layoutBytes = manifests.reduce((a, m) => a + m.bytes.length, 0)
+    + [...content.blobs.values()].filter((b) => !external.has(b.descriptor.digest)).reduce((a, b) => a + b.descriptor.size, 0);
+  const layoutFiles = manifests.length + content.blobs.size - external.size;
+  await ensureFreeSpace(dir, missingBytes + (opts.extraBytes?.({ bytes: layoutBytes, files: layoutFiles }) ?? 0), 'or choose another --to', opts.statFs);
+
+  await writeFileAtomic(join(dir, OCI_LAYOUT_FILE), `${JSON.stringify(OCI_LAYOUT)}\n`, join(dir, PARTIAL_DIR));
+  // Manifest bytes were verified against their digests when fetched.
+  for (const m of missingManifests) await writeFileAtomic(blobPath(dir, m.digest), m.bytes, join(dir, PARTIAL_DIR));
+
+  const totalBytes = tasks.reduce((a, t) => a + t.descriptor.size, 0);
+  const tracker = new ImageTracker(content, new Set(tasks.map((t) => t.descriptor.digest)));
+  const progress = new TransferProgress(opts.progressTo, { verb: 'bundled', totalBytes, totalImages: content.images.length, doneImages: tracker.doneAtStart, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
+  progress.addBytes(tasks.reduce((a, t) => a + t.partialBytes, 0));
+  let fetchedBytes = 0;
+  try {
+    await runAll(tasks, opts.concurrency, async (task, signal) => {
+      await fetchBlob(client, dir, task, signal, (n) => {
+        fetchedBytes += n;
+        progress.addBytes(n);
+      });
+      for (const image of tracker.blobDone(task.descriptor.digest)) progress.imageDone(image.pullSpec, imageBytes(image));
+    });
+  } finally {
+    progress.finish();
+  }
+  await syncDir(join(dir, BLOBS_DIR));
+
+  // index.json last: a layout with an index is complete.
+  await writeFileAtomic(join(dir, BUNDLE_FILE), `${JSON.stringify(bundleMetadata(plan, opts, content, external), null, 2)}\n`, join(dir, PARTIAL_DIR));
+  await writeFileAtomic(join(dir, INDEX_FILE), `${JSON.stringify(layoutIndex(content), null, 2)}\n`, join(dir, PARTIAL_DIR));
+  // Everything in .partial/ was either renamed into blobs/ or is a leftover temp file.
+  await rm(join(dir, PARTIAL_DIR), { recursive: true, force: true });
+
+  return {
+    images: content.images.length,
+    blobs: layoutFiles,
+    bytes: layoutBytes,
+    fetchedBytes,
+    fetchedBlobs: tasks.length,
+    resumedBlobs: tasks.filter((t) => t.partialBytes > 0).length,
+    previousBlobs: external.size,
+    seconds: progress.elapsedSeconds(),
+  };
+}
+
+export function layoutIndex(content: BundleContent): LayoutIndex {
+  return {
+    schemaVersion: 2,
+    mediaType: MediaType.ociIndex,
+    manifests: content.images.map((image) => {
+      const top = image.manifests[0]!;
+      return { mediaType: top.mediaType, digest: top.digest, size: top.bytes.length, annotations: { [REF_NAME]: image.pullSpec } };
+    }),
+  };
+}
+
+function bundleMetadata(plan: Plan, opts: CreateOptions, content: BundleContent, external: ReadonlySet<string>): BundleMetadata {
+  const previousBlobs: BundleBlobRef[] = [...external].sort().map((digest) => ({ digest, size: content.blobs.get(digest)!.descriptor.size }));
+  return {
+    apiVersion: PLAN_API_VERSION,
+    kind: 'Bundle',
+    release: { pullSpec: plan.release.pullSpec, version: plan.release.version },
+    architecture: plan.release.architecture,
+    allPlatforms: opts.allPlatforms,
+    ...(opts.previous ? { previous: { source: opts.previous.source, blobs: previousBlobs } } : {}),
+  };
+}
+
+function uniqueManifests(content: BundleContent): BundleImage['manifests'][number][] {
+  const seen = new Map<string, BundleImage['manifests'][number]>();
+  for (const image of content.images) for (const m of image.manifests) if (!seen.has(m.digest)) seen.set(m.digest, m);
+  return [...seen.values()];
+}
+
+function imageBytes(image: BundleImage): number {
+  return image.manifests.reduce((a, m) => a + m.bytes.length, 0) + image.blobs.reduce((a, b) => a + b.size, 0);
+}
+
+/** Which images are complete as blobs arrive: an image is done when its last missing blob is. */
+class ImageTracker {
+  readonly doneAtStart: number;
+  private readonly waiting = new Map<BundleImage, Set<string>>();
+  private readonly imagesOf = new Map<string, BundleImage[]>();
+
+  constructor(content: BundleContent, missing: ReadonlySet<string>) {
+    for (const image of content.images) {
+      const pending = new Set(image.blobs.map((b) => b.digest).filter((d) => missing.has(d)));
+      if (pending.size === 0) continue;
+      this.waiting.set(image, pending);
+      for (const digest of pending) this.imagesOf.set(digest, [...(this.imagesOf.get(digest) ?? []), image]);
+    }
+    this.doneAtStart = content.images.length - this.waiting.size;
+  }
+
+  blobDone(digest: string): BundleImage[] {
+    const done: BundleImage[] = [];
+    for (const image of this.imagesOf.get(digest) ?? []) {
+      const pending = this.waiting.get(image)!;
+      pending.delete(digest);
+      if (pending.size === 0) {
+        this.waiting.delete(image);
+        done.push(image);
+      }
+    }
+    return done;
+  }
+}
+
+/** A partial file longer than its blob cannot be a prefix of it: start over. */
+async function usablePartialBytes(dir: string, blob: Descriptor): Promise<number> {
+  const size = (await stat(partialPath(dir, blob.digest)).catch(() => undefined))?.size ?? 0;
+  if (size <= blob.size) return size;
+  await rm(partialPath(dir, blob.digest), { force: true });
+  return 0;
+}
+
+/**
+ * One blob into the layout: continue `.partial/<hex>` (hashing what it holds first), append
+ * what the registry sends, fsync, and rename into blobs/ only once the digest matched. A
+ * partial file that turns out damaged is discarded and the blob fetched again from byte 0.
+ */
+async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {
+  const { descriptor } = task;
+  const partial = partialPath(dir, descriptor.digest);
+  let offset = task.partialBytes;
+  for (;;) {
+    try {
+      await appendBlob(client, task.from, descriptor, partial, offset, signal, onBytes);
+      break;
+    } catch (err) {
+      if (!(err instanceof DigestMismatchError)) throw err;
+      await rm(partial, { force: true });
+      if (offset === 0) throw err;
+      offset = 0;
+    }
+  }
+  await rename(partial, blobPath(dir, descriptor.digest));
+}
+
+async function appendBlob(client: RegistryClient, from: ImageReference, blob: Descriptor, partial: string, offset: number, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {
+  const hash = createHash('sha256');
+  if (offset > 0) {
+    for await (const chunk of createReadStream(partial, { end: offset - 1 })) hash.update(chunk as Buffer);
+  }
+  const file = await open(partial, offset > 0 ? 'a' : 'w');
+  try {
+    for await (const chunk of client.blobStream(from, blob, offset > 0 ? { offset, hash } : undefined)) {
+      signal.throwIfAborted();
+      await file.write(chunk as Buffer);
+      onBytes((chunk as Buffer).length);
+    }
+    await file.sync();
+  } finally {
+    await file.close();
+  }
+}
+
+/**
+ * Run `work` over `items`, `concurrency` at a time. The first failure stops the rest (items
+ * not started are skipped, running ones see their signal aborted) and is rethrown once all
+ * have settled, so no download outlives the command.
+ */
+export async function runAll<T>(items: readonly T[], concurrency: number, work: (item: T, signal: AbortSignal) => Promise<void>): Promise<void> {
+  const limit = pLimit(Math.max(1, concurrency));
+  const abort = new AbortController();
+  let failure: { error: unknown } | undefined;
+  await Promise.all(items.map((item) => limit(async () => {
+    if (abort.signal.aborted) return;
+    try {
+      await work(item, abort.signal);
+    } catch (error) {
+      if (!failure) {
+        failure = { error };
+        abort.abort();
+      }
+    }
+  })));
+  if (failure) throw failure.error;
+}
+
+async function syncDir(path: string): Promise<void> {
+  const handle = await open(path, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * A bundle on disk: an OCI image layout (`oci-layout`, `index.json`, `blobs/sha256/<hex>`)
+ * plus `prestage-bundle.json` for what OCI has no place for (the platforms kept of manifest
+ * lists, blobs expected from a previous bundle). Downloads in progress live in `.partial/`,
+ * named by digest, so a rerun resumes them. A file under `blobs/` was verified before it was
+ * renamed there, so later runs trust its name (with its size).
+ */
+import { readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { BadInputError } from '../errors.js';
+import { PLAN_API_VERSION } from '../plan/types.js';
+import { MediaType } from '../registry/manifest.js';
+import { isDigest } from '../registry/reference.js';
+
+export const OCI_LAYOUT_FILE = 'oci-layout';
+export const INDEX_FILE = 'index.json';
+export const BUNDLE_FILE = 'prestage-bundle.json';
+export const PARTIAL_DIR = '.partial';
+export const BLOBS_DIR = join('blobs', 'sha256');
+/** The OCI annotation naming an image in a layout; prestage puts the source pullspec there. */
+export const REF_NAME = 'org.opencontainers.image.ref.name';
+export const OCI_LAYOUT = { imageLayoutVersion: '1.0.0' } as const;
+
+export interface IndexEntry {
+  readonly mediaType: string;
+  readonly digest: string;
+  readonly size: number;
+  readonly annotations: { readonly [REF_NAME]: string };
+}
+
+export interface LayoutIndex {
+  readonly schemaVersion: 2;
+  readonly mediaType: typeof MediaType.ociIndex;
+  readonly manifests: readonly IndexEntry[];
+}
+
+export interface BundleBlobRef {
+  readonly digest: string;
+  readonly size: number;
+}
+
+export interface BundleMetadata {
+  readonly apiVersion: typeof PLAN_API_VERSION;
+  readonly kind: 'Bundle';
+  readonly release: { readonly pullSpec: string; readonly version: string };
+  /** The platform whose manifests (and blobs) were kept from manifest lists, unless `allPlatforms`. */
+  readonly architecture: string;
+  readonly allPlatforms: boolean;
+  /** Blobs (configs and layers) the bundle relies on without holding them: `--since`. */
+  readonly previous?: { readonly source: string; readonly blobs: readonly BundleBlobRef[] };
+}
+
+export interface Bundle {
+  readonly dir: string;
+  readonly index: LayoutIndex;
+  readonly metadata: BundleMetadata;
+}
+
+export function blobPath(dir: string, digest: string): string {
+  return join(dir, BLOBS_DIR, hexOf(digest));
+}
+
+export function partialPath(dir: string, digest: string): string {
+  return join(dir, PARTIAL_DIR, hexOf(digest));
+}
+
+function hexOf(digest: string): string {
+  if (!isDigest(digest)) throw new BadInputError(`${digest} is not a sha256 digest`);
+  return digest.slice('sha256:'.length);
+}
+
+/** Size of a complete blob in the layout, or undefined when it is not there. */
+export async function blobSize(dir: string, digest: string): Promise<number | undefined> {
+  return (await stat(blobPath(dir, digest)).catch(() => undefined))?.size;
+}
+
+/** The files that describe a layout, by name; a missing one is undefined. */
+export type LayoutFiles = Readonly<Partial<Record<typeof OCI_LAYOUT_FILE | typeof INDEX_FILE | typeof BUNDLE_FILE, string>>>;
+
+/** Read and check a layout's `oci-layout`, `index.json` and `prestage-bundle.json`. */
+export async function readBundle(dir: string): Promise<Bundle> {
+  const files: Record<string, string> = {};
+  for (const file of [OCI_LAYOUT_FILE, INDEX_FILE, BUNDLE_FILE]) {
+    try {
+      files[file] = await readFile(join(dir, file), 'utf8');
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT') throw new BadInputError(`cannot read ${join(dir, file)}: ${code ?? String(err)}`);
+    }
+  }
+  return { dir, ...parseBundleFiles(files, dir) };
+}
+
+/** `where` names the bundle (a directory or an archive) in messages. */
+export function parseBundleFiles(files: LayoutFiles, where: string): Omit<Bundle, 'dir'> {
+  const layout = parseJson(files, OCI_LAYOUT_FILE, where) as { imageLayoutVersion?: unknown };
+  if (layout.imageLayoutVersion !== OCI_LAYOUT.imageLayoutVersion) {
+    throw new BadInputError(`${where}: ${OCI_LAYOUT_FILE} has imageLayoutVersion ${String(layout.imageLayoutVersion)}, not ${OCI_LAYOUT.imageLayoutVersion}`);
+  }
+  const index = parseJson(files, INDEX_FILE, where) as LayoutIndex;
+  if (!Array.isArray(index.manifests) || index.manifests.some((m) => !isDigest(m?.digest) || typeof m.annotations?.[REF_NAME] !== 'string')) {
+    throw new BadInputError(`${where}: ${INDEX_FILE} is not a prestage bundle index; every entry needs a sha256 digest and a ${REF_NAME} annotation`);
+  }
+  const metadata = parseJson(files, BUNDLE_FILE, where) as BundleMetadata;
+  if (metadata.apiVersion !== PLAN_API_VERSION || metadata.kind !== 'Bundle' || typeof metadata.architecture !== 'string') {
+    throw new BadInputError(`${where}: ${BUNDLE_FILE} is not a ${PLAN_API_VERSION} Bundle; was it written by this version of prestage?`);
+  }
+  return { index, metadata };
+}
+
+function parseJson(files: LayoutFiles, file: keyof LayoutFiles, where: string): unknown {
+  const text = files[file];
+  if (text === undefined) {
+    throw new BadInputError(`${where} is not a complete bundle: ${file} is missing; finish it with \`prestage bundle create\` (same arguments)`);
+  }
+  try {
+    const doc = JSON.parse(text) as unknown;
+    if (doc && typeof doc === 'object') return doc;
+  } catch {
+    // reported below
+  }
+  throw new BadInputError(`${where}: ${file} is not a JSON object; the bundle is damaged, create it again`);
+}

@@ -1,0 +1,206 @@
+/**
+ * `bundle push`: copy a bundle into the site's mirror registry. Per image: its blobs (HEAD
+ * first; mount from another repository of the target when this run already put the blob
+ * there; else upload, streamed from the file and hashed on the way), then its platform
+ * manifests, then the list that names them, all by digest. A second push finds everything
+ * and sends nothing.
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { Transform, type Readable } from 'node:stream';
+import pLimit from 'p-limit';
+import { BadInputError } from '../errors.js';
+import type { Descriptor, ImageManifest } from '../registry/manifest.js';
+import { parseManifest } from '../registry/manifest.js';
+import { parseReference } from '../registry/reference.js';
+import { sha256 } from '../registry/client.js';
+import type { PushClient } from '../registry/upload.js';
+import { keptPlatforms, manifestBlobs } from './content.js';
+import { blobPath, REF_NAME, type Bundle } from './layout.js';
+import { mirroredImage, mirrorRepository, repositoryMirrors, type MirroredImage, type MirrorTarget } from './mirror.js';
+import { TransferProgress } from './progress.js';
+import { formatBytes } from '../render/table.js';
+
+export interface PushOptions {
+  /** Blob and manifest operations at once. */
+  readonly concurrency: number;
+  readonly progressTo: NodeJS.WritableStream;
+  readonly tty?: boolean;
+}
+
+export interface PushReport {
+  readonly images: readonly MirroredImage[];
+  readonly blobs: { uploaded: number; mounted: number; present: number };
+  readonly manifests: { pushed: number; present: number };
+  readonly bytesUploaded: number;
+  readonly seconds: number;
+}
+
+interface ManifestToPush {
+  readonly digest: string;
+  readonly mediaType: string;
+  readonly bytes: Buffer;
+}
+
+interface ImageToPush {
+  readonly pullSpec: string;
+  readonly repository: string;
+  /** Platform manifests first, the manifest the pullspec names last. */
+  readonly manifests: readonly ManifestToPush[];
+  readonly blobs: readonly Descriptor[];
+}
+
+export async function pushBundle(bundle: Bundle, client: PushClient, target: MirrorTarget, opts: PushOptions): Promise<PushReport> {
+  const images = await readImages(bundle, target);
+  const mirrored = images.map((i) => mirroredImage(i.pullSpec, target));
+  repositoryMirrors(mirrored);
+  const external = new Set(bundle.metadata.previous?.blobs.map((b) => b.digest) ?? []);
+  const report = { blobs: { uploaded: 0, mounted: 0, present: 0 }, manifests: { pushed: 0, present: 0 } };
+  const totalBytes = new Map(images.flatMap((i) => i.blobs.map((b) => [`${i.repository}@${b.digest}`, b.size] as const)));
+  const progress = new TransferProgress(opts.progressTo, { verb: 'pushed', totalBytes: [...totalBytes.values()].reduce((a, b) => a + b, 0), totalImages: images.length, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
+  const limit = pLimit(Math.max(1, opts.concurrency));
+  let failure: { error: unknown } | undefined;
+  /** One operation at a time per limit slot; none starts after a failure. */
+  const step = <T>(fn: () => Promise<T>): Promise<T> => limit(() => {
+    if (failure) throw failure.error;
+    return fn();
+  });
+
+  /** Digest → a repository of the target that holds the blob (or will, once its upload ends). */
+  const holders = new Map<string, Promise<string | undefined>>();
+  const blobTasks = new Map<string, Promise<void>>();
+  const ensureBlob = async (repository: string, blob: Descriptor): Promise<void> => {
+    if (await step(() => client.hasBlob(repository, blob.digest))) {
+      if (!holders.has(blob.digest)) holders.set(blob.digest, Promise.resolve(repository));
+      report.blobs.present++;
+      return;
+    }
+    const holder = holders.get(blob.digest);
+    let settle: ((repo: string | undefined) => void) | undefined;
+    if (!holder) holders.set(blob.digest, new Promise((resolve) => (settle = resolve)));
+    try {
+      const from = holder ? await holder : undefined;
+      if (external.has(blob.digest)) {
+        if (from !== undefined && (await step(() => client.mountBlob(repository, blob.digest, from)))) {
+          report.blobs.mounted++;
+          return;
+        }
+        throw new BadInputError(`blob ${blob.digest} comes from the previous bundle (${bundle.metadata.previous!.source}), but ${target.registry}/${repository} does not have it; push the previous bundle first`);
+      }
+      const how = await step(() => client.uploadBlob(repository, blob, () => verifiedFile(bundle.dir, blob), from));
+      report.blobs[how]++;
+      settle?.(repository);
+    } catch (err) {
+      settle?.(undefined);
+      throw err;
+    }
+  };
+  const blobOnce = (repository: string, blob: Descriptor): Promise<void> => {
+    const key = `${repository}@${blob.digest}`;
+    let task = blobTasks.get(key);
+    if (!task) {
+      task = ensureBlob(repository, blob).then(() => progress.addBytes(blob.size));
+      blobTasks.set(key, task);
+    }
+    return task;
+  };
+  const manifestTasks = new Map<string, Promise<void>>();
+  const manifestOnce = (repository: string, m: ManifestToPush): Promise<void> => {
+    const key = `${repository}@${m.digest}`;
+    let task = manifestTasks.get(key);
+    if (!task) {
+      task = (async () => {
+        if (await step(() => client.hasManifest(repository, m.digest))) {
+          report.manifests.present++;
+          return;
+        }
+        await step(() => client.putManifest(repository, m.digest, m.bytes, m.mediaType));
+        report.manifests.pushed++;
+      })();
+      manifestTasks.set(key, task);
+    }
+    return task;
+  };
+
+  await Promise.allSettled(images.map(async (image) => {
+    try {
+      await Promise.all(image.blobs.map((b) => blobOnce(image.repository, b)));
+      // Registries check that a manifest's blobs and a list's manifests are there.
+      for (const m of image.manifests) await manifestOnce(image.repository, m);
+      progress.imageDone(image.pullSpec, image.blobs.reduce((a, b) => a + b.size, 0));
+    } catch (error) {
+      failure ??= { error };
+      throw error;
+    }
+  }));
+  progress.finish();
+  if (failure) throw failure.error;
+  return { images: mirrored, ...report, bytesUploaded: client.counters.bytesUploaded, seconds: progress.elapsedSeconds() };
+}
+
+/** The bundle's images with their manifests (read and verified) and blobs, in the mirror's terms. */
+async function readImages(bundle: Bundle, target: MirrorTarget): Promise<ImageToPush[]> {
+  const { metadata } = bundle;
+  const images: ImageToPush[] = [];
+  for (const entry of bundle.index.manifests) {
+    const pullSpec = entry.annotations[REF_NAME];
+    const top = await readManifest(bundle.dir, entry.digest, pullSpec);
+    const children: ManifestToPush[] = [];
+    const imageManifests: ImageManifest[] = [];
+    if (top.manifest.kind === 'image') {
+      imageManifests.push(top.manifest);
+    } else {
+      for (const child of keptPlatforms(top.manifest, metadata.architecture, metadata.allPlatforms, pullSpec)) {
+        const m = await readManifest(bundle.dir, child.digest, pullSpec);
+        if (m.manifest.kind !== 'image') throw new BadInputError(`${pullSpec}: platform entry ${child.digest} is itself a list`);
+        children.push(m);
+        imageManifests.push(m.manifest);
+      }
+    }
+    const seen = new Set<string>();
+    images.push({
+      pullSpec,
+      repository: mirrorRepository(parseReference(pullSpec), target),
+      manifests: [...children, top],
+      blobs: imageManifests.flatMap(manifestBlobs).filter((b) => !seen.has(b.digest) && seen.add(b.digest)),
+    });
+  }
+  return images;
+}
+
+async function readManifest(dir: string, digest: string, pullSpec: string): Promise<ManifestToPush & { manifest: ReturnType<typeof parseManifest> }> {
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(blobPath(dir, digest));
+  } catch {
+    throw corrupt(`manifest ${digest} of ${pullSpec} is missing`);
+  }
+  if (sha256(bytes) !== digest) throw corrupt(`manifest ${digest} of ${pullSpec} is corrupt`);
+  const manifest = parseManifest(bytes, undefined, `${pullSpec} manifest ${digest}`);
+  return { digest, mediaType: manifest.mediaType, bytes, manifest };
+}
+
+/** The blob's file, hashed as it streams: a damaged file fails the upload before it completes. */
+function verifiedFile(dir: string, blob: Descriptor): Readable {
+  const hash = createHash('sha256');
+  let size = 0;
+  const check = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      hash.update(chunk);
+      size += chunk.length;
+      done(null, chunk);
+    },
+    flush(done) {
+      const digest = `sha256:${hash.digest('hex')}`;
+      done(digest === blob.digest && size === blob.size ? null : corrupt(`blob ${blob.digest} is corrupt (${formatBytes(size)} hashing to ${digest})`));
+    },
+  });
+  const file = createReadStream(blobPath(dir, blob.digest));
+  file.once('error', (err: NodeJS.ErrnoException) => check.destroy(err.code === 'ENOENT' ? corrupt(`blob ${blob.digest} is missing`) : err));
+  return file.pipe(check);
+}
+
+function corrupt(what: string): BadInputError {
+  return new BadInputError(`the bundle's ${what}; run \`prestage bundle verify\` and repair it with \`prestage bundle create\``);
+}

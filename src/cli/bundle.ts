@@ -1,0 +1,217 @@
+/**
+ * `prestage bundle create|verify|push`: carry what a plan needs into a disconnected site.
+ * On the connected side `create` writes an OCI layout (optionally as tar parts); on the
+ * other side `verify` checks it and `push` loads it into the site's mirror registry and
+ * writes the ImageDigestMirrorSet that sends the cluster there.
+ */
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Argv } from 'yargs';
+import { writeFileAtomic } from '../atomic-file.js';
+import { archiveDirFor, ARCHIVE_INDEX_FILE, inventoryOfArchive, openArchive, parseSize, tarBytes, unpackArchive, writeArchive } from '../bundle/archive.js';
+import { createBundle, type PreviousBundle } from '../bundle/create.js';
+import { planBlobs, previousBundleBlobs, readPlanFile } from '../bundle/inputs.js';
+import { readBundle, type Bundle } from '../bundle/layout.js';
+import { parseMirrorTarget, renderImageDigestMirrorSet, renderMapping } from '../bundle/mirror.js';
+import { pushBundle } from '../bundle/push.js';
+import { checkBundle, describeProblem, inventoryOfDir } from '../bundle/verify.js';
+import { BadInputError } from '../errors.js';
+import { buildPlan, readImagesFile } from '../plan/build.js';
+import { DEFAULT_PROFILE } from '../plan/classify.js';
+import type { ImageRole, Plan } from '../plan/types.js';
+import type { RegistryClient } from '../registry/client.js';
+import { loadPullSecrets } from '../registry/credentials.js';
+import { DEFAULT_RETRY, type TransportOptions } from '../registry/transport.js';
+import { PushClient } from '../registry/upload.js';
+import { formatBytes } from '../render/table.js';
+import type { CommandContext } from './context.js';
+import { registryClientFrom, withRegistryOptions, type RegistryFlags } from './registry-options.js';
+
+const MAPPING_FILE = 'mapping.txt';
+const IDMS_FILE = 'image-digest-mirror-set.yaml';
+
+export function bundleCommand(ctx: CommandContext) {
+  return {
+    command: 'bundle <command>',
+    describe: 'Air-gapped bundles: create on a connected machine, verify and push into a mirror registry on the other side',
+    builder: (y: Argv) =>
+      y
+        .command(createCommand(ctx))
+        .command(verifyCommand(ctx))
+        .command(pushCommand(ctx))
+        .demandCommand(1, 'name a bundle command (create, verify, push)'),
+    handler: () => undefined,
+  };
+}
+
+function createCommand(ctx: CommandContext) {
+  return {
+    command: 'create <source>',
+    describe: 'Write every image a plan needs (each blob once, digests verified) into an OCI layout; reruns resume',
+    builder: (y: Argv) =>
+      withPlanOptions(withRegistryOptions(
+        y
+          .positional('source', { type: 'string', demandOption: true, describe: 'Release pullspec (planned as `prestage plan` does), or a plan file from `prestage plan -o json`' })
+          .option('to', { type: 'string', demandOption: true, describe: 'Bundle directory (an OCI image layout)' })
+          .option('since', { type: 'string', describe: 'Leave out blobs a previous bundle carried: its directory, its parts, a plan file or a release pullspec' })
+          .option('all-platforms', { type: 'boolean', default: false, describe: 'Keep every platform of manifest lists (registries that require complete lists)' })
+          .option('max-archive-size', { type: 'string', describe: 'Also write the bundle as tar parts of at most SIZE (e.g. 4G) into <to>.parts/' })
+          .option('parallel', { type: 'number', default: 8, describe: 'Blobs downloaded at once' }),
+      )),
+    handler: async (args: any) => {
+      const maxPartBytes = args['max-archive-size'] !== undefined ? parseSize(args['max-archive-size']) : undefined;
+      const client = registryClientFrom(args, (line) => ctx.log.warn(line));
+      try {
+        const plan = isFile(args.source) ? await readPlanFile(args.source) : await buildPlan(client, planOptions(args, args.source));
+        const previous = args.since !== undefined ? await previousBundle(args.since, client, args) : undefined;
+        const report = await createBundle(client, plan, {
+          dir: args.to,
+          allPlatforms: args['all-platforms'],
+          ...(previous ? { previous } : {}),
+          concurrency: args.parallel,
+          ...(maxPartBytes ? { extraBytes: (layout: { bytes: number; files: number }) => tarBytes(layout.bytes, layout.files) } : {}),
+          progressTo: ctx.stderr,
+        });
+        const fetched = `fetched ${formatBytes(report.fetchedBytes)} in ${report.fetchedBlobs} blobs${report.resumedBlobs ? ` (${report.resumedBlobs} resumed)` : ''} in ${report.seconds.toFixed(1)} s`;
+        const fromPrevious = report.previousBlobs ? `; ${report.previousBlobs} blobs left to the previous bundle` : '';
+        ctx.stdout.write(`bundle ${args.to}: ${report.images} images, ${report.blobs} blobs, ${formatBytes(report.bytes)}; ${fetched}${fromPrevious}\n`);
+        if (maxPartBytes) {
+          const archiveDir = archiveDirFor(args.to);
+          const archive = await writeArchive(args.to, archiveDir, maxPartBytes);
+          ctx.stdout.write(`archive ${join(archiveDir, ARCHIVE_INDEX_FILE)}: ${archive.parts.length} parts, ${formatBytes(archive.bytes)}\n`);
+        }
+      } finally {
+        await client.close();
+      }
+    },
+  };
+}
+
+function verifyCommand(ctx: CommandContext) {
+  return {
+    command: 'verify <bundle>',
+    describe: 'Re-hash every blob and check every image is complete; exit 2 naming each missing or corrupt blob',
+    builder: (y: Argv) => y.positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive' }),
+    handler: async (args: any) => {
+      const path: string = args.bundle;
+      const { bundle, inventory } = isArchive(path)
+        ? await inventoryOfArchive(await openArchive(path))
+        : { bundle: await readBundle(path), inventory: await inventoryOfDir(path) };
+      const report = await checkBundle(bundle, inventory);
+      for (const problem of report.problems) ctx.stdout.write(`${describeProblem(problem)}\n`);
+      if (report.problems.length > 0) {
+        const count = (kind: string) => report.problems.filter((p) => p.problem === kind).length;
+        throw new BadInputError(`bundle ${path} is damaged: ${count('missing')} missing and ${count('corrupt')} corrupt blobs (listed on stdout); delete the corrupt blob files and rerun \`prestage bundle create\` with the same arguments`);
+      }
+      const fromPrevious = report.fromPrevious ? `; ${report.fromPrevious} blobs provided by the previous bundle (${bundle.metadata.previous?.source})` : '';
+      ctx.stdout.write(`bundle ${path}: ${report.images} images, ${report.blobs} blobs, ${formatBytes(report.bytes)} verified${fromPrevious}\n`);
+    },
+  };
+}
+
+function pushCommand(ctx: CommandContext) {
+  return {
+    command: 'push <bundle> <target>',
+    describe: 'Upload what the mirror registry lacks, then write mapping.txt and an ImageDigestMirrorSet',
+    builder: (y: Argv) =>
+      withRegistryOptions(
+        y
+          .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive (unpacked beside it first)' })
+          .positional('target', { type: 'string', demandOption: true, describe: 'Mirror REGISTRY[/PREFIX]; images go to REGISTRY/PREFIX/<source repository>' })
+          .option('output-dir', { type: 'string', default: '.', describe: `Where to write ${MAPPING_FILE} and ${IDMS_FILE}` })
+          .option('parallel', { type: 'number', default: 8, describe: 'Blob and manifest operations at once' }),
+      ),
+    handler: async (args: any) => {
+      if (args.mirror.length > 0) throw new BadInputError('--mirror does not apply to bundle push; name the mirror registry as the TARGET argument');
+      const target = parseMirrorTarget(args.target);
+      const bundle = await openForPush(args.bundle, ctx);
+      const client = new PushClient(target.registry, transportOptionsFrom(args, (line) => ctx.log.warn(line)));
+      try {
+        const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr });
+        const name = `prestage-${bundle.metadata.release.version}`;
+        await writeFileAtomic(join(args['output-dir'], MAPPING_FILE), renderMapping(report.images));
+        await writeFileAtomic(join(args['output-dir'], IDMS_FILE), renderImageDigestMirrorSet(name, report.images));
+        const { blobs, manifests } = report;
+        ctx.stdout.write(`pushed ${report.images.length} images to ${args.target}: blobs ${blobs.uploaded} uploaded (${formatBytes(report.bytesUploaded)}), ${blobs.mounted} mounted, ${blobs.present} present; manifests ${manifests.pushed} pushed, ${manifests.present} present; in ${report.seconds.toFixed(1)} s\n`);
+        ctx.stdout.write(`wrote ${join(args['output-dir'], MAPPING_FILE)} and ${join(args['output-dir'], IDMS_FILE)} (ImageDigestMirrorSet ${name})\n`);
+      } finally {
+        await client.close();
+      }
+    },
+  };
+}
+
+/** The plan flags of `prestage plan`, for creating a bundle straight from a release. */
+function withPlanOptions<T>(y: Argv<T>) {
+  return y
+    .option('arch', { type: 'string', default: 'amd64', describe: 'Architecture to plan for (amd64, arm64, ppc64le, s390x)' })
+    .option('profile', { type: 'string', default: DEFAULT_PROFILE, describe: 'Cluster profile for manifest inclusion' })
+    .option('feature-set', { type: 'string', default: 'Default', describe: 'Cluster feature set for manifest inclusion' })
+    .option('control-plane-only', { type: 'string', array: true, default: [] as string[], describe: 'Component NAME to pin on control-plane nodes only (repeatable)' })
+    .option('all-nodes', { type: 'string', array: true, default: [] as string[], describe: 'Component NAME to pin on all nodes (repeatable)' })
+    .option('image', { type: 'string', array: true, default: [] as string[], describe: 'Extra image REF to add (repeatable; tags resolved to digests)' })
+    .option('images-file', { type: 'string', describe: 'File with extra image references, one per line' })
+    .option('extra-role', { choices: ['all', 'worker', 'control-plane'] as const, default: 'all' as const, describe: 'Which nodes get the extra images' })
+    .option('name-prefix', { type: 'string', default: 'prestage', describe: 'Prefix of the PinnedImageSet names' });
+}
+
+function planOptions(args: any, release: string) {
+  return {
+    release,
+    arch: args.arch,
+    profile: args.profile,
+    featureSet: args['feature-set'],
+    controlPlaneOnly: args['control-plane-only'],
+    allNodes: args['all-nodes'],
+    extraImages: [...args.image, ...(args['images-file'] ? readImagesFile(args['images-file']) : [])],
+    extraRole: args['extra-role'] as ImageRole,
+    namePrefix: args['name-prefix'],
+  };
+}
+
+/** `--since`: a bundle directory, an archive, a plan file, or a release to plan. */
+async function previousBundle(since: string, client: RegistryClient, args: any): Promise<PreviousBundle> {
+  if (isArchive(since)) {
+    const { bundle, inventory } = await inventoryOfArchive(await openArchive(since));
+    return { source: since, blobs: new Set([...inventory.verified.keys(), ...(bundle.metadata.previous?.blobs.map((b) => b.digest) ?? [])]) };
+  }
+  if (isDirectory(since)) return { source: since, blobs: await previousBundleBlobs(since) };
+  const plan: Plan = isFile(since) ? await readPlanFile(since) : await buildPlan(client, planOptions(args, since));
+  return { source: since, blobs: planBlobs(plan) };
+}
+
+/** A layout directory as is; an archive is unpacked beside its parts (resuming an earlier unpack). */
+async function openForPush(path: string, ctx: CommandContext): Promise<Bundle> {
+  if (!isArchive(path)) return readBundle(path);
+  const archive = await openArchive(path);
+  const dir = join(archive.dir, archive.index.layout);
+  ctx.stderr.write(`unpacking ${archive.index.parts.length} parts into ${dir}\n`);
+  await unpackArchive(archive, dir);
+  return readBundle(dir);
+}
+
+function transportOptionsFrom(flags: RegistryFlags, onRetry: (line: string) => void): TransportOptions {
+  return {
+    pullSecrets: loadPullSecrets(flags['registry-config']),
+    tlsVerify: flags['tls-verify'],
+    ...(flags['ca-file'] ? { caFile: flags['ca-file'] } : {}),
+    retry: { ...DEFAULT_RETRY, attempts: Math.max(1, flags.retries + 1) },
+    concurrency: Math.max(1, flags['max-concurrency']),
+    stallTimeoutMs: Math.max(1, flags['stall-timeout']) * 1000,
+    onEvent: (e) => {
+      if (e.kind === 'retry') onRetry(`retry ${e.attempt} in ${e.delayMs} ms: ${e.reason} (${e.url})`);
+    },
+  };
+}
+
+function isFile(path: string): boolean {
+  return existsSync(path) && statSync(path).isFile() && !path.endsWith(ARCHIVE_INDEX_FILE);
+}
+
+function isDirectory(path: string): boolean {
+  return existsSync(path) && statSync(path).isDirectory();
+}
+
+function isArchive(path: string): boolean {
+  return path.endsWith(ARCHIVE_INDEX_FILE) || (isDirectory(path) && existsSync(join(path, ARCHIVE_INDEX_FILE)));
+}
