@@ -10,8 +10,8 @@ import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { Transform, type Readable } from 'node:stream';
 import pLimit from 'p-limit';
-import { BadInputError } from '../errors.js';
-import type { Descriptor, ImageManifest } from '../registry/manifest.js';
+import { BadInputError, RegistryError } from '../errors.js';
+import type { Descriptor, ImageManifest, Manifest } from '../registry/manifest.js';
 import { parseManifest } from '../registry/manifest.js';
 import { parseReference } from '../registry/reference.js';
 import { sha256 } from '../registry/client.js';
@@ -41,6 +41,8 @@ interface ManifestToPush {
   readonly digest: string;
   readonly mediaType: string;
   readonly bytes: Buffer;
+  /** A list whose platform manifests the bundle holds only in part. */
+  readonly partialList: boolean;
 }
 
 interface ImageToPush {
@@ -115,7 +117,15 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
           report.manifests.present++;
           return;
         }
-        await step(() => client.putManifest(repository, m.digest, m.bytes, m.mediaType));
+        try {
+          await step(() => client.putManifest(repository, m.digest, m.bytes, m.mediaType));
+        } catch (err) {
+          // Most registries refuse a list whose platform manifests they do not all have.
+          if (m.partialList && err instanceof RegistryError && /MANIFEST_(BLOB_)?UNKNOWN/.test(err.message)) {
+            throw new RegistryError(`${target.registry} refuses manifest list ${m.digest} without all of its platforms; create the bundle with --all-platforms`, { cause: err });
+          }
+          throw err;
+        }
         report.manifests.pushed++;
       })();
       manifestTasks.set(key, task);
@@ -145,16 +155,19 @@ async function readImages(bundle: Bundle, target: MirrorTarget): Promise<ImageTo
   const images: ImageToPush[] = [];
   for (const entry of bundle.index.manifests) {
     const pullSpec = entry.annotations[REF_NAME];
-    const top = await readManifest(bundle.dir, entry.digest, pullSpec);
+    const { manifest: top, bytes } = await readManifest(bundle.dir, entry.digest, pullSpec);
     const children: ManifestToPush[] = [];
     const imageManifests: ImageManifest[] = [];
-    if (top.manifest.kind === 'image') {
-      imageManifests.push(top.manifest);
+    let partialList = false;
+    if (top.kind === 'image') {
+      imageManifests.push(top);
     } else {
-      for (const child of keptPlatforms(top.manifest, metadata.architecture, metadata.allPlatforms, pullSpec)) {
+      const kept = keptPlatforms(top, metadata.architecture, metadata.allPlatforms, pullSpec);
+      partialList = kept.length < top.manifests.length;
+      for (const child of kept) {
         const m = await readManifest(bundle.dir, child.digest, pullSpec);
         if (m.manifest.kind !== 'image') throw new BadInputError(`${pullSpec}: platform entry ${child.digest} is itself a list`);
-        children.push(m);
+        children.push({ digest: child.digest, mediaType: m.manifest.mediaType, bytes: m.bytes, partialList: false });
         imageManifests.push(m.manifest);
       }
     }
@@ -162,14 +175,15 @@ async function readImages(bundle: Bundle, target: MirrorTarget): Promise<ImageTo
     images.push({
       pullSpec,
       repository: mirrorRepository(parseReference(pullSpec), target),
-      manifests: [...children, top],
+      manifests: [...children, { digest: entry.digest, mediaType: top.mediaType, bytes, partialList }],
       blobs: imageManifests.flatMap(manifestBlobs).filter((b) => !seen.has(b.digest) && seen.add(b.digest)),
     });
   }
   return images;
 }
 
-async function readManifest(dir: string, digest: string, pullSpec: string): Promise<ManifestToPush & { manifest: ReturnType<typeof parseManifest> }> {
+/** A manifest's bytes from the layout, checked against its digest, and parsed. */
+async function readManifest(dir: string, digest: string, pullSpec: string): Promise<{ bytes: Buffer; manifest: Manifest }> {
   let bytes: Buffer;
   try {
     bytes = await readFile(blobPath(dir, digest));
@@ -177,8 +191,7 @@ async function readManifest(dir: string, digest: string, pullSpec: string): Prom
     throw corrupt(`manifest ${digest} of ${pullSpec} is missing`);
   }
   if (sha256(bytes) !== digest) throw corrupt(`manifest ${digest} of ${pullSpec} is corrupt`);
-  const manifest = parseManifest(bytes, undefined, `${pullSpec} manifest ${digest}`);
-  return { digest, mediaType: manifest.mediaType, bytes, manifest };
+  return { bytes, manifest: parseManifest(bytes, undefined, `${pullSpec} manifest ${digest}`) };
 }
 
 /** The blob's file, hashed as it streams: a damaged file fails the upload before it completes. */

@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import yaml from 'js-yaml';
+import { mirroredImage, parseMirrorTarget, renderImageDigestMirrorSet, renderMapping, repositoryMirrors } from './mirror.js';
+
+const DIGEST = `sha256:${'a'.repeat(64)}`;
+const ART = `quay.io/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`;
+const RELEASE = `quay.io/openshift-release-dev/ocp-release@sha256:${'b'.repeat(64)}`;
+
+describe('mirror targets', () => {
+  it('splits REGISTRY[/PREFIX] and refuses a target without a host', () => {
+    expect(parseMirrorTarget('mirror.example.com:5000/ocp/4.16/')).toEqual({ registry: 'mirror.example.com:5000', prefix: 'ocp/4.16' });
+    expect(parseMirrorTarget('127.0.0.1:5000')).toEqual({ registry: '127.0.0.1:5000', prefix: '' });
+    expect(() => parseMirrorTarget('ocp/mirror')).toThrow(/expected REGISTRY\[\/PREFIX\] with a host name/);
+    expect(() => parseMirrorTarget('mirror.example.com/Upper')).toThrow(/invalid push target/);
+  });
+
+  it('keeps the source repository path under the prefix and the digest', () => {
+    expect(mirroredImage(ART, parseMirrorTarget('mirror:5000/prefix'))).toEqual({
+      source: ART,
+      mirror: `mirror:5000/prefix/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`,
+    });
+    expect(mirroredImage(ART, parseMirrorTarget('mirror.local')).mirror).toBe(`mirror.local/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`);
+  });
+
+  it('refuses two source registries that would share one mirror repository', () => {
+    const target = parseMirrorTarget('mirror.local/m');
+    const images = [ART, `registry.redhat.io/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`].map((s) => mirroredImage(s, target));
+    expect(() => repositoryMirrors(images)).toThrow(/would both be mirrored to mirror\.local\/m\/openshift-release-dev\/ocp-v4\.0-art-dev/);
+  });
+});
+
+describe('cluster configuration for the mirror', () => {
+  const target = parseMirrorTarget('mirror:5000/prefix');
+  const images = [ART, RELEASE].map((s) => mirroredImage(s, target));
+
+  it('writes mapping.txt as sorted source=mirror lines', () => {
+    expect(renderMapping(images).split('\n')).toEqual([
+      `${RELEASE}=mirror:5000/prefix/openshift-release-dev/ocp-release@sha256:${'b'.repeat(64)}`,
+      `${ART}=mirror:5000/prefix/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`,
+      '',
+    ]);
+  });
+
+  it('writes one ImageDigestMirrorSet entry per source repository', () => {
+    const doc = yaml.load(renderImageDigestMirrorSet('prestage-4.16.3', images)) as Record<string, any>;
+    expect(doc.apiVersion).toBe('config.openshift.io/v1');
+    expect(doc.kind).toBe('ImageDigestMirrorSet');
+    expect(doc.metadata.name).toBe('prestage-4.16.3');
+    expect(doc.spec.imageDigestMirrors).toEqual([
+      { source: 'quay.io/openshift-release-dev/ocp-release', mirrors: ['mirror:5000/prefix/openshift-release-dev/ocp-release'] },
+      { source: 'quay.io/openshift-release-dev/ocp-v4.0-art-dev', mirrors: ['mirror:5000/prefix/openshift-release-dev/ocp-v4.0-art-dev'] },
+    ]);
+  });
+});
