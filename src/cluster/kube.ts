@@ -128,6 +128,8 @@ export class KubeClient {
     await this.config.applyToHTTPSOptions(options);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     if (payload !== undefined) options.headers = { ...options.headers, 'content-type': contentType ?? 'application/json', 'content-length': Buffer.byteLength(payload) };
+    // Plain http (a local proxy, `kubectl proxy`): client-node's agent is an https one.
+    if (url.protocol === 'http:') delete options.agent;
     const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
     return new Promise((resolve, reject) => {
       const req = send(url, { ...options, ...(signal ? { signal } : {}) }, (res) => {
