@@ -1,0 +1,91 @@
+/**
+ * apply and stage from a release pullspec and from a GitOps directory: the synthetic release
+ * served by a real docker-registry, a real kube-apiserver with the MCO CRDs, MCO simulated.
+ */
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { KubeClient } from '../src/cluster/kube.js';
+import { MCO_PATHS } from '../src/cluster/mco/backend.js';
+import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
+import { startRegistry, type RegistryHandle } from './harness/index.js';
+import { installMcoCrds } from './mco/crds.js';
+import { McoSimulator } from './mco/simulator.js';
+import { runCli } from './support/cli.js';
+
+const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
+let registry: RegistryHandle;
+let cluster: TestCluster;
+let client: KubeClient;
+let simulator: McoSimulator;
+let dir: string;
+let registryFlags: string[];
+let kube: string[];
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'prestage-stage-'));
+  registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
+  registryFlags = ['--mirror', `quay.io=${registry.host}`, '--tls-verify=false'];
+  cluster = await startCluster({ workers: 1 });
+  client = new KubeClient(cluster.kubeConfig);
+  await installMcoCrds(client);
+  simulator = await McoSimulator.start(client, { pullMs: 200 });
+  kube = ['--kubeconfig', cluster.kubeconfigPath];
+}, COLD_BUILD_TIMEOUT_MS);
+
+afterAll(async () => {
+  simulator?.stop();
+  await cluster?.stop();
+  await registry?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const imagesOf = async (name: string) => (await client.get<{ spec: { pinnedImages: unknown[] } }>(`${MCO_PATHS.pinnedImageSets}/${name}`)).spec.pinnedImages.length;
+
+describe('apply', () => {
+  it('--dry-run=server of a release plans it and reports what would be created, creating nothing', async () => {
+    const result = await runCli(['apply', RELEASE, ...registryFlags, '--name-prefix', 'dry', '--dry-run=server', ...kube]);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('pinnedimageset/dry-4.16.3-control-plane created: 185 images (server dry run)\npinnedimageset/dry-4.16.3-worker created: 110 images (server dry run)\n');
+    expect(await client.find(`${MCO_PATHS.pinnedImageSets}/dry-4.16.3-worker`)).toBeUndefined();
+  });
+
+  it('applies the GitOps directory `plan --output-dir` writes (kustomization.yaml included)', async () => {
+    const gitops = join(dir, 'gitops');
+    const planned = await runCli(['plan', RELEASE, ...registryFlags, '--name-prefix', 'gitops', '--output-dir', gitops, '-o', 'json']);
+    expect(planned.code).toBe(0);
+    expect(readdirSync(gitops)).toContain('kustomization.yaml');
+    const result = await runCli(['apply', gitops, ...kube]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('pinnedimageset/gitops-4.16.3-control-plane created: 185 images\npinnedimageset/gitops-4.16.3-worker created: 110 images\n');
+    expect(await imagesOf('gitops-4.16.3-worker')).toBe(110);
+  });
+});
+
+describe('stage', () => {
+  it('refuses with exit 4 when a target node cannot hold its set, before applying anything', async () => {
+    await client.request('PATCH', '/api/v1/nodes/worker-0/status', { body: { status: { allocatable: { 'ephemeral-storage': '1Mi' } } }, contentType: 'application/merge-patch+json' });
+    try {
+      const result = await runCli(['stage', RELEASE, ...registryFlags, '--name-prefix', 'small', ...kube]);
+      expect(result.code).toBe(4);
+      expect(result.stderr).toMatch(/^prestage: error: not enough ephemeral storage for the sets on 1 node\(s\): worker-0 \(1\.0 MiB allocatable < [\d.]+ MiB needed\)\n$/);
+      expect(await client.find(`${MCO_PATHS.pinnedImageSets}/small-4.16.3-worker`)).toBeUndefined();
+    } finally {
+      await client.request('PATCH', '/api/v1/nodes/worker-0/status', { body: { status: { allocatable: { 'ephemeral-storage': String(120 * 2 ** 30) } } }, contentType: 'application/merge-patch+json' });
+    }
+  });
+
+  it('plans, prints the size table, applies and waits until every node has both sets', async () => {
+    const result = await runCli(['stage', RELEASE, ...registryFlags, '--timeout', '60s', ...kube]);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^SET +ROLE +IMAGES +COMPRESSED +ON DISK +SIZES$/m);
+    expect(result.stdout).toContain('pinnedimageset/prestage-4.16.3-control-plane created: 185 images\n');
+    expect(result.stdout).toMatch(/^prestage-4\.16\.3-control-plane: 1\/1 nodes done {2}ready$/m);
+    expect(result.stdout).toMatch(/^prestage-4\.16\.3-worker: 1\/1 nodes done {2}ready$/m);
+    expect(result.stdout.indexOf('SET ')).toBeLessThan(result.stdout.indexOf('created'));
+    expect(await imagesOf('prestage-4.16.3-control-plane')).toBe(185);
+  });
+});
