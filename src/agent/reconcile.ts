@@ -63,6 +63,8 @@ export interface NodeAgentOptions {
   /** A pull slower than this (bytes/s, from the image's known size) is stalled. */
   readonly minThroughputBytesPerSecond?: number;
   readonly minPullTimeoutMs?: number;
+  /** How long an image that failed permanently (ENOSPC, not found, denied) rests before another try. */
+  readonly permanentFailureBackoffMs?: number;
   /** How long a reload may take to show in ListImages. */
   readonly pinSettleMs?: number;
   /** Periodic re-check from CRI truth: repairs drift and retries failures. */
@@ -72,6 +74,7 @@ export interface NodeAgentOptions {
 const DEFAULT_RETRY: RetryPolicy = { attempts: 5, initialDelayMs: 1_000, maxDelayMs: 10_000 };
 const DEFAULT_MIN_THROUGHPUT = 1024 * 1024;
 const DEFAULT_MIN_PULL_TIMEOUT_MS = 5 * 60_000;
+const DEFAULT_PERMANENT_FAILURE_BACKOFF_MS = 10 * 60_000;
 /** Errors retrying cannot fix; the image fails at once (MCO does the same for ENOSPC). */
 const PERMANENT_PULL_ERROR = /no space left on device|manifest unknown|not found|unauthorized|denied/i;
 
@@ -79,6 +82,8 @@ interface ImageRecord {
   attempts: number;
   lastError?: string;
   pulling: boolean;
+  /** After a permanent error: no new attempt before this time (ms since epoch). */
+  notBefore?: number;
 }
 
 export class NodeAgent {
@@ -161,6 +166,11 @@ export class NodeAgent {
         limit(async () => {
           // A set deleted or unselected meanwhile no longer wants this image.
           if (!this.selectingSets().some((set) => set.spec.pinnedImages.some((entry) => entry.name === image))) return;
+          const record = this.record(image);
+          // Pulling again at once would only fill the disk or hammer the registry again.
+          if ((record.notBefore ?? 0) > Date.now()) return;
+          record.pulling = true;
+          progress.poke();
           await this.pullWithRetries(image, bytes, auth(image));
           progress.poke();
         }),
@@ -233,6 +243,7 @@ export class NodeAgent {
         try {
           await runtime.pull(image, { auth, timeoutMs });
           record.lastError = undefined;
+          record.notBefore = undefined;
           metrics?.pulls.inc({ outcome: 'ok' });
           metrics?.pullSeconds.observe((Date.now() - started) / 1000);
           log.info({ image, attempt, ms: Date.now() - started }, 'pulled');
@@ -242,6 +253,7 @@ export class NodeAgent {
           const permanent = PERMANENT_PULL_ERROR.test(record.lastError);
           metrics?.pulls.inc({ outcome: 'error' });
           log.warn({ image, attempt, permanent, err: record.lastError }, 'pull failed');
+          if (permanent) record.notBefore = Date.now() + (this.options.permanentFailureBackoffMs ?? DEFAULT_PERMANENT_FAILURE_BACKOFF_MS);
           if (permanent || attempt === this.retry.attempts || this.stopped) return;
           await sleep(delay);
           delay = Math.min(delay * 2, this.retry.maxDelayMs);
@@ -258,13 +270,16 @@ export class NodeAgent {
     const stored = await runtime.listImages();
     const present = presentNames(stored);
     const pinnedNow = pinnedNames(stored);
-    // Satisfied sets pin all their images; a set repairing drift keeps what was already pinned,
-    // so one removed image never unpins its siblings.
+    const previous = await this.options.cluster.readStatus();
+    const wasDone = new Set((previous?.pinnedImageSets ?? []).filter((set) => (set.currentGeneration ?? 0) > 0).map((set) => set.name));
+    // Satisfied sets pin all their images; a set that was done and is repairing drift keeps what
+    // is still pinned, so one removed image never unpins its siblings.
     const pinList = new Set<string>();
     for (const set of sets) {
       const images = set.spec.pinnedImages.map((entry) => entry.name);
       const satisfied = !this.setErrors.has(set.metadata.name) && images.every((image) => present.has(image));
-      for (const image of images) if (satisfied || (present.has(image) && pinnedNow.has(image))) pinList.add(image);
+      const repairing = wasDone.has(set.metadata.name);
+      for (const image of images) if (satisfied || (repairing && present.has(image) && pinnedNow.has(image))) pinList.add(image);
     }
     let pinApplied = false;
     try {
@@ -277,7 +292,7 @@ export class NodeAgent {
       for (const set of sets) if (!this.setErrors.has(set.metadata.name)) this.setErrors.set(set.metadata.name, message);
     }
     const after = pinApplied ? await this.pinsSettled(pinList) : await runtime.listImages();
-    const status = this.buildStatus(sets, after, filesystem, await this.options.cluster.readStatus());
+    const status = this.buildStatus(sets, after, filesystem, previous);
     metrics?.setsDone.set(status.pinnedImageSets?.filter(isSetDone).length ?? 0);
     metrics?.setsFailed.set(status.pinnedImageSets?.filter((set) => set.lastFailedGeneration === set.desiredGeneration).length ?? 0);
     return status;

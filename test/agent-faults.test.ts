@@ -1,0 +1,156 @@
+/**
+ * The node agent when things go wrong, on the real test bed: CRI-O mirrors quay.io through the
+ * fault proxy (503s, slow links) and keeps its images on a small fixed-size disk.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { API_VERSION, CRDS, DISK_BYTES_ANNOTATION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
+import { CrioRuntime } from '../src/agent/crio.js';
+import { KubeAgentCluster } from '../src/agent/kube.js';
+import { NodeAgent } from '../src/agent/reconcile.js';
+import { CriClient } from '../src/cri/client.js';
+import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
+import { createLogger } from '../src/telemetry/log.js';
+import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
+import { waitFor } from './cluster/processes.js';
+import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
+
+const truth = inject('fixtureTruth');
+const BY_SIZE = [...truth.components].sort((a, b) => a.layers.reduce((sum, l) => sum + l.size, 0) - b.layers.reduce((sum, l) => sum + l.size, 0));
+const [IMG_A, IMG_B, IMG_C] = BY_SIZE.slice(0, 3).map((component) => component.pullSpec) as [string, string, string];
+/** The largest images: more than the small image store holds. */
+const BIG = BY_SIZE.slice(-12).map((component) => component.pullSpec);
+const IMAGE_STORE_BYTES = 96 * 2 ** 20;
+const DROP_IN = '50-prestage-pinned-images';
+const log = createLogger(process.env.PRESTAGE_TEST_LOG ? 'debug' : 'silent');
+
+let registry: RegistryHandle;
+let proxy: FaultProxy;
+let cluster: TestCluster;
+let objects: CustomObjectsApi;
+let worker: TestNode;
+let stopAgent: () => Promise<void>;
+
+beforeAll(async () => {
+  registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
+  proxy = await startFaultProxy({ upstream: registry.url });
+  cluster = await startCluster({ workers: 1, registryMirrors: { 'quay.io': proxy.host }, insecureRegistries: [proxy.host], imageStoreBytes: IMAGE_STORE_BYTES });
+  objects = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+  await applyServerSide(cluster.kubeConfig, CRDS as unknown as Manifest[]);
+  await waitForCrdsEstablished(cluster.kubeConfig, CRDS.map((crd) => crd.metadata.name));
+  worker = cluster.nodes.find((node) => node.name === 'worker-0')!;
+
+  const runtime = await CrioRuntime.connect({ socketPath: worker.crio.socketPath, dropInPath: join(worker.crio.confDir, DROP_IN), reload: () => worker.crio.reload() });
+  let agent: NodeAgent | undefined;
+  const view = new KubeAgentCluster(cluster.kubeConfig, worker.name, log, () => agent?.trigger());
+  // One pull at a time, so tests can tell which image is in flight.
+  agent = new NodeAgent({ nodeName: worker.name, runtime, cluster: view, log, concurrency: 1, reserveBytes: 0, resyncMs: 1_500, retry: { attempts: 3, initialDelayMs: 200, maxDelayMs: 1_000 } });
+  await view.start();
+  agent.start();
+  stopAgent = async () => {
+    await agent.stop();
+    await view.stop();
+    runtime.close();
+  };
+}, COLD_BUILD_TIMEOUT_MS);
+
+afterAll(async () => {
+  await stopAgent?.();
+  await cluster?.stop();
+  await proxy?.stop();
+  await registry?.stop();
+});
+
+const setAddress = { group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS };
+function createSet(name: string, images: readonly string[], annotations: Record<string, string> = {}) {
+  const body: PinnedImageSet = { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name, annotations }, spec: { pinnedImages: images.map((image) => ({ name: image })), nodeSelector: { matchLabels: { 'kubernetes.io/hostname': 'worker-0' } } } };
+  return objects.createClusterCustomObject({ ...setAddress, body });
+}
+
+async function setStatus(name: string): Promise<PinnedImageSetStatus | undefined> {
+  const status = (await objects.getClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: 'worker-0' }).catch(() => undefined)) as NodePinnedImages | undefined;
+  return status?.status?.pinnedImageSets?.find((set) => set.name === name);
+}
+
+const waitForSet = (name: string, until: (set: PinnedImageSetStatus) => boolean, what: string, timeoutMs = 60_000) =>
+  waitFor(`${name} on worker-0: ${what}`, async () => {
+    const set = await setStatus(name);
+    return set && until(set) ? set : undefined;
+  }, timeoutMs, 250);
+
+async function stored(images: readonly string[]): Promise<Record<string, boolean | 'absent'>> {
+  const cri = await CriClient.connect(worker.crio.socketPath);
+  try {
+    const listed = await cri.listImages();
+    return Object.fromEntries(images.map((image) => [image, listed.find((entry) => entry.repoDigests.includes(image))?.pinned ?? 'absent']));
+  } finally {
+    cri.close();
+  }
+}
+
+const digestOf = (pullSpec: string) => pullSpec.slice(pullSpec.indexOf('@') + 1);
+
+describe('node agent faults', () => {
+  it('retries an image the registry answers 503 for, reports the error meanwhile, and finishes when it recovers', async () => {
+    proxy.inject({ match: (request) => request.target.includes(digestOf(IMG_B)), times: Infinity, fault: { kind: 'status', status: 503 } });
+    await createSet('flaky-registry', [IMG_A, IMG_B]);
+    const failing = await waitForSet('flaky-registry', (set) => set.lastFailedGeneration === 1 && (set.images[1]?.attempts ?? 0) >= 2, 'failing on IMG_B');
+    expect(failing.images[0]).toMatchObject({ name: IMG_A, state: 'Pulled' });
+    expect(failing.images[1]).toMatchObject({ name: IMG_B, state: 'Failed' });
+    expect(failing.images[1]?.lastError).toMatch(/503|Service Unavailable/i);
+    expect(failing.lastFailedGenerationError).toMatch(/^image quay\.io\/.*: /);
+    // Nothing of an unfinished set is pinned.
+    expect(await stored([IMG_A])).toEqual({ [IMG_A]: false });
+
+    proxy.clearFaults();
+    const done = await waitForSet('flaky-registry', isSetDone, 'done after the registry recovers');
+    expect(done.lastFailedGeneration).toBeUndefined();
+    expect(done.images.map((image) => image.state)).toEqual(['Pinned', 'Pinned']);
+  });
+
+  it('stops pulling for a set deleted mid-pull and pins nothing of it', async () => {
+    // A slow link (a second per request): time to delete the set while the first image is in flight.
+    proxy.setLatency(1_000);
+    try {
+      await createSet('deleted-mid-pull', [IMG_C, BIG[0]!]);
+      await waitForSet('deleted-mid-pull', (set) => set.images[0]?.state === 'Pulling', 'pulling IMG_C');
+      await objects.deleteClusterCustomObject({ ...setAddress, name: 'deleted-mid-pull' });
+      await waitFor('the set gone from the status', async () => ((await setStatus('deleted-mid-pull')) ? undefined : true), 60_000, 250);
+    } finally {
+      proxy.setLatency(0);
+    }
+    const images = await stored([IMG_C, BIG[0]!]);
+    // The pull in flight completes (CRI cannot cancel it) but stays unpinned; the next never starts.
+    expect(Object.values(images).filter((state) => state === 'absent')).toHaveLength(1);
+    expect(Object.values(images)).not.toContain(true);
+    expect(proxy.stats.log.some((request) => request.target.includes(digestOf(BIG[0]!)))).toBe(false);
+  });
+
+  it("fails a set larger than the image filesystem's free space before pulling anything", async () => {
+    await createSet('does-not-fit', BIG.slice(0, 2), { [DISK_BYTES_ANNOTATION]: String(2 * IMAGE_STORE_BYTES) });
+    const set = await waitForSet('does-not-fit', (candidate) => candidate.lastFailedGeneration === 1, 'failed');
+    expect(set.lastFailedGenerationError).toMatch(/^not enough disk: \d images need \d+ bytes, \d+ free after the 0-byte reserve and earlier sets; nothing pulled$/);
+    expect(set.images.filter((image) => image.attempts > 0)).toEqual([]);
+    await objects.deleteClusterCustomObject({ ...setAddress, name: 'does-not-fit' });
+  });
+
+  it('fails an image at once on ENOSPC (no retries), keeps pulling the others, and pins nothing of the set', async () => {
+    await createSet('disk-full', BIG);
+    const set = await waitForSet('disk-full', (candidate) => candidate.lastFailedGeneration === 1 && candidate.images.every((image) => image.state !== 'Pending' && image.state !== 'Pulling'), 'failed with every image tried', 120_000);
+    const full = set.images.filter((image) => image.state === 'Failed');
+    expect(full.length).toBeGreaterThan(0);
+    for (const image of full) {
+      expect(image.lastError).toMatch(/no space left on device/);
+      expect(image.attempts).toBe(1);
+    }
+    expect(set.images.some((image) => image.state === 'Pulled')).toBe(true);
+    // Resyncs do not hammer a full disk: the failed images rest.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    expect((await setStatus('disk-full'))?.images.filter((image) => image.state === 'Failed').map((image) => image.attempts)).toEqual(full.map(() => 1));
+    expect(set.lastFailedGenerationError).toMatch(/no space left on device/);
+    const dropIn = await readFile(join(worker.crio.confDir, DROP_IN), 'utf8');
+    for (const image of BIG) expect(dropIn).not.toContain(image);
+  });
+});
