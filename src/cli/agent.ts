@@ -37,6 +37,7 @@ export function agentCommand(ctx: CommandContext) {
         .option('control-plane-concurrency', { type: 'number', default: 1, describe: 'Parallel pulls on a control-plane node' })
         .option('reserve', { type: 'string', default: '16Gi', describe: 'Image filesystem space pre-loading leaves free (bytes or Ki/Mi/Gi/Ti)' })
         .option('min-throughput', { type: 'string', default: '1Mi', describe: 'Bytes/s below which a pull of known size is stalled' })
+        .option('permanent-failure-backoff', { type: 'number', default: 600, describe: 'Seconds an image that failed permanently (ENOSPC, not found, denied) rests' })
         .option('resync', { type: 'number', default: 60, describe: 'Seconds between full re-checks (drift repair, retries)' })
         .option('port', { type: 'number', default: 9464, describe: 'Port for /metrics and /healthz (0: any)' })
         .option('once', { type: 'boolean', default: false, describe: 'One reconcile pass, then exit (1 if a set failed)' }),
@@ -64,6 +65,7 @@ export function agentCommand(ctx: CommandContext) {
         minThroughputBytesPerSecond: parseBytes(args['min-throughput'], '--min-throughput'),
         pullSecretPath: args['pull-secret'],
         resyncMs: args.resync * 1000,
+        permanentFailureBackoffMs: args['permanent-failure-backoff'] * 1000,
       });
       try {
         await cluster.start();
