@@ -6,7 +6,7 @@
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import { PassThrough } from 'node:stream';
 import { join } from 'node:path';
-import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { ApiextensionsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
   API_VERSION,
@@ -24,6 +24,7 @@ import {
 import { CrioRuntime, renderPinDropIn } from '../src/agent/crio.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
+import { LeasePacer, PULL_SLOT_PREFIX, type PullPacer } from '../src/agent/pacing.js';
 import type { ImageRuntime } from '../src/agent/runtime.js';
 import { serveAgentHttp } from '../src/agent/http.js';
 import { AgentMetrics } from '../src/agent/metrics.js';
@@ -37,10 +38,10 @@ import { startRegistry, type RegistryHandle } from './harness/index.js';
 
 const truth = inject('fixtureTruth');
 /** The smallest fixture components: pulls stay quick. */
-const [IMG_A, IMG_B, IMG_C, IMG_D, IMG_E, IMG_F] = [...truth.components]
+const [IMG_A, IMG_B, IMG_C, IMG_D, IMG_E, IMG_F, IMG_G, IMG_H] = [...truth.components]
   .sort((a, b) => a.layers.reduce((sum, l) => sum + l.size, 0) - b.layers.reduce((sum, l) => sum + l.size, 0))
-  .slice(0, 6)
-  .map((component) => component.pullSpec) as [string, string, string, string, string, string];
+  .slice(0, 8)
+  .map((component) => component.pullSpec) as [string, string, string, string, string, string, string, string];
 
 const DROP_IN = '50-prestage-pinned-images';
 const log = createLogger(process.env.PRESTAGE_TEST_LOG ? 'debug' : 'silent');
@@ -60,7 +61,7 @@ const agents = new Map<string, RunningAgent>();
 /** Per node: make the next reloads fail, as a broken crio.conf would. */
 const failReload = new Map<string, boolean>();
 
-async function startAgent(node: TestNode, reserveBytes = 0): Promise<RunningAgent> {
+async function startAgent(node: TestNode, reserveBytes = 0, pacer?: PullPacer): Promise<RunningAgent> {
   const runtime = await CrioRuntime.connect({
     socketPath: node.crio.socketPath,
     dropInPath: join(node.crio.confDir, DROP_IN),
@@ -80,6 +81,7 @@ async function startAgent(node: TestNode, reserveBytes = 0): Promise<RunningAgen
     reserveBytes,
     resyncMs: 1_500,
     retry: { attempts: 3, initialDelayMs: 200, maxDelayMs: 1_000 },
+    pacer,
   });
   await view.start();
   agent.start();
@@ -247,7 +249,8 @@ describe('node agents', () => {
   it('unpins a deleted set but keeps its images', async () => {
     await deleteSet('workers');
     for (const worker of ['worker-0', 'worker-1']) {
-      await waitFor(`workers unpinned on ${worker}`, async () => ((await dropIn(node(worker))) === renderPinDropIn([IMG_A, IMG_B]) ? true : undefined), 30_000, 250);
+      await waitFor(`workers unpinned on ${worker}`, async () => ((await criPins(node(worker), [IMG_C]))[IMG_C] === false ? true : undefined), 30_000, 250);
+      expect(await dropIn(node(worker))).toBe(renderPinDropIn([IMG_A, IMG_B]));
       expect(await criPins(node(worker), [IMG_A, IMG_B, IMG_C])).toEqual({ [IMG_A]: true, [IMG_B]: true, [IMG_C]: false });
       await waitFor(`workers gone from ${worker}'s status`, async () => ((await nodeStatus(worker))?.status?.pinnedImageSets?.some((set) => set.name === 'workers') ? undefined : true));
     }
@@ -390,5 +393,35 @@ describe('prestage agent (CLI)', () => {
     } finally {
       await server.close();
     }
+  });
+});
+
+describe('pacing across nodes', () => {
+  it('lets at most one node pull at a time when there is one Lease slot, and every node finishes', async () => {
+    const held: Array<{ node: string; from: number; to: number }> = [];
+    await Promise.all([...agents.values()].map((running) => running.stop()));
+    for (const testNode of cluster.nodes) {
+      const leases = new LeasePacer(cluster.kubeConfig, { namespace: 'default', slots: 1, holder: testNode.name, leaseDurationSeconds: 15, pollMs: 100, log });
+      // Records when each node held the slot; the Lease alone decides who may.
+      const recording: PullPacer = {
+        acquire: async () => {
+          const release = await leases.acquire();
+          const from = Date.now();
+          return async () => {
+            held.push({ node: testNode.name, from, to: Date.now() });
+            await release();
+          };
+        },
+      };
+      await startAgent(testNode, 0, recording);
+    }
+    await createSet(pinnedImageSet('paced', [IMG_G, IMG_H]));
+    for (const testNode of cluster.nodes) await waitForSet(testNode.name, 'paced', isSetDone, 'done');
+
+    expect(new Set(held.map((interval) => interval.node))).toEqual(new Set(cluster.nodes.map((testNode) => testNode.name)));
+    const ordered = [...held].sort((a, b) => a.from - b.from);
+    for (let i = 1; i < ordered.length; i++) expect(ordered[i]!.from).toBeGreaterThanOrEqual(ordered[i - 1]!.to);
+    const lease = await cluster.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: 'default', name: `${PULL_SLOT_PREFIX}0` });
+    expect(lease.spec?.holderIdentity).toBeUndefined();
   });
 });

@@ -4,11 +4,12 @@
  * the node name in its pod-bound ServiceAccount token.
  */
 import { PassThrough } from 'node:stream';
-import { AppsV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import yaml from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION } from '../src/api/prestage.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
+import { LeasePacer, PULL_SLOT_PREFIX } from '../src/agent/pacing.js';
 import { main } from '../src/cli/main.js';
 import { AGENT_NAME } from '../src/install/manifests.js';
 import { createLogger } from '../src/telemetry/log.js';
@@ -63,6 +64,8 @@ describe('prestage install', () => {
       'ServiceAccount/prestage-agent',
       'ClusterRole/prestage-agent',
       'ClusterRoleBinding/prestage-agent',
+      'Role/prestage-agent',
+      'RoleBinding/prestage-agent',
       'ValidatingAdmissionPolicy/prestage-agent-own-node',
       'ValidatingAdmissionPolicyBinding/prestage-agent-own-node',
       'DaemonSet/prestage-agent',
@@ -71,7 +74,10 @@ describe('prestage install', () => {
     const container = daemonSet.spec.template.spec.containers[0]!;
     expect(container.image).toBe('registry.example/prestage:1.2.3');
     expect(container.args).toContain('--reserve=32Gi');
-    expect(container.env).toEqual([{ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }]);
+    expect(container.env).toEqual([
+      { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    ]);
     expect(container.volumeMounts).toContainEqual({ name: 'kubelet-pull-secret', mountPath: '/var/lib/kubelet/config.json', readOnly: true });
   });
 
@@ -122,5 +128,11 @@ describe('prestage install', () => {
       agentObjects.createClusterCustomObject({ group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS, body: { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name: 'x' }, spec: { pinnedImages: [{ name: `quay.io/a@sha256:${'0'.repeat(64)}` }] } } }),
     ).rejects.toMatchObject({ code: 403 });
     await expect(agentObjects.deleteClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: 'worker-0' })).rejects.toMatchObject({ code: 403 });
+
+    // The Role lets it take and give back a pull slot Lease in its namespace.
+    const release = await new LeasePacer(asAgent, { namespace: NAMESPACE, slots: 1, holder: 'worker-0', log }).acquire();
+    const lease = await cluster.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: NAMESPACE, name: `${PULL_SLOT_PREFIX}0` });
+    expect(lease.spec?.holderIdentity).toBe('worker-0');
+    await release();
   });
 });

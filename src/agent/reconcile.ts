@@ -26,6 +26,7 @@ import type { PullAuth, RuntimeImage } from '../cri/client.js';
 import { findCredential, parsePullSecretFile, type PullSecret } from '../registry/credentials.js';
 import { parseReference } from '../registry/reference.js';
 import type { AgentMetrics } from './metrics.js';
+import type { PullPacer } from './pacing.js';
 import { imageNames, type ImageRuntime } from './runtime.js';
 import { selectorMatches } from './selector.js';
 
@@ -63,6 +64,8 @@ export interface NodeAgentOptions {
   /** A pull slower than this (bytes/s, from the image's known size) is stalled. */
   readonly minThroughputBytesPerSecond?: number;
   readonly minPullTimeoutMs?: number;
+  /** Cluster-wide pacing: hold a pull slot while pulling. */
+  readonly pacer?: PullPacer;
   /** How long an image that failed permanently (ENOSPC, not found, denied) rests before another try. */
   readonly permanentFailureBackoffMs?: number;
   /** How long a reload may take to show in ListImages. */
@@ -159,24 +162,30 @@ export class NodeAgent {
     const filesystem = await runtime.imageFilesystem();
     const toPull = this.admitByDisk(sets, present, filesystem.freeBytes);
     const auth = this.pullAuthSource();
+    const due = [...toPull].filter(([image]) => (this.records.get(image)?.notBefore ?? 0) <= Date.now());
+    const release = due.length > 0 && this.options.pacer ? await this.options.pacer.acquire() : undefined;
     const limit = pLimit(isControlPlane(labels) ? (this.options.controlPlaneConcurrency ?? this.options.concurrency) : this.options.concurrency);
     const progress = new StatusPublisher(async () => this.options.cluster.writeStatus(await this.snapshot()));
-    await Promise.all(
-      [...toPull].map(([image, bytes]) =>
-        limit(async () => {
-          // A set deleted or unselected meanwhile no longer wants this image.
-          if (!this.selectingSets().some((set) => set.spec.pinnedImages.some((entry) => entry.name === image))) return;
-          const record = this.record(image);
-          // Pulling again at once would only fill the disk or hammer the registry again.
-          if ((record.notBefore ?? 0) > Date.now()) return;
-          record.pulling = true;
-          progress.poke();
-          await this.pullWithRetries(image, bytes, auth(image));
-          progress.poke();
-        }),
-      ),
-    );
-    await progress.settle();
+    try {
+      await Promise.all(
+        due.map(([image, bytes]) =>
+          limit(async () => {
+            // A set deleted or unselected meanwhile no longer wants this image.
+            if (!this.selectingSets().some((set) => set.spec.pinnedImages.some((entry) => entry.name === image))) return;
+            const record = this.record(image);
+            // Pulling again at once would only fill the disk or hammer the registry again.
+            if ((record.notBefore ?? 0) > Date.now()) return;
+            record.pulling = true;
+            progress.poke();
+            await this.pullWithRetries(image, bytes, auth(image));
+            progress.poke();
+          }),
+        ),
+      );
+      await progress.settle();
+    } finally {
+      await release?.();
+    }
 
     // Phase 2: pin LAST, from a fresh look at sets and the runtime.
     const status = await this.pinAndReport(filesystem);

@@ -9,6 +9,7 @@ import { CrioRuntime, DEFAULT_CRIO_SOCKET, DEFAULT_PIN_DROP_IN, reloadWithSignal
 import { serveAgentHttp } from '../agent/http.js';
 import { KubeAgentCluster } from '../agent/kube.js';
 import { AgentMetrics } from '../agent/metrics.js';
+import { LeasePacer } from '../agent/pacing.js';
 import { NodeAgent } from '../agent/reconcile.js';
 import { BadInputError, ExitCode, PrestageError } from '../errors.js';
 import { createLogger, type LogLevel } from '../telemetry/log.js';
@@ -39,6 +40,8 @@ export function agentCommand(ctx: CommandContext) {
         .option('min-throughput', { type: 'string', default: '1Mi', describe: 'Bytes/s below which a pull of known size is stalled' })
         .option('permanent-failure-backoff', { type: 'number', default: 600, describe: 'Seconds an image that failed permanently (ENOSPC, not found, denied) rests' })
         .option('resync', { type: 'number', default: 60, describe: 'Seconds between full re-checks (drift repair, retries)' })
+        .option('max-pulling-nodes', { type: 'number', default: 0, describe: 'Cluster-wide: at most this many nodes pull at once, via Leases (0: no limit)' })
+        .option('lease-namespace', { type: 'string', default: process.env.POD_NAMESPACE ?? 'prestage', describe: 'Namespace of the pull-slot Leases (default: $POD_NAMESPACE)' })
         .option('port', { type: 'number', default: 9464, describe: 'Port for /metrics and /healthz (0: any)' })
         .option('once', { type: 'boolean', default: false, describe: 'One reconcile pass, then exit (1 if a set failed)' }),
     handler: async (args: any) => {
@@ -52,7 +55,10 @@ export function agentCommand(ctx: CommandContext) {
       const metrics = new AgentMetrics();
       const runtime = await CrioRuntime.connect({ socketPath: args['cri-socket'], dropInPath: args['drop-in'], reload: reloadFrom(args.reload) });
       let agent: NodeAgent | undefined;
-      const cluster = new KubeAgentCluster(kubeConfigFrom(args.kubeconfig), nodeName, log, () => agent?.trigger());
+      const kubeConfig = kubeConfigFrom(args.kubeconfig);
+      const cluster = new KubeAgentCluster(kubeConfig, nodeName, log, () => agent?.trigger());
+      const slots: number = args['max-pulling-nodes'];
+      const pacer = slots > 0 ? new LeasePacer(kubeConfig, { namespace: args['lease-namespace'], slots, holder: nodeName, log }) : undefined;
       agent = new NodeAgent({
         nodeName,
         runtime,
@@ -66,6 +72,7 @@ export function agentCommand(ctx: CommandContext) {
         pullSecretPath: args['pull-secret'],
         resyncMs: args.resync * 1000,
         permanentFailureBackoffMs: args['permanent-failure-backoff'] * 1000,
+        pacer,
       });
       try {
         await cluster.start();

@@ -53,6 +53,20 @@ export function installManifests(options: InstallOptions): Manifest[] {
       subjects: [{ kind: 'ServiceAccount', name: AGENT_NAME, namespace }],
     },
     {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: AGENT_NAME, namespace, labels },
+      // The pull-slot Leases (`--max-pulling-nodes`) live in the agent's namespace.
+      rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: AGENT_NAME, namespace, labels },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: AGENT_NAME },
+      subjects: [{ kind: 'ServiceAccount', name: AGENT_NAME, namespace }],
+    },
+    {
       apiVersion: 'admissionregistration.k8s.io/v1',
       kind: 'ValidatingAdmissionPolicy',
       metadata: { name: `${AGENT_NAME}-own-node`, labels },
@@ -101,7 +115,10 @@ export function installManifests(options: InstallOptions): Manifest[] {
                 name: 'agent',
                 image: options.image,
                 args: ['agent', `--port=${port}`, `--drop-in=${DEFAULT_PIN_DROP_IN}`, '--reload=systemctl', ...(options.agentArgs ?? [])],
-                env: [{ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }],
+                env: [
+                  { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
+                  { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+                ],
                 ports: [{ name: 'metrics', containerPort: port }],
                 livenessProbe: { httpGet: { path: '/healthz', port }, periodSeconds: 30, failureThreshold: 3 },
                 resources: { requests: { cpu: '10m', memory: '64Mi' }, limits: { memory: '256Mi' } },
