@@ -301,6 +301,12 @@ describe('node agent faults', () => {
       await createSet(pinnedImageSet('reload-fails', [IMG_F], { nodeSelector: { matchLabels: { 'kubernetes.io/hostname': 'master-0' } } }));
       const set = await waitForSet('master-0', 'reload-fails', (candidate) => candidate.lastFailedGeneration === 1, 'failed');
       expect(set.lastFailedGenerationError).toBe('CRI-O reload failed, previous pin list restored: injected: crio.service reload failed');
+      const events = await waitFor('a Warning Event on master-0', async () => {
+        const list = await cluster.kubeConfig.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: 'default', fieldSelector: 'involvedObject.name=master-0,reason=PinnedImageSetFailed' });
+        const found = list.items.filter((event) => event.message?.startsWith('reload-fails generation 1: CRI-O reload failed'));
+        return found.length > 0 ? found : undefined;
+      });
+      expect(events[0]).toMatchObject({ type: 'Warning', involvedObject: { kind: 'Node', name: 'master-0' }, source: { component: 'prestage-agent' } });
       expect(await dropIn(master)).toBe(before);
       expect((await criPins(master, [IMG_F]))[IMG_F]).toBe(false);
     } finally {

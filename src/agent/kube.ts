@@ -14,6 +14,7 @@ const RELIST_DELAY_MS = 2_000;
 
 export class KubeAgentCluster implements AgentCluster {
   private readonly objects: CustomObjectsApi;
+  private readonly core: CoreV1Api;
   private readonly sets: ListWatch<KubernetesObject>;
   private readonly node: ListWatch<V1Node>;
   private stopped = false;
@@ -25,7 +26,8 @@ export class KubeAgentCluster implements AgentCluster {
     onChange: () => void,
   ) {
     this.objects = kubeConfig.makeApiClient(CustomObjectsApi);
-    const core = kubeConfig.makeApiClient(CoreV1Api);
+    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    const core = this.core;
     const watch = new Watch(kubeConfig);
     this.sets = new ListWatch(
       `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`,
@@ -84,6 +86,26 @@ export class KubeAgentCluster implements AgentCluster {
         throw clusterError(`cannot write the status of ${NODE_PINNED_IMAGES}/${this.nodeName}`, error);
       }
     }
+  }
+
+  async recordWarning(reason: string, message: string): Promise<void> {
+    const node = this.node.get(this.nodeName);
+    const now = new Date();
+    // Node Events live in `default`, as the kubelet's do.
+    await this.core.createNamespacedEvent({
+      namespace: 'default',
+      body: {
+        metadata: { generateName: `${this.nodeName}.prestage.` },
+        involvedObject: { kind: 'Node', apiVersion: 'v1', name: this.nodeName, uid: node?.metadata?.uid },
+        type: 'Warning',
+        reason,
+        message: message.slice(0, 1024),
+        source: { component: 'prestage-agent', host: this.nodeName },
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      },
+    });
   }
 
   private async read(): Promise<NodePinnedImages | undefined> {

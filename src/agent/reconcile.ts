@@ -38,6 +38,8 @@ export interface AgentCluster {
   nodeLabels(): Readonly<Record<string, string>> | undefined;
   readStatus(): Promise<NodePinnedImagesStatus | undefined>;
   writeStatus(status: NodePinnedImagesStatus): Promise<void>;
+  /** A Warning Event on this Node, for `kubectl describe node`. */
+  recordWarning?(reason: string, message: string): Promise<void>;
 }
 
 export interface RetryPolicy {
@@ -188,10 +190,27 @@ export class NodeAgent {
     }
 
     // Phase 2: pin LAST, from a fresh look at sets and the runtime.
+    const previous = await this.options.cluster.readStatus();
     const status = await this.pinAndReport(filesystem);
     await this.options.cluster.writeStatus(status);
+    await this.announceNewFailures(previous, status);
     log.debug({ sets: status.pinnedImageSets?.length }, 'reconciled');
     return status;
+  }
+
+  /** One Event per set per new failure (not per pass), so Events do not flood. */
+  private async announceNewFailures(previous: NodePinnedImagesStatus | undefined, status: NodePinnedImagesStatus): Promise<void> {
+    const record = this.options.cluster.recordWarning?.bind(this.options.cluster);
+    if (!record) return;
+    const before = new Map((previous?.pinnedImageSets ?? []).map((set) => [set.name, set]));
+    for (const set of status.pinnedImageSets ?? []) {
+      if (set.lastFailedGeneration !== set.desiredGeneration) continue;
+      const old = before.get(set.name);
+      if (old?.lastFailedGeneration === set.lastFailedGeneration && old.lastFailedGenerationError === set.lastFailedGenerationError) continue;
+      await record('PinnedImageSetFailed', `${set.name} generation ${set.desiredGeneration}: ${set.lastFailedGenerationError}`).catch((error: Error) =>
+        this.options.log.warn({ err: error.message }, 'cannot record an Event'),
+      );
+    }
   }
 
   /** The status as it stands, without pulling or pinning: for progress while pulls run. */
