@@ -169,32 +169,62 @@ async function criPins(testNode: TestNode, images: readonly string[]): Promise<R
 
 const dropIn = (testNode: TestNode) => readFile(join(testNode.crio.confDir, DROP_IN), 'utf8').catch(() => null);
 
-describe('ImageRuntime contract: CRI-O', () => {
-  it('pulls, lists, pins exactly the given list, unpins without removing, and reports its filesystem', async () => {
-    const master = node('master-0');
-    const runtime = await CrioRuntime.connect({ socketPath: master.crio.socketPath, dropInPath: join(master.crio.confDir, '10-contract-pins'), reload: () => master.crio.reload() });
-    try {
+/**
+ * The ImageRuntime contract: what the agent relies on, whatever the runtime. Every
+ * implementation runs this same suite (a containerd runtime would add one call below).
+ */
+function imageRuntimeContract(name: string, open: () => Promise<ImageRuntime>) {
+  describe(`ImageRuntime contract: ${name}`, () => {
+    let runtime: ImageRuntime;
+    const listed = async (image: string) => (await runtime.listImages()).find((entry) => entry.repoDigests.includes(image));
+    beforeAll(async () => {
+      runtime = await open();
+    });
+    afterAll(() => runtime?.close());
+
+    it('pulls by digest and lists the image, unpinned, with its size', async () => {
       await runtime.pull(IMG_F);
-      const listed = (await runtime.listImages()).find((image) => image.repoDigests.includes(IMG_F));
-      expect(listed).toMatchObject({ pinned: false });
+      expect(await listed(IMG_F)).toMatchObject({ pinned: false, repoDigests: [IMG_F] });
+      expect((await listed(IMG_F))!.size).toBeGreaterThan(0);
+    });
 
+    it('pins exactly the given list, and unpins with an empty one without removing the image', async () => {
       await runtime.pin([IMG_F, IMG_F]);
-      expect(await readFile(join(master.crio.confDir, '10-contract-pins'), 'utf8')).toBe(renderPinDropIn([IMG_F]));
-      expect(await criPins(master, [IMG_F])).toEqual({ [IMG_F]: true });
-
-      // Same list: no rewrite, no reload.
-      const before = (await stat(join(master.crio.confDir, '10-contract-pins'))).mtimeMs;
+      expect((await listed(IMG_F))?.pinned).toBe(true);
       await runtime.pin([IMG_F]);
-      expect((await stat(join(master.crio.confDir, '10-contract-pins'))).mtimeMs).toBe(before);
-
+      expect((await listed(IMG_F))?.pinned).toBe(true);
       await runtime.pin([]);
-      await expect(stat(join(master.crio.confDir, '10-contract-pins'))).rejects.toMatchObject({ code: 'ENOENT' });
-      expect(await criPins(master, [IMG_F])).toEqual({ [IMG_F]: false });
+      expect(await listed(IMG_F)).toMatchObject({ pinned: false });
+    });
 
+    it('reports the capacity and free bytes of its image filesystem', async () => {
       const filesystem = await runtime.imageFilesystem();
       expect(filesystem.capacityBytes).toBeGreaterThan(0);
       expect(filesystem.freeBytes).toBeGreaterThan(0);
       expect(filesystem.freeBytes).toBeLessThanOrEqual(filesystem.capacityBytes);
+    });
+  });
+}
+
+const CONTRACT_DROP_IN = '10-contract-pins';
+imageRuntimeContract('CRI-O', async () => {
+  const master = node('master-0');
+  return CrioRuntime.connect({ socketPath: master.crio.socketPath, dropInPath: join(master.crio.confDir, CONTRACT_DROP_IN), reload: () => master.crio.reload() });
+});
+
+describe('CRI-O runtime', () => {
+  it('keeps pins in one sorted drop-in, rewrites nothing for an unchanged list, and deletes it when empty', async () => {
+    const master = node('master-0');
+    const path = join(master.crio.confDir, CONTRACT_DROP_IN);
+    const runtime = await CrioRuntime.connect({ socketPath: master.crio.socketPath, dropInPath: path, reload: () => master.crio.reload() });
+    try {
+      await runtime.pin([IMG_F, IMG_F]);
+      expect(await readFile(path, 'utf8')).toBe(renderPinDropIn([IMG_F]));
+      const before = (await stat(path)).mtimeMs;
+      await runtime.pin([IMG_F]);
+      expect((await stat(path)).mtimeMs).toBe(before);
+      await runtime.pin([]);
+      await expect(stat(path)).rejects.toMatchObject({ code: 'ENOENT' });
     } finally {
       runtime.close();
     }
