@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
 import { writeFileAtomic } from '../atomic-file.js';
@@ -14,11 +14,11 @@ import type { Plan } from '../plan/types.js';
 import type { RegistryClient } from '../registry/client.js';
 import { MediaType, type Descriptor } from '../registry/manifest.js';
 import type { ImageReference } from '../registry/reference.js';
-import { collectContent, type BundleContent, type BundleImage } from './content.js';
+import { collectContent, type BundleContent, type BundleImage, type BundleManifest } from './content.js';
 import { ensureFreeSpace, type StatFs } from './disk-space.js';
 import {
   BLOBS_DIR, BUNDLE_FILE, INDEX_FILE, OCI_LAYOUT, OCI_LAYOUT_FILE, PARTIAL_DIR, REF_NAME,
-  blobPath, blobSize, partialPath, type BundleBlobRef, type BundleMetadata, type LayoutIndex,
+  blobPath, partialPath, type BundleBlobRef, type BundleMetadata, type LayoutIndex,
 } from './layout.js';
 import { TransferProgress } from './progress.js';
 import { PLAN_API_VERSION } from '../plan/types.js';
@@ -63,19 +63,25 @@ interface BlobTask {
   readonly partialBytes: number;
 }
 
+/** What the layout lacks: manifests (in memory, verified when fetched) to store, blobs to fetch. */
+type Transfer = { readonly manifest: BundleManifest } | { readonly blob: BlobTask };
+
 export async function createBundle(client: RegistryClient, plan: Plan, opts: CreateOptions): Promise<CreateReport> {
   const content = await collectContent(client, plan, opts.allPlatforms);
   const { dir } = opts;
   await mkdir(join(dir, BLOBS_DIR), { recursive: true });
   await mkdir(join(dir, PARTIAL_DIR), { recursive: true });
 
+  // What earlier runs left: complete blobs (trusted by name and size) and partial downloads.
+  const complete = await fileSizes(join(dir, BLOBS_DIR));
+  const partial = await fileSizes(join(dir, PARTIAL_DIR));
   const manifests = uniqueManifests(content);
-  const missingManifests = (await Promise.all(manifests.map(async (m) => ((await blobSize(dir, m.digest)) === m.bytes.length ? undefined : m)))).filter((m) => m !== undefined);
+  const missingManifests = manifests.filter((m) => complete.get(hexOf(m.digest)) !== m.bytes.length);
   const external = new Set([...content.blobs.keys()].filter((d) => opts.previous?.blobs.has(d)));
   const tasks: BlobTask[] = [];
   for (const [digest, { descriptor, from }] of content.blobs) {
-    if (external.has(digest) || (await blobSize(dir, digest)) === descriptor.size) continue;
-    tasks.push({ descriptor, from, partialBytes: await usablePartialBytes(dir, descriptor) });
+    if (external.has(digest) || complete.get(hexOf(digest)) === descriptor.size) continue;
+    tasks.push({ descriptor, from, partialBytes: await usablePartialBytes(dir, descriptor, partial.get(hexOf(digest)) ?? 0) });
   }
   const missingBytes = missingManifests.reduce((a, m) => a + m.bytes.length, 0) + tasks.reduce((a, t) => a + t.descriptor.size - t.partialBytes, 0);
   const layoutBytes = manifests.reduce((a, m) => a + m.bytes.length, 0)
@@ -84,21 +90,25 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   await ensureFreeSpace(dir, missingBytes + (opts.extraBytes?.({ bytes: layoutBytes, files: layoutFiles }) ?? 0), 'or choose another --to', opts.statFs);
 
   await writeFileAtomic(join(dir, OCI_LAYOUT_FILE), `${JSON.stringify(OCI_LAYOUT)}\n`, join(dir, PARTIAL_DIR));
-  // Manifest bytes were verified against their digests when fetched.
-  for (const m of missingManifests) await writeFileAtomic(blobPath(dir, m.digest), m.bytes, join(dir, PARTIAL_DIR));
 
+  const transfers: Transfer[] = [...missingManifests.map((manifest) => ({ manifest })), ...tasks.map((blob) => ({ blob }))];
   const totalBytes = tasks.reduce((a, t) => a + t.descriptor.size, 0);
-  const tracker = new ImageTracker(content, new Set(tasks.map((t) => t.descriptor.digest)));
+  const tracker = new ImageTracker(content, new Set([...missingManifests.map((m) => m.digest), ...tasks.map((t) => t.descriptor.digest)]));
   const progress = new TransferProgress(opts.progressTo, { verb: 'bundled', totalBytes, totalImages: content.images.length, doneImages: tracker.doneAtStart, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
   progress.addBytes(tasks.reduce((a, t) => a + t.partialBytes, 0));
   let fetchedBytes = 0;
   try {
-    await runAll(tasks, opts.concurrency, async (task, signal) => {
-      await fetchBlob(client, dir, task, signal, (n) => {
-        fetchedBytes += n;
-        progress.addBytes(n);
-      });
-      for (const image of tracker.blobDone(task.descriptor.digest)) progress.imageDone(image.pullSpec, imageBytes(image));
+    await runAll(transfers, opts.concurrency, async (transfer, signal) => {
+      if ('manifest' in transfer) {
+        await storeBlob(dir, transfer.manifest.digest, transfer.manifest.bytes);
+      } else {
+        await fetchBlob(client, dir, transfer.blob, signal, (n) => {
+          fetchedBytes += n;
+          progress.addBytes(n);
+        });
+      }
+      const digest = 'manifest' in transfer ? transfer.manifest.digest : transfer.blob.descriptor.digest;
+      for (const image of tracker.done(digest)) progress.imageDone(image.pullSpec, imageBytes(image));
     });
   } finally {
     progress.finish();
@@ -146,8 +156,8 @@ function bundleMetadata(plan: Plan, opts: CreateOptions, content: BundleContent,
   };
 }
 
-function uniqueManifests(content: BundleContent): BundleImage['manifests'][number][] {
-  const seen = new Map<string, BundleImage['manifests'][number]>();
+function uniqueManifests(content: BundleContent): BundleManifest[] {
+  const seen = new Map<string, BundleManifest>();
   for (const image of content.images) for (const m of image.manifests) if (!seen.has(m.digest)) seen.set(m.digest, m);
   return [...seen.values()];
 }
@@ -156,7 +166,7 @@ function imageBytes(image: BundleImage): number {
   return image.manifests.reduce((a, m) => a + m.bytes.length, 0) + image.blobs.reduce((a, b) => a + b.size, 0);
 }
 
-/** Which images are complete as blobs arrive: an image is done when its last missing blob is. */
+/** Which images are complete as their manifests and blobs land: done when the last missing one does. */
 class ImageTracker {
   readonly doneAtStart: number;
   private readonly waiting = new Map<BundleImage, Set<string>>();
@@ -164,7 +174,7 @@ class ImageTracker {
 
   constructor(content: BundleContent, missing: ReadonlySet<string>) {
     for (const image of content.images) {
-      const pending = new Set(image.blobs.map((b) => b.digest).filter((d) => missing.has(d)));
+      const pending = new Set([...image.manifests, ...image.blobs].map((b) => b.digest).filter((d) => missing.has(d)));
       if (pending.size === 0) continue;
       this.waiting.set(image, pending);
       for (const digest of pending) this.imagesOf.set(digest, [...(this.imagesOf.get(digest) ?? []), image]);
@@ -172,7 +182,7 @@ class ImageTracker {
     this.doneAtStart = content.images.length - this.waiting.size;
   }
 
-  blobDone(digest: string): BundleImage[] {
+  done(digest: string): BundleImage[] {
     const done: BundleImage[] = [];
     for (const image of this.imagesOf.get(digest) ?? []) {
       const pending = this.waiting.get(image)!;
@@ -186,9 +196,18 @@ class ImageTracker {
   }
 }
 
+/** Sizes of the files in a directory, by name; one stat per file that exists. */
+async function fileSizes(path: string): Promise<Map<string, number>> {
+  const names = await readdir(path).catch(() => [] as string[]);
+  return new Map(await Promise.all(names.map(async (name) => [name, (await stat(join(path, name))).size] as const)));
+}
+
+function hexOf(digest: string): string {
+  return digest.slice('sha256:'.length);
+}
+
 /** A partial file longer than its blob cannot be a prefix of it: start over. */
-async function usablePartialBytes(dir: string, blob: Descriptor): Promise<number> {
-  const size = (await stat(partialPath(dir, blob.digest)).catch(() => undefined))?.size ?? 0;
+async function usablePartialBytes(dir: string, blob: Descriptor, size: number): Promise<number> {
   if (size <= blob.size) return size;
   await rm(partialPath(dir, blob.digest), { force: true });
   return 0;
@@ -215,6 +234,19 @@ async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, si
     }
   }
   await rename(partial, blobPath(dir, descriptor.digest));
+}
+
+/** Bytes already verified (a manifest) into the layout: temp file, fsync, rename. */
+async function storeBlob(dir: string, digest: string, bytes: Buffer): Promise<void> {
+  const partial = partialPath(dir, digest);
+  const file = await open(partial, 'w');
+  try {
+    await file.writeFile(bytes);
+    await file.sync();
+  } finally {
+    await file.close();
+  }
+  await rename(partial, blobPath(dir, digest));
 }
 
 async function appendBlob(client: RegistryClient, from: ImageReference, blob: Descriptor, partial: string, offset: number, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {

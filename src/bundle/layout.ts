@@ -5,7 +5,7 @@
  * named by digest, so a rerun resumes them. A file under `blobs/` was verified before it was
  * renamed there, so later runs trust its name (with its size).
  */
-import { readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BadInputError } from '../errors.js';
 import { PLAN_API_VERSION } from '../plan/types.js';
@@ -67,11 +67,6 @@ export function partialPath(dir: string, digest: string): string {
 function hexOf(digest: string): string {
   if (!isDigest(digest)) throw new BadInputError(`${digest} is not a sha256 digest`);
   return digest.slice('sha256:'.length);
-}
-
-/** Size of a complete blob in the layout, or undefined when it is not there. */
-export async function blobSize(dir: string, digest: string): Promise<number | undefined> {
-  return (await stat(blobPath(dir, digest)).catch(() => undefined))?.size;
 }
 
 /** The files that describe a layout, by name; a missing one is undefined. */
