@@ -11,6 +11,8 @@ export interface InformerEvents {
   onChange(): void;
   /** A watch failed and will be retried; for logs. */
   onRetry?(error: Error, delayMs: number): void;
+  /** Keep only what the reader needs: the cache holds every object of the collection. */
+  slim?(object: KubeObject): KubeObject;
 }
 
 /** How long the server keeps one watch open before we re-watch (it ends the stream itself). */
@@ -37,7 +39,7 @@ export class Informer<T extends KubeObject = KubeObject> {
   private async list(): Promise<void> {
     const list = await this.client.get<KubeList<T>>(this.path);
     this.items.clear();
-    for (const item of list.items) this.items.set(item.metadata.name, item);
+    for (const item of list.items) this.items.set(item.metadata.name, this.slim(item));
     this.resourceVersion = list.metadata.resourceVersion;
     this.events.onChange();
   }
@@ -70,6 +72,10 @@ export class Informer<T extends KubeObject = KubeObject> {
     }
   }
 
+  private slim(object: T): T {
+    return this.events.slim ? (this.events.slim(object) as T) : object;
+  }
+
   private apply(event: WatchEvent<T>): void {
     if (event.type === 'ERROR') {
       const status = event.object as unknown as { code?: number; reason?: string; message?: string };
@@ -79,7 +85,7 @@ export class Informer<T extends KubeObject = KubeObject> {
     this.resourceVersion = event.object.metadata.resourceVersion ?? this.resourceVersion;
     if (event.type === 'BOOKMARK') return;
     if (event.type === 'DELETED') this.items.delete(event.object.metadata.name);
-    else this.items.set(event.object.metadata.name, event.object);
+    else this.items.set(event.object.metadata.name, this.slim(event.object));
     this.events.onChange();
   }
 }

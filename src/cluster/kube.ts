@@ -3,8 +3,8 @@
  * authenticated by @kubernetes/client-node's KubeConfig. Everything else in prestage speaks
  * paths and plain objects, so the backends and tests read like the API they use.
  */
-import { request as httpsRequest, type RequestOptions } from 'node:https';
-import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
+import { request as httpRequest, type Agent, type IncomingMessage } from 'node:http';
 import { createInterface } from 'node:readline';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ClusterError } from '../errors.js';
@@ -52,6 +52,7 @@ type Query = Record<string, string | number | boolean | undefined>;
 
 export class KubeClient {
   readonly server: string;
+  private agent: Agent | boolean | undefined;
 
   constructor(readonly config: KubeConfig) {
     const cluster = config.getCurrentCluster();
@@ -125,11 +126,16 @@ export class KubeClient {
     const url = new URL(this.server + path);
     for (const [key, value] of Object.entries(query)) if (value !== undefined) url.searchParams.set(key, String(value));
     const options: RequestOptions = { method, headers: { accept: 'application/json' } };
+    // Per call: credentials may refresh (exec plugins, token files).
     await this.config.applyToHTTPSOptions(options);
+    // client-node makes a new agent per call: a TLS handshake per request. Keep one agent
+    // with keep-alive (or client-node's first, for proxies) so requests share connections.
+    this.agent ??= this.config.getCurrentCluster()?.proxyUrl || url.protocol === 'http:'
+      ? options.agent
+      : new HttpsAgent({ ca: options.ca, cert: options.cert, key: options.key, rejectUnauthorized: options.rejectUnauthorized, servername: options.servername, keepAlive: true });
+    options.agent = this.agent;
     const payload = body === undefined ? undefined : JSON.stringify(body);
     if (payload !== undefined) options.headers = { ...options.headers, 'content-type': contentType ?? 'application/json', 'content-length': Buffer.byteLength(payload) };
-    // Plain http (a local proxy, `kubectl proxy`): client-node's agent is an https one.
-    if (url.protocol === 'http:') delete options.agent;
     const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
     return new Promise((resolve, reject) => {
       const req = send(url, { ...options, ...(signal ? { signal } : {}) }, (res) => {

@@ -47,17 +47,24 @@ export function observedBackend(client: KubeClient, spec: BackendSpec): PinningB
     },
     async watch(sets, onSnapshot, options: WatchOptions) {
       let started = false;
+      let pending: NodeJS.Timeout | undefined;
+      const publish = () => {
+        pending = undefined;
+        if (!options.signal.aborted) onSnapshot(spec.project(viewOf(informers), sets));
+      };
+      // A fleet writes hundreds of status updates a second: project once per batch of
+      // changes (at most COALESCE_MS late), not once per event. Changes during the initial
+      // lists are folded into the first snapshot.
+      const changed = () => {
+        if (started && !pending) pending = setTimeout(publish, COALESCE_MS);
+      };
+      options.signal.addEventListener('abort', () => clearTimeout(pending), { once: true });
       const informers = spec.collections.map(
-        (path) =>
-          new Informer(client, path, {
-            // Changes during the initial lists are folded into the first snapshot.
-            onChange: () => started && onSnapshot(spec.project(viewOf(informers), sets)),
-            ...(options.onRetry ? { onRetry: options.onRetry } : {}),
-          }),
+        (path) => new Informer(client, path, { onChange: changed, slim: path === NODES_PATH ? slimNode : dropManagedFields, ...(options.onRetry ? { onRetry: options.onRetry } : {}) }),
       );
       await Promise.all(informers.map((informer) => informer.start(options.signal)));
       started = true;
-      onSnapshot(spec.project(viewOf(informers), sets));
+      publish();
     },
   };
   return backend;
@@ -66,6 +73,20 @@ export function observedBackend(client: KubeClient, spec: BackendSpec): PinningB
 async function listView(client: KubeClient, spec: BackendSpec): Promise<Map<string, Map<string, KubeObject>>> {
   const lists = await Promise.all(spec.collections.map((path) => client.get<KubeList>(path)));
   return new Map(spec.collections.map((path, i) => [path, new Map(lists[i]!.items.map((o) => [o.metadata.name, o]))]));
+}
+
+const COALESCE_MS = 100;
+const NODES_PATH = '/api/v1/nodes';
+
+/** Backends read a Node's name and labels only; real Nodes carry image lists and more. */
+function slimNode(node: KubeObject): KubeObject {
+  const { name, labels, resourceVersion } = node.metadata;
+  return { metadata: { name, ...(labels ? { labels } : {}), ...(resourceVersion ? { resourceVersion } : {}) } };
+}
+
+function dropManagedFields(object: KubeObject): KubeObject {
+  const { managedFields: _managedFields, ...metadata } = object.metadata;
+  return { ...object, metadata: metadata as KubeObject['metadata'] };
 }
 
 function viewOf(informers: readonly Informer[]): ClusterView {
