@@ -2,7 +2,7 @@
  * apply and stage from a release pullspec and from a GitOps directory: the synthetic release
  * served by a real docker-registry, a real kube-apiserver with the MCO CRDs, MCO simulated.
  */
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -87,5 +87,36 @@ describe('stage', () => {
     expect(result.stdout).toMatch(/^prestage-4\.16\.3-worker: 1\/1 nodes done {2}ready$/m);
     expect(result.stdout.indexOf('SET ')).toBeLessThan(result.stdout.indexOf('created'));
     expect(await imagesOf('prestage-4.16.3-control-plane')).toBe(185);
+  });
+});
+
+describe('cluster access', () => {
+  it('merges a KUBECONFIG list and honours --context; a cluster it cannot reach is exit 4, an unknown context exit 2', async () => {
+    const broken = join(dir, 'broken.kubeconfig');
+    writeFileSync(broken, JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'broken', cluster: { server: 'https://127.0.0.1:1' } }],
+      users: [{ name: 'nobody', user: {} }],
+      contexts: [{ name: 'broken', context: { cluster: 'broken', user: 'nobody' } }],
+      'current-context': 'broken',
+    }));
+    const saved = process.env.KUBECONFIG;
+    process.env.KUBECONFIG = `${broken}:${cluster.kubeconfigPath}`;
+    try {
+      const viaContext = await runCli(['status', '--context', 'testbed', '--backend', 'mco']);
+      expect(viaContext.stderr).toBe('');
+      expect(viaContext.code).toBe(0);
+      expect(viaContext.stdout).toMatch(/^NODE +SET /);
+      const unreachable = await runCli(['status', '--backend', 'mco']);
+      expect(unreachable.code).toBe(4);
+      expect(unreachable.stderr).toMatch(/^prestage: error: cannot reach the Kubernetes API at https:\/\/127\.0\.0\.1:1: /);
+      const unknown = await runCli(['status', '--context', 'nope']);
+      expect(unknown.code).toBe(2);
+      expect(unknown.stderr).toBe('prestage: error: kubeconfig has no context nope\n');
+    } finally {
+      if (saved === undefined) delete process.env.KUBECONFIG;
+      else process.env.KUBECONFIG = saved;
+    }
   });
 });
