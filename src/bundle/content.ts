@@ -46,7 +46,11 @@ export function manifestBlobs(manifest: ImageManifest): Descriptor[] {
 }
 
 export async function collectContent(client: RegistryClient, plan: Plan, allPlatforms: boolean): Promise<BundleContent> {
-  const images = await Promise.all(plan.images.map((image) => collectImage(client, image.pullSpec, plan.release.architecture, allPlatforms)));
+  // All settle before a failure is thrown, so no request outlives the command's client.
+  const settled = await Promise.allSettled(plan.images.map((image) => collectImage(client, image.pullSpec, plan.release.architecture, allPlatforms)));
+  const failed = settled.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  const images = settled.map((r) => (r as PromiseFulfilledResult<BundleImage>).value);
   const blobs = new Map<string, { descriptor: Descriptor; from: ImageReference }>();
   for (const image of images) {
     for (const descriptor of image.blobs) if (!blobs.has(descriptor.digest)) blobs.set(descriptor.digest, { descriptor, from: image.ref });

@@ -5,12 +5,12 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
 import { writeFileAtomic } from '../atomic-file.js';
 import { DigestMismatchError } from '../errors.js';
-import type { Plan } from '../plan/types.js';
+import { PLAN_API_VERSION, type Plan } from '../plan/types.js';
 import type { RegistryClient } from '../registry/client.js';
 import { MediaType, type Descriptor } from '../registry/manifest.js';
 import type { ImageReference } from '../registry/reference.js';
@@ -18,10 +18,9 @@ import { collectContent, type BundleContent, type BundleImage, type BundleManife
 import { ensureFreeSpace, type StatFs } from './disk-space.js';
 import {
   BLOBS_DIR, BUNDLE_FILE, INDEX_FILE, OCI_LAYOUT, OCI_LAYOUT_FILE, PARTIAL_DIR, REF_NAME,
-  blobPath, partialPath, type BundleBlobRef, type BundleMetadata, type LayoutIndex,
+  blobFileName, blobPath, partialPath, type BundleBlobRef, type BundleMetadata, type LayoutIndex,
 } from './layout.js';
 import { TransferProgress } from './progress.js';
-import { PLAN_API_VERSION } from '../plan/types.js';
 
 export interface PreviousBundle {
   /** What `--since` named, recorded in the bundle. */
@@ -71,17 +70,20 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   const { dir } = opts;
   await mkdir(join(dir, BLOBS_DIR), { recursive: true });
   await mkdir(join(dir, PARTIAL_DIR), { recursive: true });
+  // A layout with an index is complete: an index for other content goes until this run ends.
+  const index = `${JSON.stringify(layoutIndex(content), null, 2)}\n`;
+  if ((await readFile(join(dir, INDEX_FILE), 'utf8').catch(() => undefined)) !== index) await rm(join(dir, INDEX_FILE), { force: true });
 
   // What earlier runs left: complete blobs (trusted by name and size) and partial downloads.
   const complete = await fileSizes(join(dir, BLOBS_DIR));
   const partial = await fileSizes(join(dir, PARTIAL_DIR));
   const manifests = uniqueManifests(content);
-  const missingManifests = manifests.filter((m) => complete.get(hexOf(m.digest)) !== m.bytes.length);
+  const missingManifests = manifests.filter((m) => complete.get(blobFileName(m.digest)) !== m.bytes.length);
   const external = new Set([...content.blobs.keys()].filter((d) => opts.previous?.blobs.has(d)));
   const tasks: BlobTask[] = [];
   for (const [digest, { descriptor, from }] of content.blobs) {
-    if (external.has(digest) || complete.get(hexOf(digest)) === descriptor.size) continue;
-    tasks.push({ descriptor, from, partialBytes: await usablePartialBytes(dir, descriptor, partial.get(hexOf(digest)) ?? 0) });
+    if (external.has(digest) || complete.get(blobFileName(digest)) === descriptor.size) continue;
+    tasks.push({ descriptor, from, partialBytes: await usablePartialBytes(dir, descriptor, partial.get(blobFileName(digest)) ?? 0) });
   }
   const missingBytes = missingManifests.reduce((a, m) => a + m.bytes.length, 0) + tasks.reduce((a, t) => a + t.descriptor.size - t.partialBytes, 0);
   const layoutBytes = manifests.reduce((a, m) => a + m.bytes.length, 0)
@@ -113,11 +115,13 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   } finally {
     progress.finish();
   }
+  // The layout holds this plan's blobs only: drop what an earlier run for other content left.
+  const wanted = new Set([...manifests.map((m) => m.digest), ...content.blobs.keys()].filter((d) => !external.has(d)).map(blobFileName));
+  for (const name of complete.keys()) if (!wanted.has(name)) await rm(join(dir, BLOBS_DIR, name), { force: true });
   await syncDir(join(dir, BLOBS_DIR));
 
-  // index.json last: a layout with an index is complete.
   await writeFileAtomic(join(dir, BUNDLE_FILE), `${JSON.stringify(bundleMetadata(plan, opts, content, external), null, 2)}\n`, join(dir, PARTIAL_DIR));
-  await writeFileAtomic(join(dir, INDEX_FILE), `${JSON.stringify(layoutIndex(content), null, 2)}\n`, join(dir, PARTIAL_DIR));
+  await writeFileAtomic(join(dir, INDEX_FILE), index, join(dir, PARTIAL_DIR));
   // Everything in .partial/ was either renamed into blobs/ or is a leftover temp file.
   await rm(join(dir, PARTIAL_DIR), { recursive: true, force: true });
 
@@ -133,7 +137,7 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   };
 }
 
-export function layoutIndex(content: BundleContent): LayoutIndex {
+function layoutIndex(content: BundleContent): LayoutIndex {
   return {
     schemaVersion: 2,
     mediaType: MediaType.ociIndex,
@@ -202,10 +206,6 @@ async function fileSizes(path: string): Promise<Map<string, number>> {
   return new Map(await Promise.all(names.map(async (name) => [name, (await stat(join(path, name))).size] as const)));
 }
 
-function hexOf(digest: string): string {
-  return digest.slice('sha256:'.length);
-}
-
 /** A partial file longer than its blob cannot be a prefix of it: start over. */
 async function usablePartialBytes(dir: string, blob: Descriptor, size: number): Promise<number> {
   if (size <= blob.size) return size;
@@ -272,7 +272,7 @@ async function appendBlob(client: RegistryClient, from: ImageReference, blob: De
  * not started are skipped, running ones see their signal aborted) and is rethrown once all
  * have settled, so no download outlives the command.
  */
-export async function runAll<T>(items: readonly T[], concurrency: number, work: (item: T, signal: AbortSignal) => Promise<void>): Promise<void> {
+async function runAll<T>(items: readonly T[], concurrency: number, work: (item: T, signal: AbortSignal) => Promise<void>): Promise<void> {
   const limit = pLimit(Math.max(1, concurrency));
   const abort = new AbortController();
   let failure: { error: unknown } | undefined;

@@ -57,14 +57,15 @@ export interface Bundle {
 }
 
 export function blobPath(dir: string, digest: string): string {
-  return join(dir, BLOBS_DIR, hexOf(digest));
+  return join(dir, BLOBS_DIR, blobFileName(digest));
 }
 
 export function partialPath(dir: string, digest: string): string {
-  return join(dir, PARTIAL_DIR, hexOf(digest));
+  return join(dir, PARTIAL_DIR, blobFileName(digest));
 }
 
-function hexOf(digest: string): string {
+/** A blob's file name under blobs/sha256 and .partial: the digest's hex. */
+export function blobFileName(digest: string): string {
   if (!isDigest(digest)) throw new BadInputError(`${digest} is not a sha256 digest`);
   return digest.slice('sha256:'.length);
 }

@@ -59,15 +59,23 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
   repositoryMirrors(mirrored);
   const external = new Set(bundle.metadata.previous?.blobs.map((b) => b.digest) ?? []);
   const report = { blobs: { uploaded: 0, mounted: 0, present: 0 }, manifests: { pushed: 0, present: 0 } };
-  const totalBytes = new Map(images.flatMap((i) => i.blobs.map((b) => [`${i.repository}@${b.digest}`, b.size] as const)));
-  const progress = new TransferProgress(opts.progressTo, { verb: 'pushed', totalBytes: [...totalBytes.values()].reduce((a, b) => a + b, 0), totalImages: images.length, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
+  const repositories = [...new Set(images.map((i) => i.repository))];
+  // Progress counts each blob once per repository: what the push checks, mounts or sends.
+  const blobBytes = new Map(images.flatMap((i) => i.blobs.map((b) => [`${i.repository}@${b.digest}`, b.size] as const)));
+  const progress = new TransferProgress(opts.progressTo, { verb: 'pushed', totalBytes: [...blobBytes.values()].reduce((a, b) => a + b, 0), totalImages: images.length, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
   const limit = pLimit(Math.max(1, opts.concurrency));
   let failure: { error: unknown } | undefined;
-  /** One operation at a time per limit slot; none starts after a failure. */
-  const step = <T>(fn: () => Promise<T>): Promise<T> => limit(() => {
-    if (failure) throw failure.error;
-    return fn();
-  });
+  const running = new Set<Promise<unknown>>();
+  /** One registry operation per limit slot; none starts after a failure. */
+  const step = <T>(fn: () => Promise<T>): Promise<T> => {
+    const op = limit(() => {
+      if (failure) throw failure.error;
+      return fn();
+    });
+    running.add(op);
+    void op.then(() => running.delete(op), () => running.delete(op));
+    return op;
+  };
 
   /** Digest → a repository of the target that holds the blob (or will, once its upload ends). */
   const holders = new Map<string, Promise<string | undefined>>();
@@ -84,9 +92,13 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
     try {
       const from = holder ? await holder : undefined;
       if (external.has(blob.digest)) {
-        if (from !== undefined && (await step(() => client.mountBlob(repository, blob.digest, from)))) {
-          report.blobs.mounted++;
-          return;
+        // The previous bundle's push may have put it in another repository of the target.
+        for (const other of from !== undefined ? [from] : repositories.filter((r) => r !== repository)) {
+          if (await step(() => client.mountBlob(repository, blob.digest, other))) {
+            report.blobs.mounted++;
+            settle?.(repository);
+            return;
+          }
         }
         throw new BadInputError(`blob ${blob.digest} comes from the previous bundle (${bundle.metadata.previous!.source}), but ${target.registry}/${repository} does not have it; push the previous bundle first`);
       }
@@ -144,6 +156,9 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
       throw error;
     }
   }));
+  // An image fails on its first error while its other operations still run: let them end
+  // before the caller closes the connections under them.
+  while (running.size > 0) await Promise.allSettled([...running]);
   progress.finish();
   if (failure) throw failure.error;
   return { images: mirrored, ...report, bytesUploaded: client.counters.bytesUploaded, seconds: progress.elapsedSeconds() };
