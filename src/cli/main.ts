@@ -7,14 +7,31 @@ import yargs from 'yargs';
 import { BadInputError, ExitCode, PrestageError } from '../errors.js';
 import { createCliLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
-import { bundleCommand } from './bundle.js';
-import { planCommand } from './plan.js';
-import { agentCommand } from './agent.js';
-import { installCommand } from './install.js';
-import { applyCommand } from './apply.js';
-import { waitCommand } from './wait.js';
-import { statusCommand } from './status.js';
-import { stageCommand } from './stage.js';
+import type { CommandModule } from 'yargs';
+
+type CommandFactory = (ctx: CommandContext, scriptName: string) => CommandModule<any, any>;
+
+/**
+ * Commands load on demand: the cluster client and gRPC cost over a second and ~100 MiB at
+ * start, which `plan` and `bundle` never need. Only the named command is loaded; help and
+ * unknown input load them all.
+ */
+const COMMANDS: Record<string, () => Promise<CommandFactory>> = {
+  plan: async () => (await import('./plan.js')).planCommand,
+  bundle: async () => (await import('./bundle.js')).bundleCommand,
+  install: async () => (await import('./install.js')).installCommand,
+  apply: async () => (await import('./apply.js')).applyCommand,
+  wait: async () => (await import('./wait.js')).waitCommand,
+  status: async () => (await import('./status.js')).statusCommand,
+  stage: async () => (await import('./stage.js')).stageCommand,
+  agent: async () => (await import('./agent.js')).agentCommand,
+};
+
+async function commandsFor(argv: readonly string[], ctx: CommandContext, scriptName: string): Promise<CommandModule<any, any>[]> {
+  const named = argv.find((a) => !a.startsWith('-'));
+  const names = named !== undefined && named in COMMANDS ? [named] : Object.keys(COMMANDS);
+  return Promise.all(names.map(async (name) => (await COMMANDS[name]!())(ctx, scriptName)));
+}
 
 export interface MainIO {
   readonly stdout?: NodeJS.WritableStream;
@@ -38,18 +55,12 @@ export async function main(argv: readonly string[], io: MainIO = {}): Promise<nu
   const ctx: CommandContext = { stdout, stderr, log: createCliLogger(level, scriptName, stderr) };
   let exitCode: number = ExitCode.ok;
   try {
-    await yargs([...argv])
+    const cli = yargs([...argv])
       .scriptName(scriptName)
-      .option('log-level', { choices: ['debug', 'info', 'warn', 'error', 'silent'] as const, default: 'warn' as const, describe: 'Log level (logs go to stderr)' })
-      .command(planCommand(ctx))
-      .command(bundleCommand(ctx))
-      .command(agentCommand(ctx))
-      .command(installCommand(ctx))
-      .command(applyCommand(ctx, scriptName))
-      .command(waitCommand(ctx, scriptName))
-      .command(statusCommand(ctx, scriptName))
-      .command(stageCommand(ctx, scriptName))
-      .demandCommand(1, 'name a command (plan)')
+      .option('log-level', { choices: ['debug', 'info', 'warn', 'error', 'silent'] as const, default: 'warn' as const, describe: 'Log level (logs go to stderr)' });
+    for (const command of await commandsFor(argv, ctx, scriptName)) cli.command(command);
+    await cli
+      .demandCommand(1, `name a command (${Object.keys(COMMANDS).join(', ')})`)
       .strict()
       .exitProcess(false)
       .wrap(Math.min(120, (stdout as { columns?: number }).columns ?? 100))
