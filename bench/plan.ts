@@ -2,7 +2,8 @@
  * `npm run bench:plan`: prestage plan against the baseline a person would script with public
  * tools for what `oc adm release info --size` does (skopeo: copy the release image to read
  * its payload, then inspect every component, 4 at a time), in the same run, on the fixture
- * release behind a proxy that adds 20 ms to every request. Prints wall-time ratios and the
+ * release behind a proxy with a 20 ms round trip (every request, plus each new connection's
+ * handshake). Prints wall-time ratios and the
  * bytes prestage read against the minimum any planner must read.
  */
 import { execFile } from 'node:child_process';
@@ -112,7 +113,7 @@ try {
     [`prestage plan`, `${oursMs.toFixed(0)} ms`, String(ours[0]!.requests), String(ours[0]!.bytes)],
     [`skopeo baseline`, `${theirsMs.toFixed(0)} ms`, String(theirs[0]!.requests), String(theirs[0]!.bytes)],
   ];
-  console.log(`bench:plan  fixture: ${truth.components.length} components, release ${truth.release.version}; proxy adds ${RTT_MS} ms per request; ${RUNS} runs each, interleaved`);
+  console.log(`bench:plan  fixture: ${truth.components.length} components, release ${truth.release.version}; proxy RTT ${RTT_MS} ms (per request, and per new connection); ${RUNS} runs each, interleaved`);
   for (const r of rows) console.log(`  ${r[0]!.padEnd(16)} ${r[1]!.padStart(14)} ${r[2]!.padStart(9)} ${r[3]!.padStart(12)}`);
   console.log(`  speed-up (baseline / prestage wall time): ${(theirsMs / oursMs).toFixed(1)}x   (target >= 10x)`);
   console.log(`  prestage bytes / minimum bytes (${minimum}): ${(ours[0]!.bytes / minimum).toFixed(3)}   (target <= 1.05)`);

@@ -92,7 +92,10 @@ export interface FaultProxy {
   readonly stats: ProxyStats;
   inject(rule: FaultRule): void;
   clearFaults(): void;
-  /** Delay added before every request on both origins is forwarded (one RTT's worth). */
+  /**
+   * One network round trip: added before every request on both origins is forwarded, and
+   * once more on the first request of each new connection (its TCP handshake).
+   */
   setLatency(ms: number): void;
   /** Cap the response body throughput of all connections together; `null` lifts it. */
   setBandwidth(bytesPerSecond: number | null): void;
@@ -148,6 +151,7 @@ class FaultInjectingProxy implements FaultProxy {
   private readonly bandwidth = new SharedBandwidth();
   private rules: ActiveRule[] = [];
   private latencyMs = 0;
+  private readonly handshaken = new WeakSet<object>();
   private cdnRedirects = false;
   private readonly cdnObjects = new Map<string, CdnObject>();
   private counters = { requests: 0, bytesSent: 0, log: [] as RequestRecord[] };
@@ -205,7 +209,11 @@ class FaultInjectingProxy implements FaultProxy {
   private handle(origin: Origin, req: IncomingMessage, res: ServerResponse): void {
     const { fault, record } = this.admit(origin, req);
     const serve = async (): Promise<void> => {
-      if (this.latencyMs > 0) await sleep(this.latencyMs);
+      if (this.latencyMs > 0) {
+        const newConnection = !this.handshaken.has(req.socket);
+        this.handshaken.add(req.socket);
+        await sleep(newConnection ? 2 * this.latencyMs : this.latencyMs);
+      }
       if (fault?.kind === 'status') return this.sendStatusFault(req, res, record, fault);
       if (origin === 'registry') await this.serveRegistry(req, res, record, fault);
       else await this.serveCdn(req, res, record, fault);
