@@ -7,44 +7,21 @@ import type { ApplyOutcome, DesiredSet } from '../cluster/backend.js';
 import { desiredSetsFromManifests, desiredSetsFromPlan } from '../cluster/desired-sets.js';
 import { BadInputError } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
-import { DEFAULT_PROFILE } from '../plan/classify.js';
 import type { Plan } from '../plan/types.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
+import { planOptionsFrom, withPlanOptions, type PlanFlags } from './plan-options.js';
 import { registryClientFrom, withRegistryOptions, type RegistryFlags } from './registry-options.js';
 
-export interface PlanFlags {
-  arch: string;
-  profile: string;
-  'feature-set': string;
-  'name-prefix': string;
-}
-
-/** The plan flags `apply` and `stage` need when they plan a release themselves. */
+/** The plan and registry flags `apply` and `stage` need when they plan a release themselves. */
 export function withReleasePlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags & RegistryFlags> {
-  return withRegistryOptions(
-    y
-      .option('arch', { type: 'string', default: 'amd64', describe: 'Architecture to plan for (a RELEASE argument)' })
-      .option('profile', { type: 'string', default: DEFAULT_PROFILE, describe: 'Cluster profile for manifest inclusion' })
-      .option('feature-set', { type: 'string', default: 'Default', describe: 'Cluster feature set for manifest inclusion' })
-      .option('name-prefix', { type: 'string', default: 'prestage', describe: 'Prefix of the PinnedImageSet names' }),
-  ) as unknown as Argv<T & PlanFlags & RegistryFlags>;
+  return withRegistryOptions(withPlanOptions(y));
 }
 
 export async function planRelease(release: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext): Promise<Plan> {
   const client = registryClientFrom(flags, (line) => ctx.log.warn(line));
   try {
-    return await buildPlan(client, {
-      release,
-      arch: flags.arch,
-      profile: flags.profile,
-      featureSet: flags['feature-set'],
-      controlPlaneOnly: [],
-      allNodes: [],
-      extraImages: [],
-      extraRole: 'all',
-      namePrefix: flags['name-prefix'],
-    });
+    return await buildPlan(client, planOptionsFrom(flags, release));
   } finally {
     await client.close();
   }

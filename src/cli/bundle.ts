@@ -16,15 +16,15 @@ import { parseMirrorTarget, renderImageDigestMirrorSet, renderMapping } from '..
 import { pushBundle } from '../bundle/push.js';
 import { checkBundle, describeProblem, inventoryOfDir } from '../bundle/verify.js';
 import { BadInputError } from '../errors.js';
-import { buildPlan, readImagesFile } from '../plan/build.js';
-import { DEFAULT_PROFILE } from '../plan/classify.js';
-import type { ImageRole, Plan } from '../plan/types.js';
+import { buildPlan } from '../plan/build.js';
+import type { Plan } from '../plan/types.js';
 import type { RegistryClient } from '../registry/client.js';
 import { loadPullSecrets } from '../registry/credentials.js';
 import { DEFAULT_RETRY, type TransportOptions } from '../registry/transport.js';
 import { PushClient } from '../registry/upload.js';
 import { formatBytes } from '../render/table.js';
 import type { CommandContext } from './context.js';
+import { planOptionsFrom, withPlanOptions } from './plan-options.js';
 import { registryClientFrom, withRegistryOptions, type RegistryFlags } from './registry-options.js';
 
 const MAPPING_FILE = 'mapping.txt';
@@ -62,7 +62,7 @@ function createCommand(ctx: CommandContext) {
       const maxPartBytes = args['max-archive-size'] !== undefined ? parseSize(args['max-archive-size']) : undefined;
       const client = registryClientFrom(args, (line) => ctx.log.warn(line));
       try {
-        const plan = isFile(args.source) ? await readPlanFile(args.source) : await buildPlan(client, planOptions(args, args.source));
+        const plan = isFile(args.source) ? await readPlanFile(args.source) : await buildPlan(client, planOptionsFrom(args, args.source));
         const previous = args.since !== undefined ? await previousBundle(args.since, client, args) : undefined;
         const report = await createBundle(client, plan, {
           dir: args.to,
@@ -141,34 +141,6 @@ function pushCommand(ctx: CommandContext) {
   };
 }
 
-/** The plan flags of `prestage plan`, for creating a bundle straight from a release. */
-function withPlanOptions<T>(y: Argv<T>) {
-  return y
-    .option('arch', { type: 'string', default: 'amd64', describe: 'Architecture to plan for (amd64, arm64, ppc64le, s390x)' })
-    .option('profile', { type: 'string', default: DEFAULT_PROFILE, describe: 'Cluster profile for manifest inclusion' })
-    .option('feature-set', { type: 'string', default: 'Default', describe: 'Cluster feature set for manifest inclusion' })
-    .option('control-plane-only', { type: 'string', array: true, default: [] as string[], describe: 'Component NAME to pin on control-plane nodes only (repeatable)' })
-    .option('all-nodes', { type: 'string', array: true, default: [] as string[], describe: 'Component NAME to pin on all nodes (repeatable)' })
-    .option('image', { type: 'string', array: true, default: [] as string[], describe: 'Extra image REF to add (repeatable; tags resolved to digests)' })
-    .option('images-file', { type: 'string', describe: 'File with extra image references, one per line' })
-    .option('extra-role', { choices: ['all', 'worker', 'control-plane'] as const, default: 'all' as const, describe: 'Which nodes get the extra images' })
-    .option('name-prefix', { type: 'string', default: 'prestage', describe: 'Prefix of the PinnedImageSet names' });
-}
-
-function planOptions(args: any, release: string) {
-  return {
-    release,
-    arch: args.arch,
-    profile: args.profile,
-    featureSet: args['feature-set'],
-    controlPlaneOnly: args['control-plane-only'],
-    allNodes: args['all-nodes'],
-    extraImages: [...args.image, ...(args['images-file'] ? readImagesFile(args['images-file']) : [])],
-    extraRole: args['extra-role'] as ImageRole,
-    namePrefix: args['name-prefix'],
-  };
-}
-
 /** `--since`: a bundle directory, an archive, a plan file, or a release to plan. */
 async function previousBundle(since: string, client: RegistryClient, args: any): Promise<PreviousBundle> {
   if (isArchive(since)) {
@@ -176,7 +148,7 @@ async function previousBundle(since: string, client: RegistryClient, args: any):
     return { source: since, blobs: new Set([...inventory.verified.keys(), ...(bundle.metadata.previous?.blobs.map((b) => b.digest) ?? [])]) };
   }
   if (isDirectory(since)) return { source: since, blobs: await previousBundleBlobs(since) };
-  const plan: Plan = isFile(since) ? await readPlanFile(since) : await buildPlan(client, planOptions(args, since));
+  const plan: Plan = isFile(since) ? await readPlanFile(since) : await buildPlan(client, planOptionsFrom(args, since));
   return { source: since, blobs: planBlobs(plan) };
 }
 

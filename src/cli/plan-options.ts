@@ -1,0 +1,44 @@
+/** The planning flags, shared by every command that plans a release (plan, bundle, apply, stage). */
+import type { Argv } from 'yargs';
+import { readImagesFile, type PlanOptions } from '../plan/build.js';
+import { DEFAULT_PROFILE } from '../plan/classify.js';
+import type { ImageRole } from '../plan/types.js';
+
+export interface PlanFlags {
+  arch: string;
+  profile: string;
+  'feature-set': string;
+  'control-plane-only': string[];
+  'all-nodes': string[];
+  image: string[];
+  'images-file'?: string;
+  'extra-role': ImageRole;
+  'name-prefix': string;
+}
+
+export function withPlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags> {
+  return y
+    .option('arch', { type: 'string', default: 'amd64', describe: 'Architecture to plan for (amd64, arm64, ppc64le, s390x)' })
+    .option('profile', { type: 'string', default: DEFAULT_PROFILE, describe: 'Cluster profile for manifest inclusion' })
+    .option('feature-set', { type: 'string', default: 'Default', describe: 'Cluster feature set for manifest inclusion' })
+    .option('control-plane-only', { type: 'string', array: true, default: [] as string[], describe: 'Component NAME to pin on control-plane nodes only (repeatable)' })
+    .option('all-nodes', { type: 'string', array: true, default: [] as string[], describe: 'Component NAME to pin on all nodes (repeatable)' })
+    .option('image', { type: 'string', array: true, default: [] as string[], describe: 'Extra image REF to add (repeatable; tags resolved to digests)' })
+    .option('images-file', { type: 'string', describe: 'File with extra image references, one per line' })
+    .option('extra-role', { choices: ['all', 'worker', 'control-plane'] as const, default: 'all' as const, describe: 'Which nodes get the extra images' })
+    .option('name-prefix', { type: 'string', default: 'prestage', describe: 'Prefix of the PinnedImageSet names' }) as unknown as Argv<T & PlanFlags>;
+}
+
+export function planOptionsFrom(flags: PlanFlags, release: string): PlanOptions {
+  return {
+    release,
+    arch: flags.arch,
+    profile: flags.profile,
+    featureSet: flags['feature-set'],
+    controlPlaneOnly: flags['control-plane-only'],
+    allNodes: flags['all-nodes'],
+    extraImages: [...flags.image, ...(flags['images-file'] ? readImagesFile(flags['images-file']) : [])],
+    extraRole: flags['extra-role'],
+    namePrefix: flags['name-prefix'],
+  };
+}
