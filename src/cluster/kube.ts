@@ -1,13 +1,13 @@
 /**
  * The one fence around the Kubernetes API: JSON requests and watch streams over node:https,
- * authenticated by @kubernetes/client-node's KubeConfig. Everything else in prestage speaks
- * paths and plain objects, so the backends and tests read like the API they use.
+ * authenticated by a kubeconfig (./kubeconfig.ts, or client-node's KubeConfig in tests).
+ * Everything else in prestage speaks paths and plain objects, so the backends and tests read like the API they use.
  */
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import { request as httpRequest, type Agent, type IncomingMessage } from 'node:http';
 import { createInterface } from 'node:readline';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { ClusterError } from '../errors.js';
+import type { ClusterCredentials } from './kubeconfig.js';
 
 export interface ObjectMeta {
   name: string;
@@ -54,7 +54,7 @@ export class KubeClient {
   readonly server: string;
   private agent: Agent | boolean | undefined;
 
-  constructor(readonly config: KubeConfig) {
+  constructor(readonly config: ClusterCredentials) {
     const cluster = config.getCurrentCluster();
     if (!cluster) throw new ClusterError('the kubeconfig has no current cluster');
     this.server = cluster.server.replace(/\/$/, '');
@@ -128,8 +128,8 @@ export class KubeClient {
     const options: RequestOptions = { method, headers: { accept: 'application/json' } };
     // Per call: credentials may refresh (exec plugins, token files).
     await this.config.applyToHTTPSOptions(options);
-    // client-node makes a new agent per call: a TLS handshake per request. Keep one agent
-    // with keep-alive (or client-node's first, for proxies) so requests share connections.
+    // One keep-alive agent so requests share connections (client-node would make one per call);
+    // behind a kubeconfig proxy-url, client-node's proxy agent.
     this.agent ??= this.config.getCurrentCluster()?.proxyUrl || url.protocol === 'http:'
       ? options.agent
       : new HttpsAgent({ ca: options.ca, cert: options.cert, key: options.key, rejectUnauthorized: options.rejectUnauthorized, servername: options.servername, keepAlive: true });
