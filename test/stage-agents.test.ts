@@ -1,0 +1,235 @@
+/**
+ * End to end with the REAL agents: the test bed's kube-apiserver and three nodes (one control
+ * plane, two workers), each with its own CRI-O mirroring quay.io to a docker-registry that
+ * serves the fixture release; `prestage install --apply` as a user runs it; and one
+ * `prestage agent` process per node, as the DaemonSet would run it (a pod-bound ServiceAccount
+ * token, the node's CRI socket, drop-in and reload). Then `prestage stage`, `status`, `apply`
+ * and `wait` as a user runs them. Pulls are real.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api } from '@kubernetes/client-node';
+import yaml from 'js-yaml';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { API_VERSION } from '../src/api/prestage.js';
+import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
+import type { ProgressSnapshot } from '../src/cluster/backend.js';
+import { KubeClient } from '../src/cluster/kube.js';
+import { CriClient } from '../src/cri/client.js';
+import { AGENT_NAME } from '../src/install/manifests.js';
+import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
+import type { Daemon } from './cluster/processes.js';
+import { startRegistry, type RegistryHandle } from './harness/index.js';
+import { runCli } from './support/cli.js';
+import { prestageEntry, startPrestageProcess } from './support/prestage-process.js';
+
+const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
+const CONTROL_PLANE_SET = 'prestage-4.16.3-control-plane';
+const WORKER_SET = 'prestage-4.16.3-worker';
+const NAMESPACE = 'prestage';
+const DROP_IN = '50-prestage-pinned-images';
+/** Parallel pulls per node: the default 1 on the control plane would pull 185 images one by one. */
+const CONCURRENCY = '4';
+/** A digest no registry has, under the component repository the mirror serves. */
+const MISSING = `quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:${'0badc0de'.repeat(8)}`;
+
+const truth = inject('fixtureTruth');
+let dir: string;
+let registry: RegistryHandle;
+let cluster: TestCluster;
+let client: KubeClient;
+let kube: string[];
+const agents = new Map<string, Daemon>();
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'prestage-stage-agents-'));
+  registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
+  cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': registry.host }, insecureRegistries: [registry.host] });
+  client = new KubeClient(cluster.kubeConfig);
+  kube = ['--kubeconfig', cluster.kubeconfigPath];
+  // As a user installs it: CRDs, namespace, RBAC, admission policy, DaemonSet. No kubelet runs
+  // the DaemonSet here, so the test starts its agents the way the DaemonSet's pods would run.
+  const installed = await runCli(['install', '--apply', ...kube]);
+  expect(installed.stderr).toBe('');
+  expect(installed.code).toBe(0);
+  for (const node of cluster.nodes) await startAgent(node);
+}, COLD_BUILD_TIMEOUT_MS);
+
+afterAll(async () => {
+  await Promise.allSettled([...agents.values()].map((agent) => agent.stop(30_000)));
+  await cluster?.stop();
+  await registry?.stop();
+  // PRESTAGE_TESTBED_KEEP keeps the agents' logs and kubeconfigs too.
+  if (dir && !process.env.PRESTAGE_TESTBED_KEEP) await rm(dir, { recursive: true, force: true });
+});
+
+/**
+ * What the DaemonSet's pod on `node` would hold: a ServiceAccount token bound to a Pod on that
+ * node (the admission policy reads the node name from it), in a kubeconfig file.
+ */
+async function agentKubeconfig(node: TestNode): Promise<string> {
+  const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+  const pod = await core.createNamespacedPod({
+    namespace: NAMESPACE,
+    body: {
+      metadata: { generateName: `${AGENT_NAME}-`, labels: { app: AGENT_NAME } },
+      spec: { nodeName: node.name, serviceAccountName: AGENT_NAME, containers: [{ name: 'agent', image: 'ghcr.io/prestage/prestage:test' }] },
+    },
+  });
+  const token = await cluster.serviceAccountToken(NAMESPACE, AGENT_NAME, { boundPod: { name: pod.metadata!.name!, uid: pod.metadata!.uid! } });
+  const path = join(dir, `${node.name}.kubeconfig`);
+  await writeFile(path, cluster.kubeConfigForToken(token).exportConfig(), { mode: 0o600 });
+  return path;
+}
+
+async function startAgent(node: TestNode): Promise<Daemon> {
+  const pullSecret = join(dir, `${node.name}-config.json`);
+  await writeFile(pullSecret, JSON.stringify({ auths: {} }));
+  const agent = await startPrestageProcess({
+    name: `prestage agent (${node.name})`,
+    args: [
+      'agent',
+      '--node-name', node.name,
+      '--kubeconfig', await agentKubeconfig(node),
+      '--cri-socket', node.crio.socketPath,
+      '--drop-in', join(node.crio.confDir, DROP_IN),
+      '--reload', `pid:${node.crio.pid}`,
+      '--pull-secret', pullSecret,
+      '--reserve', '0',
+      '--port', '0',
+      '--concurrency', CONCURRENCY,
+      '--control-plane-concurrency', CONCURRENCY,
+      '--lease-namespace', NAMESPACE,
+    ],
+    logPath: join(dir, `agent-${node.name}.log`),
+    readyWhen: '"msg":"agent started"',
+  });
+  agents.set(node.name, agent);
+  return agent;
+}
+
+async function stopAgent(node: TestNode): Promise<void> {
+  await agents.get(node.name)?.stop(30_000);
+  agents.delete(node.name);
+}
+
+const node = (name: string): TestNode => {
+  const found = cluster.nodes.find((candidate) => candidate.name === name);
+  if (!found) throw new Error(`no node ${name}`);
+  return found;
+};
+
+/** `image -> pinned` as CRI ListImages on `testNode` reports it; 'absent' when not stored. */
+async function criPins(testNode: TestNode, images: readonly string[]): Promise<Record<string, boolean | 'absent'>> {
+  const cri = await CriClient.connect(testNode.crio.socketPath);
+  try {
+    const listed = await cri.listImages();
+    return Object.fromEntries(images.map((image) => [image, listed.find((entry) => entry.repoDigests.includes(image))?.pinned ?? 'absent']));
+  } finally {
+    cri.close();
+  }
+}
+
+const imagesOf = async (set: string) => (await client.get<{ spec: { pinnedImages: Array<{ name: string }> } }>(`${AGENT_PATHS.pinnedImageSets}/${set}`)).spec.pinnedImages.map((i) => i.name);
+
+/** Images only the control-plane set has: not yet on the workers. */
+async function controlPlaneOnlyImages(): Promise<string[]> {
+  const worker = new Set(await imagesOf(WORKER_SET));
+  return (await imagesOf(CONTROL_PLANE_SET)).filter((image) => !worker.has(image));
+}
+
+/** A hand-written PinnedImageSet for the worker role, applied with `prestage apply FILE`. */
+async function applyWorkerSet(name: string, images: readonly string[]): Promise<void> {
+  const file = join(dir, `${name}.yaml`);
+  await writeFile(file, yaml.dump({
+    apiVersion: API_VERSION,
+    kind: 'PinnedImageSet',
+    metadata: { name, labels: { 'machineconfiguration.openshift.io/role': 'worker' } },
+    spec: { pinnedImages: images.map((image) => ({ name: image })) },
+  }));
+  const applied = await runCli(['apply', file, ...kube]);
+  expect(applied.stderr).toBe('');
+  expect(applied.code).toBe(0);
+  expect(applied.stdout).toBe(`pinnedimageset/${name} created: ${images.length} images\n`);
+}
+
+describe('prestage stage with the real agents', () => {
+  it('stages the whole release on 3 nodes: every set current on every node it targets, every image pinned in CRI-O', async () => {
+    console.log(`agents run ${prestageEntry().built ? 'bin/prestage.js (dist/ is current)' : 'the sources through tsx (dist/ is stale)'}`);
+    const started = Date.now();
+    const result = await runCli(['stage', RELEASE, '--mirror', `quay.io=${registry.host}`, '--tls-verify=false', '--timeout', '15m', ...kube]);
+    console.log(`stage: ${Math.round((Date.now() - started) / 1000)} s for ${truth.components.length} components on 3 nodes (concurrency ${CONCURRENCY})`);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^SET +ROLE +IMAGES +COMPRESSED +ON DISK +SIZES$/m);
+    expect(result.stdout).toMatch(new RegExp(`^${CONTROL_PLANE_SET} +control-plane +185 `, 'm'));
+    expect(result.stdout).toMatch(new RegExp(`^${WORKER_SET} +worker +110 `, 'm'));
+    expect(result.stdout).toContain(`pinnedimageset/${CONTROL_PLANE_SET} created: 185 images\npinnedimageset/${WORKER_SET} created: 110 images\n`);
+    expect(result.stdout).toMatch(new RegExp(`^${CONTROL_PLANE_SET}: 1/1 nodes done +\\S+ \\S+/\\S+ \\S+ +ready$`, 'm'));
+    expect(result.stdout).toMatch(new RegExp(`^${WORKER_SET}: 2/2 nodes done +\\S+ \\S+/\\S+ \\S+ +ready$`, 'm'));
+    expect(result.stdout.indexOf('SET ')).toBeLessThan(result.stdout.indexOf('created'));
+
+    const status = await runCli(['status', '-o', 'json', ...kube]);
+    expect(status.code).toBe(0);
+    const snapshot = JSON.parse(status.stdout) as ProgressSnapshot & { backend: string };
+    expect(snapshot.backend).toBe('agent');
+    // The agent backend's selectors: the control-plane set on control-plane nodes, the worker
+    // set on nodes that are neither control-plane nor master.
+    const targets = Object.fromEntries(snapshot.sets.map((set) => [set.name, set.nodes.map((n) => n.node)]));
+    expect(targets).toEqual({ [CONTROL_PLANE_SET]: ['master-0'], [WORKER_SET]: ['worker-0', 'worker-1'] });
+    for (const set of snapshot.sets) {
+      expect(set.generation).toBe(1);
+      for (const n of set.nodes) {
+        expect(n, `${set.name} on ${n.node}`).toMatchObject({ phase: 'done', desiredGeneration: 1, currentGeneration: 1, imagesTotal: n.imagesDone });
+        expect(n.error).toBeUndefined();
+      }
+    }
+
+    for (const set of snapshot.sets) {
+      const images = await imagesOf(set.name);
+      for (const n of set.nodes) {
+        const pins = await criPins(node(n.node), images);
+        expect(Object.entries(pins).filter(([, pinned]) => pinned !== true), `${set.name} on ${n.node}`).toEqual([]);
+      }
+    }
+  }, 20 * 60_000);
+
+  it('a set with an image no registry has: wait exits 1 after --fail-after with CRI-O\'s error for that image; the other image is pulled', async () => {
+    const [good] = await controlPlaneOnlyImages();
+    await applyWorkerSet('broken', [good!, MISSING]);
+
+    const result = await runCli(['wait', 'broken', '--fail-after', '3s', '--timeout', '5m', ...kube]);
+    expect(result.code).toBe(1);
+    const escaped = MISSING.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+    expect(result.stderr).toMatch(new RegExp(`^prestage: error: set broken failed on node worker-[01] \\(degraded for \\d+ s\\): image ${escaped}: .*manifest unknown.*\\n$`));
+    expect(result.stdout).toMatch(new RegExp(`^\\S+ broken worker-[01]: degraded \\(generation 0/1\\) [01]/2 images .*: image ${escaped}: `, 'm'));
+
+    const status = await runCli(['status', 'broken', '-o', 'json', ...kube]);
+    const [set] = (JSON.parse(status.stdout) as ProgressSnapshot).sets;
+    expect(set!.nodes.map((n) => [n.node, n.phase])).toEqual([['worker-0', 'degraded'], ['worker-1', 'degraded']]);
+    for (const n of set!.nodes) {
+      expect(n.error).toMatch(new RegExp(`^image ${escaped}: .*manifest unknown`));
+      // One bad image blocks nothing else: its sibling is pulled, but not pinned (the set is not satisfied).
+      expect(await criPins(node(n.node), [good!, MISSING])).toEqual({ [good!]: false, [MISSING]: 'absent' });
+    }
+  }, 5 * 60_000);
+
+  it('wait --timeout 2s on a set a node cannot finish exits 124 naming what it waits for; the restarted agent finishes it', async () => {
+    const [, ...images] = await controlPlaneOnlyImages();
+    const worker1 = node('worker-1');
+    await stopAgent(worker1);
+    await applyWorkerSet('late', images.slice(0, 2));
+
+    const timedOut = await runCli(['wait', 'late', '--timeout', '2s', ...kube]);
+    expect(timedOut.code).toBe(124);
+    expect(timedOut.stderr).toMatch(/^prestage: error: timed out after 2 s: late [01]\/2 nodes done \(waiting on (worker-0 \w+, )?worker-1 pending\)\n$/);
+
+    await startAgent(worker1);
+    const finished = await runCli(['wait', 'late', '--timeout', '5m', ...kube]);
+    expect(finished.stderr).toBe('');
+    expect(finished.code).toBe(0);
+    expect(finished.stdout).toMatch(/^late: 2\/2 nodes done .* ready$/m);
+    expect(await criPins(worker1, images.slice(0, 2))).toEqual(Object.fromEntries(images.slice(0, 2).map((image) => [image, true])));
+  }, 5 * 60_000);
+});
