@@ -6,7 +6,7 @@
  * token, the node's CRI socket, drop-in and reload). Then `prestage stage`, `status`, `apply`
  * and `wait` as a user runs them. Pulls are real.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
@@ -232,4 +232,12 @@ describe('prestage stage with the real agents', () => {
     expect(finished.stdout).toMatch(/^late: 2\/2 nodes done .* ready$/m);
     expect(await criPins(worker1, images.slice(0, 2))).toEqual(Object.fromEntries(images.slice(0, 2).map((image) => [image, true])));
   }, 5 * 60_000);
+
+  it("the agents did all of it with the DaemonSet's pod-bound token: RBAC and the admission policy denied nothing", async () => {
+    for (const testNode of cluster.nodes) {
+      const log = await readFile(join(dir, `agent-${testNode.name}.log`), 'utf8');
+      expect(log).toContain('"msg":"pulled"');
+      expect(log.split('\n').filter((line) => /\b403\b|forbidden/i.test(line)), testNode.name).toEqual([]);
+    }
+  });
 });
