@@ -8,7 +8,7 @@
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import yaml from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -22,7 +22,7 @@ import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } 
 import type { Daemon } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { runCli } from './support/cli.js';
-import { prestageEntry, startPrestageProcess } from './support/prestage-process.js';
+import { prestageEntry, prestageHelp, startPrestageProcess } from './support/prestage-process.js';
 
 const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
 const CONTROL_PLANE_SET = 'prestage-4.16.3-control-plane';
@@ -41,6 +41,8 @@ let cluster: TestCluster;
 let client: KubeClient;
 let kube: string[];
 const agents = new Map<string, Daemon>();
+/** Whether this build's agent reads the node's registries.conf (mirrors) for exact image sizes. */
+let agentReadsRegistriesConf = false;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'prestage-stage-agents-'));
@@ -53,6 +55,7 @@ beforeAll(async () => {
   const installed = await runCli(['install', '--apply', ...kube]);
   expect(installed.stderr).toBe('');
   expect(installed.code).toBe(0);
+  agentReadsRegistriesConf = (await prestageHelp('agent')).includes('--registries-conf');
   for (const node of cluster.nodes) await startAgent(node);
 }, COLD_BUILD_TIMEOUT_MS);
 
@@ -101,6 +104,8 @@ async function startAgent(node: TestNode): Promise<Daemon> {
       '--concurrency', CONCURRENCY,
       '--control-plane-concurrency', CONCURRENCY,
       '--lease-namespace', NAMESPACE,
+      // The node's own registries.conf: where CRI-O finds quay.io (the test bed's mirror).
+      ...(agentReadsRegistriesConf ? ['--registries-conf', join(dirname(node.crio.confDir), 'registries.conf')] : []),
     ],
     logPath: join(dir, `agent-${node.name}.log`),
     readyWhen: '"msg":"agent started"',
@@ -156,7 +161,7 @@ async function applyWorkerSet(name: string, images: readonly string[]): Promise<
 
 describe('prestage stage with the real agents', () => {
   it('stages the whole release on 3 nodes: every set current on every node it targets, every image pinned in CRI-O', async () => {
-    console.log(`agents run ${prestageEntry().built ? 'bin/prestage.js (dist/ is current)' : 'the sources through tsx (dist/ is stale)'}`);
+    console.log(`agents run ${prestageEntry().built ? 'bin/prestage.js (dist/ is current)' : 'the sources through tsx (dist/ is stale)'}${agentReadsRegistriesConf ? ' with --registries-conf' : ''}`);
     const started = Date.now();
     const result = await runCli(['stage', RELEASE, '--mirror', `quay.io=${registry.host}`, '--tls-verify=false', '--timeout', '15m', ...kube]);
     console.log(`stage: ${Math.round((Date.now() - started) / 1000)} s for ${truth.components.length} components on 3 nodes (concurrency ${CONCURRENCY})`);

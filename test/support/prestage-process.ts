@@ -7,9 +7,11 @@
  * output, e.g. `npx vitest run` right after an edit, it runs the same entry on the sources
  * through tsx instead, so a stale build never decides a test.
  */
+import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { Daemon, waitFor } from '../cluster/processes.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -79,4 +81,10 @@ export async function startPrestageProcess(spec: PrestageProcessSpec): Promise<D
     }
   }
   return daemon;
+}
+
+/** `prestage <command> --help` as the process would print it: which flags this build has. */
+export async function prestageHelp(command: string): Promise<string> {
+  const { stdout } = await promisify(execFile)(process.execPath, [...prestageEntry().nodeArgs, command, '--help'], { cwd: ROOT });
+  return stdout;
 }
