@@ -26,6 +26,11 @@ export interface CrioOptions {
   readonly registries: RegistryConfig;
   /** Size of a tmpfs holding the image store and pull temp files; unlimited (host disk) if absent. */
   readonly imageStoreBytes?: number;
+  /**
+   * CRI-O's `global_auth_file`: registry credentials it reads itself (OpenShift points it at the
+   * kubelet's `/var/lib/kubelet/config.json`). Read at each pull; a missing file means none.
+   */
+  readonly authFile?: string;
 }
 
 export class CrioNode {
@@ -83,9 +88,13 @@ export class CrioNode {
     if (outcome !== 'ok') throw new Error(`CRI-O reload failed: ${outcome}`);
   }
 
-  /** Clean stop (SIGTERM) and start with the same configuration and storage. */
-  async restart(): Promise<void> {
-    await this.daemon?.stop(30_000);
+  /**
+   * Stop and start with the same configuration and storage, as `systemctl restart crio`: SIGTERM
+   * (CRI-O's graceful stop lets calls in flight, pulls included, finish), then SIGKILL if it has
+   * not exited within `graceMs` (systemd's TimeoutStopSec, 90 s on a real node).
+   */
+  async restart(options: { graceMs?: number } = {}): Promise<void> {
+    await this.daemon?.stop(options.graceMs ?? 30_000);
     await this.launch();
   }
 
@@ -138,7 +147,7 @@ export class CrioNode {
   }
 
   private async writeConfiguration(): Promise<void> {
-    const { dir, binaries, registries, imageStoreBytes } = this.options;
+    const { dir, binaries, registries, imageStoreBytes, authFile } = this.options;
     const path = (...parts: string[]) => join(dir, ...parts);
     await mkdir(this.diskDir, { recursive: true });
     if (imageStoreBytes !== undefined) {
@@ -190,7 +199,7 @@ monitor_cgroup = "pod"
 signature_policy = ${toml(path('policy.json'))}
 signature_policy_dir = ${toml(path('policies'))}
 big_files_temporary_dir = ${toml(join(this.diskDir, 'tmp'))}
-
+${authFile === undefined ? '' : `global_auth_file = ${toml(authFile)}\n`}
 [crio.network]
 network_dir = ${toml(path('cni', 'net.d'))}
 plugin_dirs = [${toml(path('cni', 'bin'))}]

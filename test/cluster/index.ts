@@ -30,6 +30,8 @@ export interface ClusterOptions {
    * big (so disk-full can be tested), and the Node's ephemeral-storage reports it.
    */
   readonly imageStoreBytes?: number;
+  /** CRI-O's `global_auth_file` on every node (its own registry credentials); may be written later. */
+  readonly crioAuthFile?: string;
 }
 
 export type NodeRole = 'control-plane' | 'worker';
@@ -81,7 +83,7 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     const names = roles.map((role, index) => (role === 'control-plane' ? 'master-0' : `worker-${index - 1}`));
     const registries = { mirrors: options.registryMirrors ?? {}, insecure: options.insecureRegistries ?? [] };
     const startCrio = async (name: string) => {
-      const crio = await CrioNode.start({ dir: join(dir, 'nodes', name), binaries, registries, imageStoreBytes: options.imageStoreBytes });
+      const crio = await CrioNode.start({ dir: join(dir, 'nodes', name), binaries, registries, imageStoreBytes: options.imageStoreBytes, authFile: options.crioAuthFile });
       stoppers.push(() => crio.stop());
       return crio;
     };

@@ -67,6 +67,10 @@ export interface RequestRecord {
   readonly target: string;
   readonly range: string | undefined;
   readonly fault: Fault['kind'] | undefined;
+  /** When the request arrived (ms since the epoch). */
+  readonly startedAt: number;
+  /** Whether the exchange is over: response sent in full, cut, or the client gone. */
+  ended: boolean;
   /** 0 until the response headers are sent. */
   status: number;
   /** Response body bytes written so far. */
@@ -208,6 +212,9 @@ class FaultInjectingProxy implements FaultProxy {
   /** Every request: count it, pick its fault, wait out the latency, then serve it. */
   private handle(origin: Origin, req: IncomingMessage, res: ServerResponse): void {
     const { fault, record } = this.admit(origin, req);
+    res.once('close', () => {
+      record.ended = true;
+    });
     const serve = async (): Promise<void> => {
       if (this.latencyMs > 0) {
         const newConnection = !this.handshaken.has(req.socket);
@@ -287,6 +294,8 @@ class FaultInjectingProxy implements FaultProxy {
       target: request.target,
       range: req.headers.range,
       fault: rule?.fault.kind,
+      startedAt: Date.now(),
+      ended: false,
       status: 0,
       bytesSent: 0,
     };
