@@ -20,6 +20,8 @@ import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } 
 const truth = inject('fixtureTruth');
 const BY_SIZE = [...truth.components].sort((a, b) => a.layers.reduce((sum, l) => sum + l.size, 0) - b.layers.reduce((sum, l) => sum + l.size, 0));
 const [IMG_A, IMG_B, IMG_C] = BY_SIZE.slice(0, 3).map((component) => component.pullSpec) as [string, string, string];
+/** Small images none of the other tests here use. */
+const SMALL = BY_SIZE.slice(3, 5).map((component) => component.pullSpec);
 /** The largest images: more than the small image store holds. */
 const BIG = BY_SIZE.slice(-12).map((component) => component.pullSpec);
 const IMAGE_STORE_BYTES = 96 * 2 ** 20;
@@ -93,22 +95,36 @@ async function stored(images: readonly string[]): Promise<Record<string, boolean
 const digestOf = (pullSpec: string) => pullSpec.slice(pullSpec.indexOf('@') + 1);
 
 describe('node agent faults', () => {
-  it('retries an image the registry answers 503 for, reports the error meanwhile, and finishes when it recovers', async () => {
-    proxy.inject({ match: (request) => request.target.includes(digestOf(IMG_B)), times: Infinity, fault: { kind: 'status', status: 503 } });
-    await createSet('flaky-registry', [IMG_A, IMG_B]);
-    const failing = await waitForSet('flaky-registry', (set) => set.lastFailedGeneration === 1 && (set.images[1]?.attempts ?? 0) >= 2, 'failing on IMG_B');
-    expect(failing.images[0]).toMatchObject({ name: IMG_A, state: 'Pulled' });
-    expect(failing.images[1]).toMatchObject({ name: IMG_B, state: 'Failed' });
-    expect(failing.images[1]?.lastError).toMatch(/503|Service Unavailable/i);
-    expect(failing.lastFailedGenerationError).toMatch(/^image quay\.io\/.*: /);
-    // Nothing of an unfinished set is pinned.
-    expect(await stored([IMG_A])).toEqual({ [IMG_A]: false });
-
-    proxy.clearFaults();
-    const done = await waitForSet('flaky-registry', isSetDone, 'done after the registry recovers');
+  it.each([
+    { status: 503, retryAfter: undefined, error: /503 Service Unavailable/, good: IMG_A, flaky: IMG_B },
+    // Throttled: CRI-O's registry client itself waits out each Retry-After, a few times, before it gives up.
+    { status: 429, retryAfter: 1, error: /429 Too Many Requests/, good: SMALL[0]!, flaky: SMALL[1]! },
+  ])('retries an image the registry answers $status for, reports the error meanwhile, and finishes when it recovers', async ({ status, retryAfter, error, good, flaky }) => {
+    const setName = `flaky-registry-${status}`;
+    const mark = proxy.stats.log.length;
+    proxy.inject({ match: (request) => request.target.includes(digestOf(flaky)), times: Infinity, fault: { kind: 'status', status, retryAfter } });
+    try {
+      await createSet(setName, [good, flaky]);
+      const failing = await waitForSet(setName, (set) => set.lastFailedGeneration === 1 && (set.images[1]?.attempts ?? 0) >= 2, 'failing on the flaky image', 120_000);
+      expect(failing.images[0]).toMatchObject({ name: good, state: 'Pulled' });
+      expect(failing.images[1]).toMatchObject({ name: flaky, state: 'Failed' });
+      expect(failing.images[1]?.lastError).toMatch(error);
+      expect(failing.lastFailedGenerationError).toMatch(/^image quay\.io\/.*: /);
+      // Nothing of an unfinished set is pinned.
+      expect(await stored([good])).toEqual({ [good]: false });
+      if (retryAfter !== undefined) {
+        // The first pull waited out the Retry-After before asking again (the agent's own retry would come after 200 ms).
+        const throttled = proxy.stats.log.slice(mark).filter((request) => request.status === status).map((request) => request.startedAt);
+        expect(throttled.length).toBeGreaterThanOrEqual(2);
+        expect(throttled[1]! - throttled[0]!).toBeGreaterThanOrEqual(retryAfter * 1000 - 50);
+      }
+    } finally {
+      proxy.clearFaults();
+    }
+    const done = await waitForSet(setName, isSetDone, 'done after the registry recovers');
     expect(done.lastFailedGeneration).toBeUndefined();
     expect(done.images.map((image) => image.state)).toEqual(['Pinned', 'Pinned']);
-  });
+  }, 240_000);
 
   it('stops pulling for a set deleted mid-pull and pins nothing of it', async () => {
     // A slow link (a second per request): time to delete the set while the first image is in flight.
