@@ -3,6 +3,7 @@ import { API_VERSION, DISK_BYTES_ANNOTATION, type NodePinnedImagesStatus, type P
 import type { RuntimeImage } from '../cri/client.js';
 import { createLogger } from '../telemetry/log.js';
 import { renderPinDropIn } from './crio.js';
+import type { ImageSizeSource, SizeLookupOptions, SizeResult } from './image-sizes.js';
 import { NodeAgent, type AgentCluster } from './reconcile.js';
 import type { ImageFilesystem, ImageRuntime } from './runtime.js';
 import { selectorMatches } from './selector.js';
@@ -61,9 +62,78 @@ describe('NodeAgent disk check', () => {
     expect(runtime.pulls.sort()).toEqual([image(1), image(2)]);
     const [a, b] = status.pinnedImageSets ?? [];
     expect(a).toMatchObject({ name: 'a', desiredGeneration: 1, currentGeneration: 1 });
-    expect(b?.lastFailedGenerationError).toBe(`not enough disk: 2 images need ${6 * MiB} bytes, ${3 * MiB} free after the ${MiB}-byte reserve and earlier sets; nothing pulled`);
+    expect(b?.lastFailedGenerationError).toBe(
+      `not enough disk: 2 images need ${6 * MiB} bytes (estimated from the prestage.dev/disk-bytes annotation; exact sizes unknown for 2 images, e.g. ${image(3)}: not looked up), ${3 * MiB} free after the ${MiB}-byte reserve and earlier sets; nothing pulled`,
+    );
     expect(b?.images.map((entry) => entry.state)).toEqual(['Pinned', 'Pending', 'Pending']);
     expect(status.conditions?.map((condition) => [condition.type, condition.status])).toEqual([['Ready', 'False'], ['Progressing', 'False'], ['Degraded', 'True']]);
+  });
+});
+
+/** Exact sizes from a table, as the registry lookup would give them; records what was asked. */
+class TableSizes implements ImageSizeSource {
+  readonly asked: Array<{ images: string[]; arch: string }> = [];
+  constructor(private readonly table: ReadonlyMap<string, SizeResult>) {}
+  async layers(images: readonly string[], options: SizeLookupOptions): Promise<Map<string, SizeResult>> {
+    this.asked.push({ images: [...images], arch: options.arch });
+    return new Map(images.map((name) => [name, this.table.get(name) ?? { error: 'manifest not found (404)' }]));
+  }
+  async close(): Promise<void> {}
+}
+
+describe('NodeAgent disk check with exact sizes', () => {
+  const layer = (name: string, mib: number) => ({ digest: `sha256:${name.padStart(64, '0')}`, diskBytes: mib * MiB, exact: true });
+  const base = layer('base', 3);
+  const table = new Map<string, SizeResult>([
+    [image(1), { layers: [base, layer('1', 1)], from: 'test' }],
+    [image(2), { layers: [base, layer('2', 1)], from: 'test' }],
+    [image(3), { layers: [base, layer('3', 2)], from: 'test' }],
+  ]);
+
+  it('uses exact layer sizes over the annotation: the shared base is counted once, and stored layers not at all', async () => {
+    const runtime = new MemoryRuntime(6 * MiB);
+    runtime.images.set(image(1), { pinned: false });
+    // The annotation claims 30 MiB (would not fit); exactly, b needs image 2's own layer (1 MiB) + image 3's (2 MiB).
+    const cluster = fixedCluster([set('a', [image(1)], 1), set('b', [image(2), image(3)], 30 * MiB)]);
+    const sizes = new TableSizes(table);
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 3 * MiB, imageSizes: sizes });
+    const status = await agent.reconcile();
+    expect(runtime.pulls.sort()).toEqual([image(2), image(3)]);
+    expect(status.pinnedImageSets?.map((entry) => entry.currentGeneration)).toEqual([1, 1]);
+    // Stored images of selecting sets are looked up too; the node's arch label picks the platform (amd64 without one).
+    expect(sizes.asked).toEqual([{ images: [image(1), image(2), image(3)], arch: 'amd64' }]);
+  });
+
+  it('fails a set that does not fit by exact size, with the exact figure, and pulls nothing of it', async () => {
+    const runtime = new MemoryRuntime(6 * MiB - 1);
+    const cluster = fixedCluster([set('b', [image(2), image(3)], 1)]);
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0, imageSizes: new TableSizes(table) });
+    const status = await agent.reconcile();
+    expect(runtime.pulls).toEqual([]);
+    const [b] = status.pinnedImageSets ?? [];
+    expect(b?.lastFailedGenerationError).toBe(`not enough disk: 2 images need ${6 * MiB} bytes (exact, 3 layers), ${6 * MiB - 1} free after the 0-byte reserve and earlier sets; nothing pulled`);
+    // Images not pulled yet report their exact size.
+    expect(b?.images.map((entry) => entry.bytes)).toEqual([4 * MiB, 5 * MiB]);
+  });
+
+  it('falls back to the annotation for a set with an image of unknown size, and says so', async () => {
+    const runtime = new MemoryRuntime(6 * MiB);
+    const cluster = fixedCluster([set('c', [image(2), image(4)], 20 * MiB)]);
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0, imageSizes: new TableSizes(table) });
+    const status = await agent.reconcile();
+    expect(runtime.pulls).toEqual([]);
+    expect(status.pinnedImageSets?.[0]?.lastFailedGenerationError).toBe(
+      `not enough disk: 2 images need ${20 * MiB} bytes (estimated from the prestage.dev/disk-bytes annotation; exact sizes unknown for ${image(4)}: manifest not found (404)), ${6 * MiB} free after the 0-byte reserve and earlier sets; nothing pulled`,
+    );
+  });
+
+  it('looks nothing up when nothing is missing', async () => {
+    const runtime = new MemoryRuntime(6 * MiB);
+    runtime.images.set(image(1), { pinned: true });
+    const sizes = new TableSizes(table);
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster: fixedCluster([set('a', [image(1)], 1)]), log: createLogger('silent'), concurrency: 1, reserveBytes: 0, imageSizes: sizes });
+    await agent.reconcile();
+    expect(sizes.asked).toEqual([]);
   });
 });
 

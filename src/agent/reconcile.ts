@@ -25,6 +25,8 @@ import {
 import type { PullAuth, RuntimeImage } from '../cri/client.js';
 import { findCredential, parsePullSecretFile, type PullSecret } from '../registry/credentials.js';
 import { parseReference } from '../registry/reference.js';
+import { checkDisk, imageBytes } from './disk.js';
+import type { ImageSizeSource } from './image-sizes.js';
 import type { AgentMetrics } from './metrics.js';
 import type { PullPacer } from './pacing.js';
 import { imageNames, type ImageRuntime } from './runtime.js';
@@ -62,6 +64,11 @@ export interface NodeAgentOptions {
   readonly reserveBytes: number;
   /** `/var/lib/kubelet/config.json`: the node's pull secret; absent file = anonymous pulls. */
   readonly pullSecretPath?: string;
+  /**
+   * Exact image sizes for the disk check (the node's registries.conf and pull secret). Without
+   * it, or where it cannot tell, a set's `prestage.dev/disk-bytes` annotation is the estimate.
+   */
+  readonly imageSizes?: ImageSizeSource;
   readonly retry?: RetryPolicy;
   /** A pull slower than this (bytes/s, from the image's known size) is stalled. */
   readonly minThroughputBytesPerSecond?: number;
@@ -101,6 +108,8 @@ export class NodeAgent {
   private stopped = false;
   /** Set failures of the current pass that are not per-image (disk, pinning). */
   private setErrors = new Map<string, string>();
+  /** Exact sizes of images as last looked up, for the status of images not pulled yet. */
+  private knownBytes = new Map<string, number>();
   /** When the last pass completed (ms since epoch); for the health check. */
   lastSuccessAt: number | undefined;
 
@@ -162,8 +171,9 @@ export class NodeAgent {
     const stored = await runtime.listImages();
     const present = presentNames(stored);
     const filesystem = await runtime.imageFilesystem();
-    const toPull = this.admitByDisk(sets, present, filesystem.freeBytes);
-    const auth = this.pullAuthSource();
+    const secrets = this.readPullSecrets();
+    const toPull = await this.admitByDisk(sets, present, filesystem.freeBytes, secrets, labels['kubernetes.io/arch'] || 'amd64');
+    const auth = pullAuthFrom(secrets);
     const due = [...toPull].filter(([image]) => (this.records.get(image)?.notBefore ?? 0) <= Date.now());
     const release = due.length > 0 && this.options.pacer ? await this.options.pacer.acquire() : undefined;
     const limit = pLimit(isControlPlane(labels) ? (this.options.controlPlaneConcurrency ?? this.options.concurrency) : this.options.concurrency);
@@ -229,28 +239,38 @@ export class NodeAgent {
   }
 
   /**
-   * Which missing images fit, set by set in name order: a set whose new images do not fit in
+   * Which missing images fit, set by set in name order: a set whose new layers do not fit in
    * what is left (free minus reserve minus earlier sets' needs) fails whole with nothing pulled.
-   * Sizes come from the set's `prestage.dev/disk-bytes` annotation spread evenly over its images
-   * (the plan's estimate); a set without it is pulled unchecked and says so.
+   * Sizes are the exact uncompressed sizes of the layers not on the node yet (`disk.ts`); where
+   * they cannot be found the set's annotation is the estimate, and the log and error say so.
    */
-  private admitByDisk(sets: readonly PinnedImageSet[], present: ReadonlySet<string>, freeBytes: number): Map<string, number | undefined> {
-    const admitted = new Map<string, number | undefined>();
-    let available = freeBytes - this.options.reserveBytes;
-    for (const set of sets) {
-      const perImage = perImageBytes(set);
-      const missing = set.spec.pinnedImages.map((entry) => entry.name).filter((image) => !present.has(image) && !admitted.has(image));
-      if (missing.length === 0) continue;
-      const needed = perImage === undefined ? 0 : perImage * missing.length;
-      if (needed > available) {
-        this.setErrors.set(
-          set.metadata.name,
-          `not enough disk: ${missing.length} images need ${needed} bytes, ${Math.max(available, 0)} free after the ${this.options.reserveBytes}-byte reserve and earlier sets; nothing pulled`,
-        );
-        continue;
-      }
-      available -= needed;
-      for (const image of missing) admitted.set(image, perImage);
+  private async admitByDisk(
+    sets: readonly PinnedImageSet[],
+    present: ReadonlySet<string>,
+    freeBytes: number,
+    pullSecrets: readonly PullSecret[],
+    arch: string,
+  ): Promise<Map<string, number | undefined>> {
+    const wanted = new Set(sets.flatMap((set) => set.spec.pinnedImages.map((entry) => entry.name)));
+    // Nothing missing, nothing to check (and no registry traffic in the steady state).
+    if (![...wanted].some((image) => !present.has(image))) return new Map();
+    // Stored images are looked up too: their layers are on the node already.
+    const sizes = this.options.imageSizes ? await this.options.imageSizes.layers([...wanted], { arch, pullSecrets }) : new Map();
+    for (const [image, result] of sizes) {
+      const bytes = imageBytes(result);
+      if (bytes !== undefined) this.knownBytes.set(image, bytes);
+    }
+    const { admitted, failures, notExact } = checkDisk({
+      sets: sets.map((set) => ({ name: set.metadata.name, images: set.spec.pinnedImages.map((entry) => entry.name), annotationBytes: annotationBytes(set) })),
+      present,
+      sizes,
+      freeBytes,
+      reserveBytes: this.options.reserveBytes,
+    });
+    for (const [name, why] of notExact) this.options.log.warn({ set: name, err: why }, 'no exact disk check for this set');
+    for (const [name, error] of failures) {
+      this.setErrors.set(name, error);
+      this.options.log.warn({ set: name, err: error }, 'set does not fit on disk');
     }
     return admitted;
   }
@@ -353,7 +373,7 @@ export class NodeAgent {
 
     const setStatuses = sets.map((set): PinnedImageSetStatus => {
       const generation = set.metadata.generation ?? 1;
-      const perImage = perImageBytes(set);
+      const perImage = annotationPerImage(set);
       const setError = this.setErrors.get(set.metadata.name);
       const images = set.spec.pinnedImages.map(({ name }): ImageStatus => {
         const record = this.records.get(name);
@@ -364,7 +384,8 @@ export class NodeAgent {
           status.pulledBytes = image.size;
           status.state = image.pinned ? 'Pinned' : 'Pulled';
         } else {
-          if (perImage !== undefined) status.bytes = perImage;
+          const bytes = this.knownBytes.get(name) ?? perImage;
+          if (bytes !== undefined) status.bytes = bytes;
           if (record?.pulling) status.state = 'Pulling';
           else if (record?.lastError) status.state = 'Failed';
         }
@@ -414,26 +435,29 @@ export class NodeAgent {
     return record;
   }
 
-  /** Credentials per image from the kubelet's pull secret, re-read each pass (it may rotate). */
-  private pullAuthSource(): (image: string) => PullAuth | undefined {
+  /** The kubelet's pull secret, re-read each pass (it may rotate); never logged. */
+  private readPullSecrets(): PullSecret[] {
     const path = this.options.pullSecretPath;
-    let secrets: PullSecret[] = [];
-    if (path && existsSync(path)) {
-      try {
-        secrets = [parsePullSecretFile(path)];
-      } catch (error) {
-        this.options.log.warn({ err: (error as Error).message }, 'pull secret unreadable; pulling anonymously');
-      }
+    if (!path || !existsSync(path)) return [];
+    try {
+      return [parsePullSecretFile(path)];
+    } catch (error) {
+      this.options.log.warn({ err: (error as Error).message }, 'pull secret unreadable; pulling anonymously');
+      return [];
     }
-    return (image) => {
-      const reference = parseReference(image);
-      const credential = findCredential(secrets, reference.registry, reference.repository);
-      if (!credential) return undefined;
-      return credential.identityToken
-        ? { identityToken: credential.identityToken, serverAddress: reference.registry }
-        : { username: credential.username, password: credential.password, serverAddress: reference.registry };
-    };
   }
+}
+
+/** CRI credentials per image from the pull secret: the most specific key wins. */
+function pullAuthFrom(secrets: readonly PullSecret[]): (image: string) => PullAuth | undefined {
+  return (image) => {
+    const reference = parseReference(image);
+    const credential = findCredential(secrets, reference.registry, reference.repository);
+    if (!credential) return undefined;
+    return credential.identityToken
+      ? { identityToken: credential.identityToken, serverAddress: reference.registry }
+      : { username: credential.username, password: credential.password, serverAddress: reference.registry };
+  };
 }
 
 /** Publishes progress while pulls run, at most one write at a time and never after settle(). */
@@ -473,9 +497,15 @@ function isControlPlane(labels: Readonly<Record<string, string>>): boolean {
   return 'node-role.kubernetes.io/control-plane' in labels || 'node-role.kubernetes.io/master' in labels;
 }
 
-function perImageBytes(set: PinnedImageSet): number | undefined {
+/** The set's `prestage.dev/disk-bytes` annotation (the plan's estimate of its total), when valid. */
+function annotationBytes(set: PinnedImageSet): number | undefined {
   const total = Number(set.metadata.annotations?.[DISK_BYTES_ANNOTATION]);
-  if (!Number.isFinite(total) || total <= 0 || set.spec.pinnedImages.length === 0) return undefined;
+  return Number.isFinite(total) && total > 0 ? total : undefined;
+}
+
+function annotationPerImage(set: PinnedImageSet): number | undefined {
+  const total = annotationBytes(set);
+  if (total === undefined || set.spec.pinnedImages.length === 0) return undefined;
   return Math.ceil(total / set.spec.pinnedImages.length);
 }
 

@@ -38,6 +38,9 @@ function layerKind(mediaType: string): 'gzip' | 'tar' | 'other' {
   return 'other';
 }
 
+/** One size read per blob digest, shared by every image measured with it. */
+export type LayerSizeCache = Map<string, Promise<LayerSize>>;
+
 /**
  * Resolve every image for `arch` and size each unique layer once; results in request order.
  * Trailer reads start as soon as each manifest arrives, so manifests and trailers overlap.
@@ -48,27 +51,44 @@ export async function measureImages(
   arch: string,
   warnings: string[],
 ): Promise<MeasuredImage[]> {
-  // One size read per blob; the media type stays each manifest's own (Docker and OCI images share blobs).
-  const layerSizes = new Map<string, Promise<LayerSize>>();
-  const sizeOnce = async (ref: ImageReference, layer: Descriptor): Promise<PlannedLayer> => {
+  const layerSizes: LayerSizeCache = new Map();
+  return Promise.all(refs.map((ref) => measureImage(client, ref, arch, warnings, layerSizes)));
+}
+
+/**
+ * One image: its platform manifest for `arch` and the disk size of each layer, read through
+ * `layerSizes` so layers shared with other images are read once. A failed read is not kept,
+ * so another endpoint (the node agent tries mirrors in turn) can read it again.
+ */
+export async function measureImage(
+  client: RegistryClient,
+  ref: ImageReference,
+  arch: string,
+  warnings: string[],
+  layerSizes: LayerSizeCache = new Map(),
+): Promise<MeasuredImage> {
+  // The media type stays each manifest's own (Docker and OCI images share blobs).
+  const sizeOnce = async (layer: Descriptor): Promise<PlannedLayer> => {
     let sized = layerSizes.get(layer.digest);
     if (!sized) {
-      sized = sizeLayer(client, ref, layer, warnings);
-      layerSizes.set(layer.digest, sized);
+      const reading = sizeLayer(client, ref, layer, warnings);
+      sized = reading;
+      layerSizes.set(layer.digest, reading);
+      reading.catch(() => {
+        if (layerSizes.get(layer.digest) === reading) layerSizes.delete(layer.digest);
+      });
     }
     return { digest: layer.digest, mediaType: layer.mediaType, compressedBytes: layer.size, ...(await sized) };
   };
-  return Promise.all(refs.map(async (ref) => {
-    const img = await client.resolveImage(ref, arch);
-    return {
-      digest: img.listDigest ?? img.digest,
-      config: { digest: img.manifest.config.digest, size: img.manifest.config.size },
-      layers: await Promise.all(img.manifest.layers.map((l) => sizeOnce(ref, l))),
-    };
-  }));
+  const img = await client.resolveImage(ref, arch);
+  return {
+    digest: img.listDigest ?? img.digest,
+    config: { digest: img.manifest.config.digest, size: img.manifest.config.size },
+    layers: await Promise.all(img.manifest.layers.map(sizeOnce)),
+  };
 }
 
-type LayerSize = Pick<PlannedLayer, 'diskBytes' | 'method'>;
+export type LayerSize = Pick<PlannedLayer, 'diskBytes' | 'method'>;
 
 async function sizeLayer(client: RegistryClient, ref: ImageReference, layer: Descriptor, warnings: string[]): Promise<LayerSize> {
   const estimate = (why: string): LayerSize => {

@@ -1,0 +1,224 @@
+/**
+ * Exact sizes of images for the node agent's disk check: each digest pullspec's layers with
+ * their uncompressed sizes, read the way CRI-O will pull them (the node's registries.conf
+ * mirrors in order, then the source; the node's pull secret) with the plan's measuring code
+ * (verified manifests, the node's platform out of manifest lists, gzip ISIZE from a 4-byte
+ * tail read per layer). Results are cached by manifest digest, which names immutable content.
+ *
+ * Lookups must never hold the agent up for long: short timeouts, two attempts, a bounded
+ * number at once, a budget per batch, and a host that did not answer is skipped for a while.
+ */
+import { createHash } from 'node:crypto';
+import pLimit from 'p-limit';
+import type { Logger } from 'pino';
+import { measureImage, type LayerSizeCache } from '../plan/sizes.js';
+import { RegistryClient } from '../registry/client.js';
+import type { PullSecret } from '../registry/credentials.js';
+import { formatReference, parseReference } from '../registry/reference.js';
+import { loadRegistriesConf, pullSources, type RegistriesConf } from './registries-conf.js';
+
+export interface SizedLayer {
+  readonly digest: string;
+  /** Uncompressed bytes: exact from the gzip trailer, or 2x compressed where it cannot be read. */
+  readonly diskBytes: number;
+  readonly exact: boolean;
+}
+
+export interface ImageLayers {
+  readonly layers: readonly SizedLayer[];
+  /** Where they were read: the mirror or source reference. */
+  readonly from: string;
+}
+
+/** The layers, or why they could not be found (one line). */
+export type SizeResult = ImageLayers | { readonly error: string };
+
+export function hasLayers(result: SizeResult | undefined): result is ImageLayers {
+  return result !== undefined && 'layers' in result;
+}
+
+export interface SizeLookupOptions {
+  /** The node's architecture (`kubernetes.io/arch`): the manifest-list entry CRI-O will pull. */
+  readonly arch: string;
+  /** The node's pull secret, as CRI-O would use it for each endpoint. */
+  readonly pullSecrets: readonly PullSecret[];
+}
+
+export interface ImageSizeSource {
+  /** A result for every image asked for; never throws. */
+  layers(images: readonly string[], options: SizeLookupOptions): Promise<Map<string, SizeResult>>;
+  close(): Promise<void>;
+}
+
+export interface RegistryImageSizesOptions {
+  /** `/etc/containers/registries.conf`; a missing file means no mirrors. */
+  readonly registriesConf: string;
+  /** `/etc/containers/registries.conf.d`. */
+  readonly registriesConfDir: string;
+  readonly log: Logger;
+  /** Per request: connect, headers and idle body. */
+  readonly requestTimeoutMs?: number;
+  /** Attempts per request, the first included. */
+  readonly attempts?: number;
+  /** Images looked up at once. */
+  readonly concurrency?: number;
+  /** Longest a batch may take; images not answered by then count as unknown (and keep loading into the cache). */
+  readonly budgetMs?: number;
+  /** How long a host that could not be reached is skipped. */
+  readonly unreachableBackoffMs?: number;
+}
+
+const DEFAULTS = { requestTimeoutMs: 10_000, attempts: 2, concurrency: 8, budgetMs: 60_000, unreachableBackoffMs: 60_000 };
+/** Bounds the cache: an entry is a few hundred bytes; a node holds far fewer images. */
+const MAX_CACHED = 10_000;
+/** Network-level failures: the host, not the image, is the problem. */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'ECONNRESET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_SOCKET']);
+
+interface Clients {
+  readonly fingerprint: string;
+  readonly secure: RegistryClient;
+  /** For `insecure = true` endpoints: no certificate checks, plain HTTP allowed (as CRI-O). */
+  readonly insecure: RegistryClient;
+}
+
+export class RegistryImageSizes implements ImageSizeSource {
+  private readonly options: Required<Omit<RegistryImageSizesOptions, 'log'>> & { log: Logger };
+  private readonly cache = new Map<string, ImageLayers>();
+  private readonly inflight = new Map<string, Promise<SizeResult>>();
+  private readonly unreachableUntil = new Map<string, number>();
+  private readonly limit;
+  private clients: Clients | undefined;
+  private closed = false;
+
+  constructor(options: RegistryImageSizesOptions) {
+    this.options = { ...DEFAULTS, ...options };
+    this.limit = pLimit(this.options.concurrency);
+  }
+
+  async layers(images: readonly string[], { arch, pullSecrets }: SizeLookupOptions): Promise<Map<string, SizeResult>> {
+    const unique = [...new Set(images)];
+    const results = new Map<string, SizeResult>();
+    let conf: RegistriesConf;
+    try {
+      // Re-read each time: the MCO rewrites it when mirror sets change, and it is small.
+      conf = await loadRegistriesConf(this.options.registriesConf, this.options.registriesConfDir);
+    } catch (error) {
+      for (const image of unique) results.set(image, { error: (error as Error).message });
+      return results;
+    }
+    const clients = this.clientsFor(pullSecrets);
+    // Layers shared by images of this batch are read once.
+    const layerSizes: LayerSizeCache = new Map();
+    const pending = unique.map(async (image) => results.set(image, await this.lookup(image, arch, conf, clients, layerSizes)));
+    let timer: NodeJS.Timeout | undefined;
+    const budget = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.options.budgetMs);
+      timer.unref();
+    });
+    await Promise.race([Promise.all(pending), budget]);
+    clearTimeout(timer);
+    for (const image of unique) if (!results.has(image)) results.set(image, { error: `no answer from the registry within ${Math.round(this.options.budgetMs / 1000)} s` });
+    return results;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const clients = this.clients;
+    this.clients = undefined;
+    if (clients) await Promise.all([clients.secure.close(), clients.insecure.close()]);
+  }
+
+  /** Never rejects: an image whose sizes cannot be found gets the reasons, one per endpoint tried. */
+  private lookup(image: string, arch: string, conf: RegistriesConf, clients: Clients, layerSizes: LayerSizeCache): Promise<SizeResult> {
+    let ref;
+    try {
+      ref = parseReference(image);
+    } catch (error) {
+      return Promise.resolve({ error: (error as Error).message });
+    }
+    if (!ref.digest) return Promise.resolve({ error: `${image} is not a digest pullspec` });
+    const key = `${ref.digest} ${arch}`;
+    const cached = this.cache.get(key);
+    if (cached) return Promise.resolve(cached);
+    const running = this.inflight.get(key);
+    if (running) return running;
+    const digestRef = ref;
+    const lookup = this.limit(async (): Promise<SizeResult> => {
+      let sources;
+      try {
+        sources = pullSources(conf, digestRef);
+      } catch (error) {
+        return { error: (error as Error).message };
+      }
+      const failures: string[] = [];
+      for (const source of sources) {
+        const where = formatReference({ registry: source.ref.registry, repository: source.ref.repository });
+        if ((this.unreachableUntil.get(source.ref.registry) ?? 0) > Date.now()) {
+          failures.push(`${where}: skipped, unreachable moments ago`);
+          continue;
+        }
+        if (this.closed) return { error: 'the agent is stopping' };
+        const started = Date.now();
+        const warnings: string[] = [];
+        try {
+          const measured = await measureImage(source.insecure ? clients.insecure : clients.secure, source.ref, arch, warnings, layerSizes);
+          const result: ImageLayers = {
+            layers: measured.layers.map((layer) => ({ digest: layer.digest, diskBytes: layer.diskBytes, exact: layer.method !== 'estimate-2x' })),
+            from: formatReference(source.ref),
+          };
+          this.remember(key, result);
+          this.options.log.debug({ image, from: result.from, layers: result.layers.length, ms: Date.now() - started, warnings }, 'image sizes read');
+          return result;
+        } catch (error) {
+          if (isUnreachable(error)) this.unreachableUntil.set(source.ref.registry, Date.now() + this.options.unreachableBackoffMs);
+          failures.push(`${source.mirror ? 'mirror ' : ''}${where}: ${oneLine((error as Error).message)}`);
+        }
+      }
+      return { error: failures.join('; ') };
+    });
+    const settled = lookup.catch((error: unknown) => ({ error: oneLine((error as Error).message) })).finally(() => this.inflight.delete(key));
+    this.inflight.set(key, settled);
+    return settled;
+  }
+
+  private remember(key: string, result: ImageLayers): void {
+    if (this.cache.size >= MAX_CACHED) {
+      const oldest = this.cache.keys().next().value;
+      if (oldest !== undefined) this.cache.delete(oldest);
+    }
+    this.cache.set(key, result);
+  }
+
+  /** Clients keep auth tokens per credential: new ones when the pull secret changes. */
+  private clientsFor(pullSecrets: readonly PullSecret[]): Clients {
+    const fingerprint = createHash('sha256')
+      .update(JSON.stringify(pullSecrets.map((secret) => [...secret.entries])))
+      .digest('hex');
+    if (this.clients?.fingerprint === fingerprint) return this.clients;
+    const previous = this.clients;
+    const { requestTimeoutMs, attempts } = this.options;
+    const common = {
+      mirrors: [],
+      pullSecrets,
+      retry: { attempts, baseDelayMs: 250, maxDelayMs: 1_000 },
+      concurrency: 8,
+      stallTimeoutMs: requestTimeoutMs,
+    };
+    this.clients = { fingerprint, secure: new RegistryClient({ ...common, tlsVerify: true }), insecure: new RegistryClient({ ...common, tlsVerify: false }) };
+    // Lookups still using the old clients fail and are retried on the next pass.
+    if (previous) void Promise.all([previous.secure.close(), previous.insecure.close()]).catch(() => undefined);
+    return this.clients;
+  }
+}
+
+function isUnreachable(error: unknown): boolean {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code && UNREACHABLE.has(code)) return true;
+  }
+  return false;
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim().slice(0, 500);
+}
