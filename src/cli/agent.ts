@@ -7,6 +7,8 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { Argv } from 'yargs';
 import { CrioRuntime, DEFAULT_CRIO_SOCKET, DEFAULT_PIN_DROP_IN, reloadWithSignal, reloadWithSystemctl, type CrioReload } from '../agent/crio.js';
 import { serveAgentHttp } from '../agent/http.js';
+import { RegistryImageSizes } from '../agent/image-sizes.js';
+import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../agent/registries-conf.js';
 import { KubeAgentCluster } from '../agent/kube.js';
 import { AgentMetrics } from '../agent/metrics.js';
 import { LeasePacer } from '../agent/pacing.js';
@@ -34,6 +36,8 @@ export function agentCommand(ctx: CommandContext) {
         .option('drop-in', { type: 'string', default: DEFAULT_PIN_DROP_IN, describe: 'The pinned_images drop-in the agent owns' })
         .option('reload', { type: 'string', default: 'systemctl', describe: 'How to reload CRI-O: systemctl | pid:<pid> | pidfile:<path>' })
         .option('pull-secret', { type: 'string', default: DEFAULT_PULL_SECRET, describe: "The node's pull secret (kubelet config.json format)" })
+        .option('registries-conf', { type: 'string', default: DEFAULT_REGISTRIES_CONF, describe: "CRI-O's registries.conf: where image sizes are read (mirrors first); a missing file = no mirrors" })
+        .option('registries-conf-dir', { type: 'string', default: DEFAULT_REGISTRIES_CONF_DIR, describe: 'Its drop-in directory (*.conf, in name order)' })
         .option('concurrency', { type: 'number', default: 5, describe: 'Parallel pulls on a worker node' })
         .option('control-plane-concurrency', { type: 'number', default: 1, describe: 'Parallel pulls on a control-plane node' })
         .option('reserve', { type: 'string', default: '16Gi', describe: 'Image filesystem space pre-loading leaves free (bytes or Ki/Mi/Gi/Ti)' })
@@ -54,9 +58,13 @@ export function agentCommand(ctx: CommandContext) {
       const log = createLogger(level, ctx.stderr).child({ node: nodeName });
       const metrics = new AgentMetrics();
       const runtime = await CrioRuntime.connect({ socketPath: args['cri-socket'], dropInPath: args['drop-in'], reload: reloadFrom(args.reload) });
+      const imageSizes = new RegistryImageSizes({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], log });
       let agent: NodeAgent | undefined;
       const kubeConfig = kubeConfigFrom(args.kubeconfig);
-      const cluster = new KubeAgentCluster(kubeConfig, nodeName, log, () => agent?.trigger());
+      // With --once the one pass below is the only one: informer events must not start another beside it.
+      const cluster = new KubeAgentCluster(kubeConfig, nodeName, log, () => {
+        if (!args.once) agent?.trigger();
+      });
       const slots: number = args['max-pulling-nodes'];
       const pacer = slots > 0 ? new LeasePacer(kubeConfig, { namespace: args['lease-namespace'], slots, holder: nodeName, log }) : undefined;
       agent = new NodeAgent({
@@ -70,6 +78,7 @@ export function agentCommand(ctx: CommandContext) {
         reserveBytes: parseBytes(args.reserve, '--reserve'),
         minThroughputBytesPerSecond: parseBytes(args['min-throughput'], '--min-throughput'),
         pullSecretPath: args['pull-secret'],
+        imageSizes,
         resyncMs: args.resync * 1000,
         permanentFailureBackoffMs: args['permanent-failure-backoff'] * 1000,
         pacer,
@@ -97,6 +106,7 @@ export function agentCommand(ctx: CommandContext) {
         await http.close();
       } finally {
         await cluster.stop();
+        await imageSizes.close();
         runtime.close();
       }
     },
