@@ -79,6 +79,9 @@ describe('prestage install', () => {
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
     ]);
     expect(container.volumeMounts).toContainEqual({ name: 'kubelet-pull-secret', mountPath: '/var/lib/kubelet/config.json', readOnly: true });
+    // The agent reads CRI-O's registries.conf (mirrors) to size images exactly, and never writes it.
+    expect(container.volumeMounts).toContainEqual({ name: 'containers-config', mountPath: '/etc/containers', readOnly: true });
+    expect((daemonSet.spec.template.spec as unknown as { volumes: unknown[] }).volumes).toContainEqual({ name: 'containers-config', hostPath: { path: '/etc/containers', type: 'DirectoryOrCreate' } });
   });
 
   it('--apply applies everything server-side, and applying again changes nothing', async () => {

@@ -130,6 +130,8 @@ export function installManifests(options: InstallOptions): Manifest[] {
                   // which needs both on one mount.
                   { name: 'crio-config', mountPath: '/etc/crio' },
                   { name: 'kubelet-pull-secret', mountPath: '/var/lib/kubelet/config.json', readOnly: true },
+                  // registries.conf and its drop-ins: image sizes are read from CRI-O's mirrors.
+                  { name: 'containers-config', mountPath: '/etc/containers', readOnly: true },
                   { name: 'systemd', mountPath: '/run/systemd' },
                 ],
               },
@@ -138,6 +140,7 @@ export function installManifests(options: InstallOptions): Manifest[] {
               { name: 'crio-socket', hostPath: { path: '/var/run/crio/crio.sock', type: 'Socket' } },
               { name: 'crio-config', hostPath: { path: '/etc/crio', type: 'Directory' } },
               { name: 'kubelet-pull-secret', hostPath: { path: '/var/lib/kubelet/config.json', type: 'FileOrCreate' } },
+              { name: 'containers-config', hostPath: { path: '/etc/containers', type: 'DirectoryOrCreate' } },
               { name: 'systemd', hostPath: { path: '/run/systemd', type: 'Directory' } },
             ],
           },
