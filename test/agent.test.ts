@@ -5,7 +5,7 @@
  */
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import { PassThrough } from 'node:stream';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { ApiextensionsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
@@ -22,6 +22,7 @@ import {
   type PinnedImageSetStatus,
 } from '../src/api/prestage.js';
 import { CrioRuntime, renderPinDropIn } from '../src/agent/crio.js';
+import { RegistryImageSizes } from '../src/agent/image-sizes.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
 import { LeasePacer, PULL_SLOT_PREFIX, type PullPacer } from '../src/agent/pacing.js';
@@ -61,6 +62,9 @@ const agents = new Map<string, RunningAgent>();
 /** Per node: make the next reloads fail, as a broken crio.conf would. */
 const failReload = new Map<string, boolean>();
 
+/** The node's registries.conf and drop-in directory, as its CRI-O reads them (test/cluster/crio.ts). */
+const registriesConfOf = (testNode: TestNode) => ({ registriesConf: join(dirname(testNode.crio.confDir), 'registries.conf'), registriesConfDir: join(dirname(testNode.crio.confDir), 'registries.conf.d') });
+
 async function startAgent(node: TestNode, reserveBytes = 0, pacer?: PullPacer): Promise<RunningAgent> {
   const runtime = await CrioRuntime.connect({
     socketPath: node.crio.socketPath,
@@ -72,10 +76,13 @@ async function startAgent(node: TestNode, reserveBytes = 0, pacer?: PullPacer): 
   });
   let agent: NodeAgent | undefined;
   const view = new KubeAgentCluster(cluster.kubeConfig, node.name, log, () => agent?.trigger());
+  // Exact sizes for the disk check, read the way this node's CRI-O pulls (through the mirror).
+  const imageSizes = new RegistryImageSizes({ ...registriesConfOf(node), log });
   agent = new NodeAgent({
     nodeName: node.name,
     runtime,
     cluster: view,
+    imageSizes,
     log: log.child({ node: node.name }),
     concurrency: node.role === 'control-plane' ? 1 : 3,
     reserveBytes,
@@ -93,6 +100,7 @@ async function startAgent(node: TestNode, reserveBytes = 0, pacer?: PullPacer): 
     stop: async () => {
       await agent.stop();
       await view.stop();
+      await imageSizes.close();
       runtime.close();
       agents.delete(node.name);
     },
@@ -308,19 +316,33 @@ describe('node agents', () => {
 });
 
 describe('node agent faults', () => {
-  it('fails a set that does not fit the free disk, with nothing pulled, and leaves other sets alone', async () => {
-    const filesystem = await agents.get('worker-0')!.runtime.imageFilesystem();
-    // The plan's estimate for the set: 1.5 × the free space per image.
-    const diskBytes = String(3 * filesystem.freeBytes);
-    await createSet(pinnedImageSet('too-big', [IMG_C, IMG_E], { nodeSelector: { matchLabels: { 'kubernetes.io/hostname': 'worker-0' } } }, { [DISK_BYTES_ANNOTATION]: diskBytes }));
-    const set = await waitForSet('worker-0', 'too-big', (candidate) => candidate.lastFailedGeneration === 1, 'failed');
-    expect(set.lastFailedGenerationError).toMatch(/^not enough disk: 1 images need \d+ bytes \(estimated from the prestage\.dev\/disk-bytes annotation; exact sizes unknown for quay\.io\/\S+: not looked up\), \d+ free after the 0-byte reserve and earlier sets; nothing pulled$/);
-    expect(set.images.map((image) => [image.state, image.attempts])).toEqual([['Pulled', 1], ['Pending', 0]]);
-    expect((await criPins(node('worker-0'), [IMG_E]))[IMG_E]).toBe('absent');
-    expect(isSetDone((await waitForSet('worker-0', 'all-nodes', () => true, 'listed')))).toBe(true);
-    const status = await nodeStatus('worker-0');
-    expect(status?.status?.conditions?.find((c) => c.type === 'Degraded')).toMatchObject({ status: 'True', reason: 'PrefetchFailed' });
-    await deleteSet('too-big');
+  it('fails a set that does not fit the free disk by exact size, with nothing pulled, and leaves other sets alone', async () => {
+    // More reserve than any disk has: whatever the host's free space does meanwhile, nothing new fits.
+    const reserve = 2 ** 50;
+    await agents.get('worker-0')!.stop();
+    await startAgent(node('worker-0'), reserve);
+    try {
+      // The plan's estimate (1 byte) would fit; the exact size decides.
+      await createSet(pinnedImageSet('too-big', [IMG_C, IMG_E], { nodeSelector: { matchLabels: { 'kubernetes.io/hostname': 'worker-0' } } }, { [DISK_BYTES_ANNOTATION]: '1' }));
+      const set = await waitForSet('worker-0', 'too-big', (candidate) => candidate.lastFailedGeneration === 1, 'failed');
+      // IMG_C is stored (from the deleted "workers" set); IMG_E needs only its layers not stored yet with
+      // the images of the sets selecting worker-0 (all-nodes: A, B; too-big: C).
+      const truthOf = (pullSpec: string) => truth.components.find((candidate) => candidate.pullSpec === pullSpec)!;
+      const stored = new Set([IMG_A, IMG_B, IMG_C].flatMap((image) => truthOf(image).layers.map((layer) => layer.digest)));
+      const needed = truthOf(IMG_E).layers.filter((layer) => !stored.has(layer.digest));
+      const neededBytes = needed.reduce((sum, layer) => sum + layer.uncompressedSize, 0);
+      expect(set.lastFailedGenerationError).toBe(`not enough disk: 1 images need ${neededBytes} bytes (exact, ${needed.length} layers), 0 free after the ${reserve}-byte reserve and earlier sets; nothing pulled`);
+      // The restarted agent never tried either (IMG_C was pulled by the one before it).
+      expect(set.images.map((image) => [image.state, image.attempts])).toEqual([['Pulled', 0], ['Pending', 0]]);
+      expect((await criPins(node('worker-0'), [IMG_E]))[IMG_E]).toBe('absent');
+      expect(isSetDone((await waitForSet('worker-0', 'all-nodes', () => true, 'listed')))).toBe(true);
+      const status = await nodeStatus('worker-0');
+      expect(status?.status?.conditions?.find((c) => c.type === 'Degraded')).toMatchObject({ status: 'True', reason: 'PrefetchFailed' });
+      await deleteSet('too-big');
+    } finally {
+      await agents.get('worker-0')!.stop();
+      await startAgent(node('worker-0'));
+    }
   });
 
   it('restores the previous drop-in when the reload fails, and reports why', async () => {
@@ -380,6 +402,8 @@ describe('prestage agent (CLI)', () => {
         '--drop-in', join(worker1.crio.confDir, DROP_IN),
         '--reload', `pid:${worker1.crio.pid}`,
         '--pull-secret', pullSecret,
+        '--registries-conf', registriesConfOf(worker1).registriesConf,
+        '--registries-conf-dir', registriesConfOf(worker1).registriesConfDir,
         '--reserve', '1Mi',
       ],
       { stdout: new PassThrough(), stderr },
@@ -391,6 +415,8 @@ describe('prestage agent (CLI)', () => {
     expect(await criPins(worker1, [IMG_B, IMG_C])).toEqual({ [IMG_B]: true, [IMG_C]: true });
     const lines = log.trim().split('\n').map((line) => JSON.parse(line) as { msg: string; image?: string });
     expect(lines).toContainEqual(expect.objectContaining({ msg: 'pulled', image: IMG_C }));
+    // The disk check read IMG_C's exact sizes through the node's mirror.
+    expect(lines).toContainEqual(expect.objectContaining({ msg: 'image sizes read', image: IMG_C, from: IMG_C.replace(/^quay\.io/, registry.host) }));
     expect(log).not.toContain(secretPassword);
     await startAgent(worker1);
   });
