@@ -5,6 +5,7 @@
  * truth: the uncompressed size of every layer, as built.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { CustomObjectsApi } from '@kubernetes/client-node';
@@ -160,6 +161,50 @@ describe('exact image sizes through the node registries.conf', () => {
     } finally {
       await sizes.close();
       await locked.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+  it('gets past a mirror that never answers quickly, skips it for the next images, and answers within its budget', async () => {
+    // A host that accepts connections and never says a word, like a blackholed mirror.
+    const sockets = new Set<Socket>();
+    let connections = 0;
+    const silent = createServer((socket) => {
+      connections++;
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const silentHost = `127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const dir = await mkdtemp(join(tmpdir(), 'prestage-registries-conf-'));
+    const conf = `[[registry]]\nlocation = "quay.io"\n[[registry.mirror]]\nlocation = "${silentHost}"\n[[registry.mirror]]\nlocation = "${registry.host}"\ninsecure = true\n`;
+    await writeFile(join(dir, 'registries.conf'), conf);
+    const sizes = new RegistryImageSizes({ registriesConf: join(dir, 'registries.conf'), registriesConfDir: join(dir, 'registries.conf.d'), log, requestTimeoutMs: 2_000 });
+    const impatient = new RegistryImageSizes({ registriesConf: join(dir, 'registries.conf'), registriesConfDir: join(dir, 'registries.conf.d'), log, requestTimeoutMs: 2_000, budgetMs: 1_000 });
+    try {
+      const [first, second, third] = [component('docker-registry'), component('haproxy-router'), component('baremetal-runtimecfg')];
+      let started = Date.now();
+      const before = await sizes.layers([first.pullSpec], { arch: 'amd64', pullSecrets: [] });
+      // Two attempts of at most 2 s each on the silent mirror (its TLS handshake never ends), then the next mirror.
+      expect(Date.now() - started).toBeLessThan(12_000);
+      expect(before.get(first.pullSpec)).toMatchObject({ from: first.pullSpec.replace(/^quay\.io/, registry.host) });
+      const seen = connections;
+      expect(seen).toBeGreaterThan(0);
+      started = Date.now();
+      const after = await sizes.layers([second.pullSpec], { arch: 'amd64', pullSecrets: [] });
+      expect(after.get(second.pullSpec)).toMatchObject({ layers: second.layers.map((layer) => ({ digest: layer.digest, diskBytes: layer.uncompressedSize })) });
+      // Skipped, not waited for again.
+      expect(connections).toBe(seen);
+      expect(Date.now() - started).toBeLessThan(10_000);
+
+      started = Date.now();
+      const late = await impatient.layers([third.pullSpec], { arch: 'amd64', pullSecrets: [] });
+      expect(late.get(third.pullSpec)).toEqual({ error: 'no answer from the registry within 1 s' });
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      await sizes.close();
+      await impatient.close();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
       await rm(dir, { recursive: true, force: true });
     }
   });

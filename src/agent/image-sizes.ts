@@ -9,6 +9,7 @@
  * number at once, a budget per batch, and a host that did not answer is skipped for a while.
  */
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import { measureImage, type LayerSizeCache } from '../plan/sizes.js';
@@ -125,7 +126,10 @@ export class RegistryImageSizes implements ImageSizeSource {
     this.closed = true;
     const clients = this.clients;
     this.clients = undefined;
-    if (clients) await Promise.all([clients.secure.close(), clients.insecure.close()]);
+    if (!clients) return;
+    // Closing waits for requests in flight, which may be a lookup past its budget: do not hold a stopping agent for it.
+    const closing = Promise.all([clients.secure.close(), clients.insecure.close()]).catch(() => undefined);
+    await Promise.race([closing, sleep(1_000, undefined, { ref: false })]);
   }
 
   /** Never rejects: an image whose sizes cannot be found gets the reasons, one per endpoint tried. */
@@ -203,6 +207,7 @@ export class RegistryImageSizes implements ImageSizeSource {
       retry: { attempts, baseDelayMs: 250, maxDelayMs: 1_000 },
       concurrency: 8,
       stallTimeoutMs: requestTimeoutMs,
+      connectTimeoutMs: requestTimeoutMs,
     };
     this.clients = { fingerprint, secure: new RegistryClient({ ...common, tlsVerify: true }), insecure: new RegistryClient({ ...common, tlsVerify: false }) };
     // Lookups still using the old clients fail and are retried on the next pass.

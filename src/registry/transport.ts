@@ -32,6 +32,8 @@ export interface TransportOptions {
   readonly concurrency: number;
   /** A response body idle for longer than this is a stall (retried like a reset). */
   readonly stallTimeoutMs: number;
+  /** TCP and TLS connection setup; default undici's 10 s. */
+  readonly connectTimeoutMs?: number;
   /** Reports retries and redirects; never sees credentials. */
   readonly onEvent?: (event: TransportEvent) => void;
 }
@@ -85,7 +87,7 @@ interface CachedToken {
 }
 
 /** One Agent per option set: TLS settings live on the dispatcher. */
-export function createDispatcher(opts: Pick<TransportOptions, 'tlsVerify' | 'caFile' | 'stallTimeoutMs'>): Agent {
+export function createDispatcher(opts: Pick<TransportOptions, 'tlsVerify' | 'caFile' | 'stallTimeoutMs' | 'connectTimeoutMs'>): Agent {
   let ca: string[] | undefined;
   if (opts.caFile) {
     let pem: string;
@@ -99,7 +101,7 @@ export function createDispatcher(opts: Pick<TransportOptions, 'tlsVerify' | 'caF
     ca = [...rootCertificates, pem];
   }
   return new Agent({
-    connect: { rejectUnauthorized: opts.tlsVerify, ...(ca ? { ca } : {}) },
+    connect: { rejectUnauthorized: opts.tlsVerify, ...(ca ? { ca } : {}), ...(opts.connectTimeoutMs !== undefined ? { timeout: opts.connectTimeoutMs } : {}) },
     headersTimeout: opts.stallTimeoutMs,
     bodyTimeout: opts.stallTimeoutMs,
     connections: 32,
