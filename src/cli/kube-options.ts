@@ -23,6 +23,6 @@ export function withKubeOptions<T>(y: Argv<T>): Argv<T & KubeFlags> {
 
 export async function clusterFrom(flags: KubeFlags, scriptName: string): Promise<{ client: KubeClient; backend: PinningBackend }> {
   const client = new KubeClient(await loadKubeconfig(flags));
-  const kind = flags.backend ?? (await detectBackend(client, AGENT_API_VERSION, scriptName));
-  return { client, backend: kind === 'mco' ? mcoBackend(client) : agentBackend(client) };
+  const detected = await detectBackend(client, AGENT_API_VERSION, scriptName, flags.backend);
+  return { client, backend: detected.kind === 'mco' ? mcoBackend(client, detected.versions) : agentBackend(client) };
 }

@@ -46,7 +46,7 @@ const generation = (field: string) => ({
   'x-kubernetes-validations': [{ rule: 'self >= oldSelf', message: `${field} must not decrease` }],
 });
 
-function crd(plural: string, kind: string, schema: object, status: boolean) {
+function crd(plural: string, kind: string, schema: object, status: boolean, version = 'v1') {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
@@ -55,7 +55,7 @@ function crd(plural: string, kind: string, schema: object, status: boolean) {
       group: GROUP,
       scope: 'Cluster',
       names: { plural, singular: kind.toLowerCase(), kind, listKind: `${kind}List` },
-      versions: [{ name: 'v1', served: true, storage: true, ...(status ? { subresources: { status: {} } } : {}), schema: { openAPIV3Schema: schema } }],
+      versions: [{ name: version, served: true, storage: true, ...(status ? { subresources: { status: {} } } : {}), schema: { openAPIV3Schema: schema } }],
     },
   };
 }
@@ -205,15 +205,43 @@ export const MACHINE_CONFIG_NODE_CRD = crd(
 
 export const MCO_CRDS = [PINNED_IMAGE_SET_CRD, MACHINE_CONFIG_POOL_CRD, MACHINE_CONFIG_NODE_CRD];
 
-/** Creates the CRDs and resolves once the API server serves all three. */
-export async function installMcoCrds(client: KubeClient): Promise<void> {
-  for (const definition of MCO_CRDS) {
+type Crd = typeof PINNED_IMAGE_SET_CRD;
+
+/** The same resource served at another version only, with `edit` applied to a copy of its schema. */
+function atVersion(definition: Crd, version: string, edit: (schema: any) => void = () => undefined): Crd {
+  const copy = structuredClone(definition);
+  const [served] = copy.spec.versions;
+  served!.name = version;
+  edit(served!.schema.openAPIV3Schema);
+  return copy;
+}
+
+/**
+ * OpenShift 4.16-4.18 with TechPreviewNoUpgrade (openshift/api machineconfiguration/v1alpha1 of
+ * that time): PinnedImageSet and MachineConfigNode served only at v1alpha1, and a set's errors
+ * on a node as a list of strings, `lastFailedGenerationErrors` (max 10).
+ */
+export const MCO_4_16_CRDS = [
+  atVersion(PINNED_IMAGE_SET_CRD, 'v1alpha1'),
+  MACHINE_CONFIG_POOL_CRD,
+  atVersion(MACHINE_CONFIG_NODE_CRD, 'v1alpha1', (schema) => {
+    const item = schema.properties.status.properties.pinnedImageSets.items;
+    delete item.properties.lastFailedGenerationError;
+    item.properties.lastFailedGenerationErrors = { type: 'array', maxItems: 10, items: { type: 'string' } };
+    item['x-kubernetes-validations'] = item['x-kubernetes-validations'].slice(0, 2);
+  }),
+];
+
+/** Creates the CRDs and resolves once the API server serves every one at its version. */
+export async function installMcoCrds(client: KubeClient, crds: readonly Crd[] = MCO_CRDS): Promise<void> {
+  for (const definition of crds) {
     await client.request('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', { body: definition });
   }
   const deadline = Date.now() + 30_000;
+  const wanted = crds.map((definition) => ({ path: `/apis/${GROUP}/${definition.spec.versions[0]!.name}`, plural: definition.spec.names.plural }));
   for (;;) {
-    const served = await client.find<{ resources: Array<{ name: string }> }>(`/apis/${GROUP}/v1`);
-    if (served && ['pinnedimagesets', 'machineconfigpools', 'machineconfignodes'].every((n) => served.resources.some((r) => r.name === n))) return;
+    const served = await Promise.all(wanted.map(async ({ path, plural }) => (await client.find<{ resources: Array<{ name: string }> }>(path))?.resources.some((r) => r.name === plural) ?? false));
+    if (served.every(Boolean)) return;
     if (Date.now() > deadline) throw new Error('MCO CRDs were not served within 30 s');
     await new Promise((resolve) => setTimeout(resolve, 100));
   }

@@ -1,33 +1,56 @@
 /**
- * The MCO-native backend: sets are `machineconfiguration.openshift.io/v1` PinnedImageSets
+ * The MCO-native backend: sets are `machineconfiguration.openshift.io` PinnedImageSets
  * whose labels pick MachineConfigPools (by each pool's `machineConfigSelector`); a set targets
  * the nodes of those pools (by each pool's `nodeSelector`); progress is each node's
  * MachineConfigNode `status.pinnedImageSets[]` and its PinnedImageSets* conditions.
+ *
+ * OpenShift 4.19+ serves PinnedImageSet and MachineConfigNode at v1. 4.16-4.18 serve them only
+ * at v1alpha1 (TechPreview), where a set's error was first a list (`lastFailedGenerationErrors`),
+ * later one string; the backend uses the version the cluster serves and reads every shape.
  */
 import { toPinnedImageSetObject } from '../desired-sets.js';
 import { MANAGED_BY_LABEL, type DesiredSet, type NodeSetProgress, type PinningBackend, type ProgressSnapshot, type SetProgress } from '../backend.js';
 import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../kube.js';
 import { observedBackend, type ClusterView } from '../observed-backend.js';
 
-export const MCO_GROUP_VERSION = 'machineconfiguration.openshift.io/v1';
-const BASE = `/apis/${MCO_GROUP_VERSION}`;
-export const MCO_PATHS = {
-  pinnedImageSets: `${BASE}/pinnedimagesets`,
-  machineConfigPools: `${BASE}/machineconfigpools`,
-  machineConfigNodes: `${BASE}/machineconfignodes`,
-  nodes: '/api/v1/nodes',
-} as const;
+export const MCO_GROUP = 'machineconfiguration.openshift.io';
+export type McoVersion = 'v1' | 'v1alpha1';
+
+/** The versions a cluster serves PinnedImageSet and MachineConfigNode at (MachineConfigPool is always v1). */
+export interface McoVersions {
+  readonly pinnedImageSets: McoVersion;
+  readonly machineConfigNodes: McoVersion;
+}
+
+export const MCO_V1: McoVersions = { pinnedImageSets: 'v1', machineConfigNodes: 'v1' };
+
+export function mcoPaths(versions: McoVersions) {
+  return {
+    pinnedImageSets: `/apis/${MCO_GROUP}/${versions.pinnedImageSets}/pinnedimagesets`,
+    machineConfigPools: `/apis/${MCO_GROUP}/v1/machineconfigpools`,
+    machineConfigNodes: `/apis/${MCO_GROUP}/${versions.machineConfigNodes}/machineconfignodes`,
+    nodes: '/api/v1/nodes',
+  } as const;
+}
+
+/** The paths on a 4.19+ cluster. */
+export const MCO_PATHS = mcoPaths(MCO_V1);
 
 interface MachineConfigPool extends KubeObject {
   spec?: { nodeSelector?: LabelSelector; machineConfigSelector?: LabelSelector };
 }
 
+/** Every shape MCO has written: v1, and the v1alpha1 ones of 4.16-4.18. */
 interface MachineConfigNodeSetStatus {
   name: string;
   desiredGeneration?: number;
   currentGeneration?: number;
   lastFailedGeneration?: number;
   lastFailedGenerationError?: string;
+  /** v1alpha1, 4.16-4.17: strings; briefly `{ message }` objects. */
+  lastFailedGenerationErrors?: Array<string | { message?: string }>;
+  /** v1alpha1, later: one string and no failed generation. */
+  lastPinnedImageSetError?: string;
 }
 
 interface MachineConfigNode extends KubeObject {
@@ -37,23 +60,25 @@ interface MachineConfigNode extends KubeObject {
   };
 }
 
-export function mcoBackend(client: KubeClient): PinningBackend {
+export function mcoBackend(client: KubeClient, versions: McoVersions = MCO_V1): PinningBackend {
+  const paths = mcoPaths(versions);
   return observedBackend(client, {
     kind: 'mco',
-    setsPath: MCO_PATHS.pinnedImageSets,
-    toObject: (set: DesiredSet) => toPinnedImageSetObject(set, MCO_GROUP_VERSION),
+    setsPath: paths.pinnedImageSets,
+    toObject: (set: DesiredSet) => toPinnedImageSetObject(set, `${MCO_GROUP}/${versions.pinnedImageSets}`),
     imagesOf: (object) => ((object['spec'] as { pinnedImages?: Array<{ name: string }> } | undefined)?.pinnedImages ?? []).map((i) => i.name),
-    collections: [MCO_PATHS.pinnedImageSets, MCO_PATHS.machineConfigPools, MCO_PATHS.machineConfigNodes, MCO_PATHS.nodes],
-    project: projectMco,
+    collections: [paths.pinnedImageSets, paths.machineConfigPools, paths.machineConfigNodes, paths.nodes],
+    project: (view, names) => projectMco(view, names, versions),
   });
 }
 
 /** Pure: the progress of `names` (default: prestage-managed sets) in one view of the cluster. */
-export function projectMco(view: ClusterView, names: readonly string[] | undefined): ProgressSnapshot {
-  const sets = view.get(MCO_PATHS.pinnedImageSets)!;
-  const pools = [...view.get(MCO_PATHS.machineConfigPools)!.values()] as MachineConfigPool[];
-  const nodes = [...view.get(MCO_PATHS.nodes)!.values()];
-  const mcns = view.get(MCO_PATHS.machineConfigNodes)! as ReadonlyMap<string, MachineConfigNode>;
+export function projectMco(view: ClusterView, names: readonly string[] | undefined, versions: McoVersions = MCO_V1): ProgressSnapshot {
+  const paths = mcoPaths(versions);
+  const sets = view.get(paths.pinnedImageSets)!;
+  const pools = [...view.get(paths.machineConfigPools)!.values()] as MachineConfigPool[];
+  const nodes = [...view.get(paths.nodes)!.values()];
+  const mcns = view.get(paths.machineConfigNodes)! as ReadonlyMap<string, MachineConfigNode>;
   const wanted = names ?? [...sets.values()].filter((s) => s.metadata.labels?.[MANAGED_BY_LABEL] === 'prestage').map((s) => s.metadata.name);
   const poolOfNode = new Map(nodes.map((node) => [node.metadata.name, poolOf(node, pools)]));
   return {
@@ -89,11 +114,17 @@ function nodeProgress(node: string, set: string, generation: number, mcn: Machin
   const base = { node, set, desiredGeneration, currentGeneration };
   if (desiredGeneration < generation) return { ...base, phase: 'pending' };
   if (currentGeneration === desiredGeneration) return { ...base, phase: 'done' };
-  if (entry?.lastFailedGeneration !== undefined && entry.lastFailedGeneration >= desiredGeneration) {
-    return { ...base, phase: 'degraded', error: entry.lastFailedGenerationError ?? 'failed' };
-  }
+  const error = entry && setError(entry);
+  // Failed at this generation; the latest v1alpha1 shape has no failed generation, only the error.
+  const failedNow = entry?.lastFailedGeneration !== undefined ? entry.lastFailedGeneration >= desiredGeneration : Boolean(entry?.lastPinnedImageSetError);
+  if (failedNow) return { ...base, phase: 'degraded', error: error || 'failed' };
   // MCO also reports one node-wide condition for all sets: use it when the set has no error of its own.
   const degraded = mcn?.status?.conditions?.find((c) => c.type === 'PinnedImageSetsDegraded' && c.status === 'True');
   if (degraded) return { ...base, phase: 'degraded', error: degraded.message || degraded.reason || 'PinnedImageSetsDegraded' };
   return { ...base, phase: 'progressing' };
+}
+
+function setError(entry: MachineConfigNodeSetStatus): string | undefined {
+  const listed = (entry.lastFailedGenerationErrors ?? []).map((e) => (typeof e === 'string' ? e : e.message ?? '')).filter(Boolean);
+  return entry.lastFailedGenerationError || (listed.length > 0 ? listed.join('; ') : undefined) || entry.lastPinnedImageSetError || undefined;
 }
