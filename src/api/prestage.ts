@@ -127,56 +127,80 @@ const labelSelectorSchema = {
 
 const generation = { type: 'integer', format: 'int64', minimum: 0 };
 
-export const PINNED_IMAGE_SET_CRD: CustomResourceDefinition = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: `${PINNED_IMAGE_SETS}.${GROUP}` },
-  spec: {
-    group: GROUP,
-    scope: 'Cluster',
-    names: { plural: PINNED_IMAGE_SETS, singular: 'pinnedimageset', kind: 'PinnedImageSet', listKind: 'PinnedImageSetList', shortNames: ['pis'] },
-    versions: [
-      {
-        name: VERSION,
-        served: true,
-        storage: true,
-        additionalPrinterColumns: [
-          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-        ],
-        schema: {
-          openAPIV3Schema: {
-            type: 'object',
-            required: ['spec'],
-            properties: {
-              apiVersion: { type: 'string' },
-              kind: { type: 'string' },
-              metadata: { type: 'object' },
-              spec: {
+interface CrdNames {
+  readonly plural: string;
+  readonly singular: string;
+  readonly kind: string;
+  readonly shortNames: readonly string[];
+}
+
+/**
+ * The apiextensions boilerplate both prestage CRDs share: group `prestage.dev`, cluster scope,
+ * one served and stored version, optionally the status subresource.
+ */
+function clusterScopedCrd(
+  names: CrdNames,
+  version: { statusSubresource: boolean; printerColumns: readonly object[]; schema: Record<string, unknown> },
+): CustomResourceDefinition {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${names.plural}.${GROUP}` },
+    spec: {
+      group: GROUP,
+      scope: 'Cluster',
+      names: { plural: names.plural, singular: names.singular, kind: names.kind, listKind: `${names.kind}List`, shortNames: [...names.shortNames] },
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          ...(version.statusSubresource ? { subresources: { status: {} } } : {}),
+          additionalPrinterColumns: [...version.printerColumns],
+          schema: { openAPIV3Schema: version.schema },
+        },
+      ],
+    },
+  };
+}
+
+const AGE_COLUMN = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' };
+
+export const PINNED_IMAGE_SET_CRD: CustomResourceDefinition = clusterScopedCrd(
+  { plural: PINNED_IMAGE_SETS, singular: 'pinnedimageset', kind: 'PinnedImageSet', shortNames: ['pis'] },
+  {
+    statusSubresource: false,
+    printerColumns: [AGE_COLUMN],
+    schema: {
+      type: 'object',
+      required: ['spec'],
+      properties: {
+        apiVersion: { type: 'string' },
+        kind: { type: 'string' },
+        metadata: { type: 'object' },
+        spec: {
+          type: 'object',
+          required: ['pinnedImages'],
+          properties: {
+            pinnedImages: {
+              type: 'array',
+              minItems: 1,
+              maxItems: MAX_PINNED_IMAGES,
+              'x-kubernetes-list-type': 'map',
+              'x-kubernetes-list-map-keys': ['name'],
+              items: {
                 type: 'object',
-                required: ['pinnedImages'],
-                properties: {
-                  pinnedImages: {
-                    type: 'array',
-                    minItems: 1,
-                    maxItems: MAX_PINNED_IMAGES,
-                    'x-kubernetes-list-type': 'map',
-                    'x-kubernetes-list-map-keys': ['name'],
-                    items: {
-                      type: 'object',
-                      required: ['name'],
-                      properties: { name: { type: 'string', minLength: 1, maxLength: 512, pattern: DIGEST_PULLSPEC_PATTERN } },
-                    },
-                  },
-                  nodeSelector: labelSelectorSchema,
-                },
+                required: ['name'],
+                properties: { name: { type: 'string', minLength: 1, maxLength: 512, pattern: DIGEST_PULLSPEC_PATTERN } },
               },
             },
+            nodeSelector: labelSelectorSchema,
           },
         },
       },
-    ],
+    },
   },
-};
+);
 
 const conditionSchema = {
   type: 'object',
@@ -191,91 +215,77 @@ const conditionSchema = {
   },
 };
 
-export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: `${NODE_PINNED_IMAGES}.${GROUP}` },
-  spec: {
-    group: GROUP,
-    scope: 'Cluster',
-    names: { plural: NODE_PINNED_IMAGES, singular: 'nodepinnedimages', kind: 'NodePinnedImages', listKind: 'NodePinnedImagesList', shortNames: ['npi'] },
-    versions: [
-      {
-        name: VERSION,
-        served: true,
-        storage: true,
-        subresources: { status: {} },
-        additionalPrinterColumns: [
-          { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
-          { name: 'Degraded', type: 'string', jsonPath: '.status.conditions[?(@.type=="Degraded")].status' },
-          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-        ],
-        schema: {
-          openAPIV3Schema: {
-            type: 'object',
-            required: ['spec'],
-            'x-kubernetes-validations': [{ rule: 'self.metadata.name == self.spec.nodeName', message: 'metadata.name must be the node name' }],
-            properties: {
-              apiVersion: { type: 'string' },
-              kind: { type: 'string' },
-              metadata: { type: 'object' },
-              spec: {
+export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = clusterScopedCrd(
+  { plural: NODE_PINNED_IMAGES, singular: 'nodepinnedimages', kind: 'NodePinnedImages', shortNames: ['npi'] },
+  {
+    statusSubresource: true,
+    printerColumns: [
+      { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+      { name: 'Degraded', type: 'string', jsonPath: '.status.conditions[?(@.type=="Degraded")].status' },
+      AGE_COLUMN,
+    ],
+    schema: {
+      type: 'object',
+      required: ['spec'],
+      'x-kubernetes-validations': [{ rule: 'self.metadata.name == self.spec.nodeName', message: 'metadata.name must be the node name' }],
+      properties: {
+        apiVersion: { type: 'string' },
+        kind: { type: 'string' },
+        metadata: { type: 'object' },
+        spec: {
+          type: 'object',
+          required: ['nodeName'],
+          properties: { nodeName: { type: 'string', minLength: 1, maxLength: 253 } },
+        },
+        status: {
+          type: 'object',
+          properties: {
+            observedGeneration: generation,
+            conditions: {
+              type: 'array',
+              maxItems: 20,
+              'x-kubernetes-list-type': 'map',
+              'x-kubernetes-list-map-keys': ['type'],
+              items: conditionSchema,
+            },
+            imageFilesystem: {
+              type: 'object',
+              properties: { capacityBytes: { type: 'integer', format: 'int64' }, freeBytes: { type: 'integer', format: 'int64' } },
+            },
+            pinnedImageSets: {
+              type: 'array',
+              maxItems: 100,
+              'x-kubernetes-list-type': 'map',
+              'x-kubernetes-list-map-keys': ['name'],
+              items: {
                 type: 'object',
-                required: ['nodeName'],
-                properties: { nodeName: { type: 'string', minLength: 1, maxLength: 253 } },
-              },
-              status: {
-                type: 'object',
+                required: ['name', 'desiredGeneration', 'images'],
+                'x-kubernetes-validations': [
+                  { rule: '!has(self.currentGeneration) || self.desiredGeneration >= self.currentGeneration', message: 'desiredGeneration must be >= currentGeneration' },
+                  { rule: '!has(self.lastFailedGeneration) || self.desiredGeneration >= self.lastFailedGeneration', message: 'desiredGeneration must be >= lastFailedGeneration' },
+                  { rule: '!has(self.lastFailedGeneration) || has(self.lastFailedGenerationError)', message: 'lastFailedGeneration requires lastFailedGenerationError' },
+                ],
                 properties: {
-                  observedGeneration: generation,
-                  conditions: {
+                  name: { type: 'string', minLength: 1, maxLength: 253 },
+                  desiredGeneration: generation,
+                  currentGeneration: generation,
+                  lastFailedGeneration: generation,
+                  lastFailedGenerationError: { type: 'string', maxLength: 32768 },
+                  images: {
                     type: 'array',
-                    maxItems: 20,
-                    'x-kubernetes-list-type': 'map',
-                    'x-kubernetes-list-map-keys': ['type'],
-                    items: conditionSchema,
-                  },
-                  imageFilesystem: {
-                    type: 'object',
-                    properties: { capacityBytes: { type: 'integer', format: 'int64' }, freeBytes: { type: 'integer', format: 'int64' } },
-                  },
-                  pinnedImageSets: {
-                    type: 'array',
-                    maxItems: 100,
+                    maxItems: MAX_PINNED_IMAGES,
                     'x-kubernetes-list-type': 'map',
                     'x-kubernetes-list-map-keys': ['name'],
                     items: {
                       type: 'object',
-                      required: ['name', 'desiredGeneration', 'images'],
-                      'x-kubernetes-validations': [
-                        { rule: '!has(self.currentGeneration) || self.desiredGeneration >= self.currentGeneration', message: 'desiredGeneration must be >= currentGeneration' },
-                        { rule: '!has(self.lastFailedGeneration) || self.desiredGeneration >= self.lastFailedGeneration', message: 'desiredGeneration must be >= lastFailedGeneration' },
-                        { rule: '!has(self.lastFailedGeneration) || has(self.lastFailedGenerationError)', message: 'lastFailedGeneration requires lastFailedGenerationError' },
-                      ],
+                      required: ['name', 'state', 'attempts'],
                       properties: {
-                        name: { type: 'string', minLength: 1, maxLength: 253 },
-                        desiredGeneration: generation,
-                        currentGeneration: generation,
-                        lastFailedGeneration: generation,
-                        lastFailedGenerationError: { type: 'string', maxLength: 32768 },
-                        images: {
-                          type: 'array',
-                          maxItems: MAX_PINNED_IMAGES,
-                          'x-kubernetes-list-type': 'map',
-                          'x-kubernetes-list-map-keys': ['name'],
-                          items: {
-                            type: 'object',
-                            required: ['name', 'state', 'attempts'],
-                            properties: {
-                              name: { type: 'string' },
-                              state: { type: 'string', enum: [...IMAGE_STATES] },
-                              attempts: { type: 'integer', format: 'int32', minimum: 0 },
-                              lastError: { type: 'string', maxLength: 4096 },
-                              bytes: { type: 'integer', format: 'int64', minimum: 0 },
-                              pulledBytes: { type: 'integer', format: 'int64', minimum: 0 },
-                            },
-                          },
-                        },
+                        name: { type: 'string' },
+                        state: { type: 'string', enum: [...IMAGE_STATES] },
+                        attempts: { type: 'integer', format: 'int32', minimum: 0 },
+                        lastError: { type: 'string', maxLength: 4096 },
+                        bytes: { type: 'integer', format: 'int64', minimum: 0 },
+                        pulledBytes: { type: 'integer', format: 'int64', minimum: 0 },
                       },
                     },
                   },
@@ -285,8 +295,8 @@ export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = {
           },
         },
       },
-    ],
+    },
   },
-};
+);
 
 export const CRDS: readonly CustomResourceDefinition[] = [PINNED_IMAGE_SET_CRD, NODE_PINNED_IMAGES_CRD];
