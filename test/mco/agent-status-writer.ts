@@ -8,9 +8,9 @@
  */
 import { API_VERSION, CRDS, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../../src/api/prestage.js';
 import { AGENT_PATHS } from '../../src/cluster/agent/backend.js';
-import { Informer } from '../../src/cluster/informer.js';
+import type { Informer } from '../../src/cluster/informer.js';
 import { matchesSelector, type KubeClient, type LabelSelector } from '../../src/cluster/kube.js';
-import type { NodeBehaviour } from './simulator.js';
+import { mergeConditions, NodePlayer, type NodeBehaviour } from './node-player.js';
 
 const IMAGE_BYTES = 10 * 2 ** 20;
 
@@ -23,44 +23,25 @@ export async function installAgentCrds(client: KubeClient): Promise<void> {
   }
 }
 
-export class AgentStatusWriter {
-  private readonly abort = new AbortController();
+export class AgentStatusWriter extends NodePlayer {
   private readonly sets: Informer;
   private readonly nodes: Informer;
   private readonly statuses: Informer;
-  private readonly behaviours = new Map<string, NodeBehaviour>();
+  /** `node/set/generation` already pulling: one pull per generation. */
   private readonly started = new Set<string>();
-  private readonly timers = new Set<NodeJS.Timeout>();
-  private readonly queues = new Map<string, Promise<unknown>>();
-  readonly errors: Error[] = [];
 
-  private constructor(
-    private readonly client: KubeClient,
-    private readonly defaultBehaviour: NodeBehaviour,
-  ) {
-    const informer = (path: string) => new Informer(client, path, { onChange: () => this.reconcile() });
-    this.sets = informer(AGENT_PATHS.pinnedImageSets);
-    this.nodes = informer(AGENT_PATHS.nodes);
-    this.statuses = informer(AGENT_PATHS.nodePinnedImages);
+  private constructor(client: KubeClient, defaultBehaviour: NodeBehaviour) {
+    super(client, defaultBehaviour);
+    this.sets = this.informer(AGENT_PATHS.pinnedImageSets);
+    this.nodes = this.informer(AGENT_PATHS.nodes);
+    this.statuses = this.informer(AGENT_PATHS.nodePinnedImages);
   }
 
   static async start(client: KubeClient, defaultBehaviour: NodeBehaviour = { pullMs: 300 }): Promise<AgentStatusWriter> {
-    const writer = new AgentStatusWriter(client, defaultBehaviour);
-    for (const informer of [writer.sets, writer.nodes, writer.statuses]) await informer.start(writer.abort.signal);
-    writer.reconcile();
-    return writer;
+    return new AgentStatusWriter(client, defaultBehaviour).run();
   }
 
-  behave(node: string, behaviour: NodeBehaviour): void {
-    this.behaviours.set(node, behaviour);
-  }
-
-  stop(): void {
-    this.abort.abort();
-    for (const timer of this.timers) clearTimeout(timer);
-  }
-
-  private reconcile(): void {
+  protected reconcile(): void {
     if (this.abort.signal.aborted) return;
     for (const node of this.nodes.items.values()) {
       const name = node.metadata.name;
@@ -90,31 +71,17 @@ export class AgentStatusWriter {
     const key = `${node}/${set.metadata.name}/${generation}`;
     if (this.started.has(key) || entry?.currentGeneration === generation) return;
     this.started.add(key);
-    const behaviour = this.behaviours.get(node) ?? this.defaultBehaviour;
-    const since = Date.now();
-    const attempt = (n: number) => {
-      const failing = behaviour.failWith !== undefined && (behaviour.failForMs === undefined || Date.now() - since < behaviour.failForMs);
-      if (failing) {
+    this.pull(
+      node,
+      (message, n) =>
         this.update(node, set.metadata.name, (s) => ({
           ...s,
           lastFailedGeneration: generation,
-          lastFailedGenerationError: behaviour.failWith!,
-          images: s.images.map((i, index) => (index === 0 ? { ...i, state: 'Failed', attempts: n, lastError: behaviour.failWith! } : { ...i, state: 'Pinned', attempts: 1, pulledBytes: IMAGE_BYTES })),
-        }), { type: 'Degraded', status: 'True', reason: 'PullFailed', message: behaviour.failWith! });
-        this.after(behaviour.pullMs, () => attempt(n + 1));
-      } else {
-        this.update(node, set.metadata.name, (s) => ({ ...s, currentGeneration: generation, images: s.images.map((i) => ({ ...i, state: 'Pinned', attempts: Math.max(1, i.attempts), pulledBytes: IMAGE_BYTES })) }), { type: 'Degraded', status: 'False', reason: 'AsExpected', message: '' });
-      }
-    };
-    this.after(behaviour.pullMs, () => attempt(1));
-  }
-
-  private after(ms: number, run: () => void): void {
-    const timer = setTimeout(() => {
-      this.timers.delete(timer);
-      if (!this.abort.signal.aborted) run();
-    }, ms);
-    this.timers.add(timer);
+          lastFailedGenerationError: message,
+          images: s.images.map((i, index) => (index === 0 ? { ...i, state: 'Failed', attempts: n, lastError: message } : { ...i, state: 'Pinned', attempts: 1, pulledBytes: IMAGE_BYTES })),
+        }), { type: 'Degraded', status: 'True', reason: 'PullFailed', message }),
+      () => this.update(node, set.metadata.name, (s) => ({ ...s, currentGeneration: generation, images: s.images.map((i) => ({ ...i, state: 'Pinned', attempts: Math.max(1, i.attempts), pulledBytes: IMAGE_BYTES })) }), { type: 'Degraded', status: 'False', reason: 'AsExpected', message: '' }),
+    );
   }
 
   private update(node: string, set: string, change: (s: PinnedImageSetStatus) => PinnedImageSetStatus, condition?: { type: 'Degraded'; status: 'True' | 'False'; reason: string; message: string }): void {
@@ -124,19 +91,8 @@ export class AgentStatusWriter {
       const entries = fresh.status?.pinnedImageSets ?? [];
       const current = entries.find((s) => s.name === set) ?? { name: set, desiredGeneration: 0, images: [] };
       const pinnedImageSets = [...entries.filter((s) => s.name !== set), change(current)].sort((a, b) => a.name.localeCompare(b.name));
-      const previous = fresh.status?.conditions ?? [];
-      const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-      const conditions = condition
-        ? [...previous.filter((c) => c.type !== condition.type), { ...condition, lastTransitionTime: previous.find((c) => c.type === condition.type && c.status === condition.status)?.lastTransitionTime ?? now }]
-        : previous;
-      await this.client.request('PATCH', `${path}/status`, { body: { status: { pinnedImageSets, conditions } }, contentType: 'application/merge-patch+json' });
+      const conditions = mergeConditions(fresh.status?.conditions ?? [], condition ? [condition] : []);
+      await this.mergePatch(`${path}/status`, { status: { pinnedImageSets, conditions } });
     });
-  }
-
-  private write(key: string, run: () => Promise<unknown>): void {
-    const next = (this.queues.get(key) ?? Promise.resolve()).then(run).catch((error: Error) => {
-      if (!this.abort.signal.aborted) this.errors.push(error);
-    });
-    this.queues.set(key, next);
   }
 }

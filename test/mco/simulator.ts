@@ -7,18 +7,12 @@
  * `lastFailedGeneration`/`lastFailedGenerationError` with a `PinnedImageSetsDegraded`
  * (PrefetchFailed) condition and keeps retrying, as MCO does.
  */
-import { Informer } from '../../src/cluster/informer.js';
+import type { Informer } from '../../src/cluster/informer.js';
 import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../../src/cluster/kube.js';
 import { MCO_PATHS } from '../../src/cluster/mco/backend.js';
+import { mergeConditions, NodePlayer, type Condition, type NodeBehaviour } from './node-player.js';
 
-export interface NodeBehaviour {
-  /** Time from desiredGeneration to the outcome. */
-  readonly pullMs: number;
-  /** Fail with this message (MCO's one error string) ... */
-  readonly failWith?: string;
-  /** ... for this long, retrying, then succeed; forever when absent. */
-  readonly failForMs?: number;
-}
+export type { NodeBehaviour } from './node-player.js';
 
 interface Pool extends KubeObject {
   spec: { nodeSelector?: LabelSelector; machineConfigSelector?: LabelSelector; pinnedImageSets?: Array<{ name: string }> };
@@ -30,14 +24,6 @@ interface SetStatus {
   currentGeneration?: number;
   lastFailedGeneration?: number;
   lastFailedGenerationError?: string;
-}
-
-interface Condition {
-  type: string;
-  status: 'True' | 'False';
-  reason: string;
-  message: string;
-  lastTransitionTime: string;
 }
 
 interface MachineConfigNode extends KubeObject {
@@ -54,45 +40,24 @@ export const DEFAULT_POOLS = ['master', 'worker'].map((role) => ({
   },
 }));
 
-export class McoSimulator {
-  private readonly abort = new AbortController();
+export class McoSimulator extends NodePlayer {
   private readonly informers: Record<'sets' | 'pools' | 'nodes' | 'mcns', Informer>;
-  private readonly behaviours = new Map<string, NodeBehaviour>();
-  /** `node/set/generation` → when the node started on it; one pull per generation. */
-  private readonly started = new Map<string, number>();
-  private readonly timers = new Set<NodeJS.Timeout>();
-  /** Writes per object, in order: the simulator is one controller, not racing itself. */
-  private readonly queues = new Map<string, Promise<unknown>>();
-  readonly errors: Error[] = [];
+  /** `node/set/generation` already pulling: one pull per generation. */
+  private readonly started = new Set<string>();
 
-  constructor(
-    private readonly client: KubeClient,
-    private readonly defaultBehaviour: NodeBehaviour = { pullMs: 300 },
-  ) {
-    const informer = (path: string) => new Informer(client, path, { onChange: () => this.reconcile() });
-    this.informers = { sets: informer(MCO_PATHS.pinnedImageSets), pools: informer(MCO_PATHS.machineConfigPools), nodes: informer(MCO_PATHS.nodes), mcns: informer(MCO_PATHS.machineConfigNodes) };
+  private constructor(client: KubeClient, defaultBehaviour: NodeBehaviour = { pullMs: 300 }) {
+    super(client, defaultBehaviour);
+    this.informers = { sets: this.informer(MCO_PATHS.pinnedImageSets), pools: this.informer(MCO_PATHS.machineConfigPools), nodes: this.informer(MCO_PATHS.nodes), mcns: this.informer(MCO_PATHS.machineConfigNodes) };
   }
 
   static async start(client: KubeClient, defaultBehaviour?: NodeBehaviour): Promise<McoSimulator> {
     for (const pool of DEFAULT_POOLS) {
       if (!(await client.find(`${MCO_PATHS.machineConfigPools}/${pool.metadata.name}`))) await client.request('POST', MCO_PATHS.machineConfigPools, { body: pool });
     }
-    const simulator = new McoSimulator(client, defaultBehaviour);
-    for (const informer of Object.values(simulator.informers)) await informer.start(simulator.abort.signal);
-    simulator.reconcile();
-    return simulator;
+    return new McoSimulator(client, defaultBehaviour).run();
   }
 
-  behave(node: string, behaviour: NodeBehaviour): void {
-    this.behaviours.set(node, behaviour);
-  }
-
-  stop(): void {
-    this.abort.abort();
-    for (const timer of this.timers) clearTimeout(timer);
-  }
-
-  private reconcile(): void {
+  protected reconcile(): void {
     if (this.abort.signal.aborted) return;
     const sets = [...this.informers.sets.items.values()];
     const pools = [...this.informers.pools.items.values()] as Pool[];
@@ -131,26 +96,12 @@ export class McoSimulator {
     }
     const key = `${node}/${set}/${generation}`;
     if (this.started.has(key) || entry?.currentGeneration === generation) return;
-    this.started.set(key, Date.now());
-    const behaviour = this.behaviours.get(node) ?? this.defaultBehaviour;
-    const attempt = () => {
-      const failing = behaviour.failWith !== undefined && (behaviour.failForMs === undefined || Date.now() - this.started.get(key)! < behaviour.failForMs);
-      if (failing) {
-        this.updateSet(node, set, (s) => ({ ...s, lastFailedGeneration: generation, lastFailedGenerationError: behaviour.failWith! }), { type: 'PinnedImageSetsDegraded', status: 'True', reason: 'PrefetchFailed', message: behaviour.failWith! });
-        this.after(behaviour.pullMs, attempt);
-      } else {
-        this.updateSet(node, set, (s) => ({ ...s, currentGeneration: generation }), { type: 'PinnedImageSetsDegraded', status: 'False', reason: 'AsExpected', message: '' }, { type: 'PinnedImageSetsProgressing', status: 'False', reason: 'AsExpected', message: '' });
-      }
-    };
-    this.after(behaviour.pullMs, attempt);
-  }
-
-  private after(ms: number, run: () => void): void {
-    const timer = setTimeout(() => {
-      this.timers.delete(timer);
-      if (!this.abort.signal.aborted) run();
-    }, ms);
-    this.timers.add(timer);
+    this.started.add(key);
+    this.pull(
+      node,
+      (message) => this.updateSet(node, set, (s) => ({ ...s, lastFailedGeneration: generation, lastFailedGenerationError: message }), { type: 'PinnedImageSetsDegraded', status: 'True', reason: 'PrefetchFailed', message }),
+      () => this.updateSet(node, set, (s) => ({ ...s, currentGeneration: generation }), { type: 'PinnedImageSetsDegraded', status: 'False', reason: 'AsExpected', message: '' }, { type: 'PinnedImageSetsProgressing', status: 'False', reason: 'AsExpected', message: '' }),
+    );
   }
 
   /** Read-modify-write of one node's status from the latest cached object (after queued writes). */
@@ -160,25 +111,7 @@ export class McoSimulator {
       const entries = fresh.status?.pinnedImageSets ?? [];
       const current = entries.find((s) => s.name === set) ?? { name: set };
       const pinnedImageSets = [...entries.filter((s) => s.name !== set), change(current)].sort((a, b) => a.name.localeCompare(b.name));
-      const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-      const previous = fresh.status?.conditions ?? [];
-      // A condition's lastTransitionTime moves only when its status does (metav1.Condition).
-      const merged = [
-        ...previous.filter((c) => !conditions.some((n) => n.type === c.type)),
-        ...conditions.map((c) => ({ ...c, lastTransitionTime: previous.find((p) => p.type === c.type && p.status === c.status)?.lastTransitionTime ?? now })),
-      ];
-      await this.mergePatch(`${MCO_PATHS.machineConfigNodes}/${node}/status`, { status: { pinnedImageSets, conditions: merged } });
+      await this.mergePatch(`${MCO_PATHS.machineConfigNodes}/${node}/status`, { status: { pinnedImageSets, conditions: mergeConditions(fresh.status?.conditions ?? [], conditions) } });
     });
-  }
-
-  private mergePatch(path: string, body: object): Promise<unknown> {
-    return this.client.request('PATCH', path, { body, contentType: 'application/merge-patch+json' });
-  }
-
-  private write(key: string, run: () => Promise<unknown>): void {
-    const next = (this.queues.get(key) ?? Promise.resolve()).then(run).catch((error: Error) => {
-      if (!this.abort.signal.aborted) this.errors.push(error);
-    });
-    this.queues.set(key, next);
   }
 }
