@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { status } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { describe, expect, it } from 'vitest';
-import { CriClient, CriError } from './client.js';
+import { CRI_CHANNEL_OPTIONS, CriClient, CriError } from './client.js';
 
 describe('proto/cri.proto', () => {
   const definition = loadSync(fileURLToPath(new URL('../../proto/cri.proto', import.meta.url)), { keepCase: true });
@@ -64,5 +64,14 @@ describe('CriClient.connect', () => {
       silent.close();
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('CRI channel options', () => {
+  // grpc-js's default reconnect backoff grows to 120 s: after a long CRI-O outage the agent
+  // would stay disconnected for up to two minutes after CRI-O is back.
+  it('caps the reconnect backoff at a few seconds', () => {
+    expect(CRI_CHANNEL_OPTIONS['grpc.max_reconnect_backoff_ms']).toBeLessThanOrEqual(5_000);
+    expect(CRI_CHANNEL_OPTIONS['grpc.initial_reconnect_backoff_ms']).toBeLessThanOrEqual(CRI_CHANNEL_OPTIONS['grpc.max_reconnect_backoff_ms']);
   });
 });

@@ -18,6 +18,20 @@ const DEFAULT_CALL_TIMEOUT_MS = 30_000;
 const DEFAULT_PULL_TIMEOUT_MS = 30 * 60_000;
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
+/** Options of the channel to the runtime's socket. */
+export const CRI_CHANNEL_OPTIONS: Readonly<grpc.ChannelOptions> = {
+  // Image lists on a node with hundreds of images can exceed the 4 MiB default.
+  'grpc.max_receive_message_length': 64 * 1024 * 1024,
+  // A private subchannel, so close() really closes the socket: the runtime's graceful stop
+  // (systemctl restart crio) waits for every open connection to go away.
+  'grpc.use_local_subchannel_pool': 1,
+  // grpc-js backs off reconnects 1.6x per failure up to 120 s: after a long runtime outage
+  // (CRI-O restarted, upgraded, crashed) the agent would sit idle for minutes once it is back.
+  // A local socket is cheap to retry, so reconnect at least every 5 s.
+  'grpc.initial_reconnect_backoff_ms': 500,
+  'grpc.max_reconnect_backoff_ms': 5_000,
+};
+
 /** A CRI call failed; `code` is the gRPC status (e.g. `grpc.status.NOT_FOUND`). */
 export class CriError extends ClusterError {
   constructor(
@@ -146,13 +160,7 @@ export class CriClient {
     const { runtime: RuntimeService, image: ImageService } = loadServices();
     const address = `unix://${socketPath.startsWith('/') ? '' : '/'}${socketPath}`;
     const credentials = grpc.credentials.createInsecure();
-    const channelOptions: grpc.ClientOptions = {
-      // Image lists on a node with hundreds of images can exceed the 4 MiB default.
-      'grpc.max_receive_message_length': 64 * 1024 * 1024,
-      // A private subchannel, so close() really closes the socket: the runtime's graceful stop
-      // (systemctl restart crio) waits for every open connection to go away.
-      'grpc.use_local_subchannel_pool': 1,
-    };
+    const channelOptions: grpc.ClientOptions = { ...CRI_CHANNEL_OPTIONS };
     const runtime = new RuntimeService(address, credentials, channelOptions);
     // Both services share one channel so a single socket connection serves every call.
     const images = new ImageService(address, credentials, { ...channelOptions, channelOverride: runtime.getChannel() });
