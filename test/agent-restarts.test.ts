@@ -198,6 +198,9 @@ describe('agent process killed mid-pull', () => {
     expect(set.images.map((image) => [image.name, image.attempts])).toEqual(images.map((image) => [image.pullSpec, completed.includes(image) ? 0 : 1]));
     expect(await criPins(worker, images)).toEqual(Object.fromEntries(images.map((image) => [image.pullSpec, true])));
     expect(await readFile(join(worker.crio.confDir, DROP_IN), 'utf8')).toBe(renderPinDropIn(images.map((image) => image.pullSpec)));
+    // The restarted agent found the set at once, before its Node: no pass ran without the Node (`node worker-0 not seen yet`).
+    const restartLog = await readFile(join(cluster.dir, 'agent-worker-0-run-2.log'), 'utf8');
+    expect(restartLog.split('\n').filter((line) => line.includes('reconcile failed'))).toEqual([]);
 
     // At the registry: after the kill, nothing of a completed image was read again (not even the
     // base layer the interrupted ones share); each interrupted or new image was pulled once.

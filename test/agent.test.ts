@@ -239,6 +239,35 @@ describe('CRI-O runtime', () => {
   });
 });
 
+describe("the agent's view of the cluster", () => {
+  it('reports no change before its Node is seen (a pass could not select sets), then one once it is', async () => {
+    const name = 'joining-0';
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    // A set for the joining node only: listed at start, so its ADD comes before the Node exists.
+    await createSet(pinnedImageSet('for-joining-node', [IMG_A], { nodeSelector: { matchLabels: { 'kubernetes.io/hostname': name } } }));
+    let changes = 0;
+    const view = new KubeAgentCluster(cluster.kubeConfig, name, log, () => (changes += 1));
+    try {
+      await view.start();
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(view.pinnedImageSets().map((set) => set.metadata.name)).toContain('for-joining-node');
+      expect(view.loaded()).toBe(false);
+      expect(view.waitingFor()).toBe(`Node ${name} (not in the cluster)`);
+      expect(changes).toBe(0);
+
+      await core.createNode({ body: { metadata: { name, labels: { 'kubernetes.io/hostname': name } } } });
+      await view.untilLoaded();
+      expect(view.loaded()).toBe(true);
+      expect(changes).toBeGreaterThanOrEqual(1);
+      expect(view.nodeLabels()).toEqual({ 'kubernetes.io/hostname': name });
+    } finally {
+      await view.stop();
+      await core.deleteNode({ name }).catch(() => undefined);
+      await deleteSet('for-joining-node');
+    }
+  });
+});
+
 describe('PinnedImageSet CRD validation', () => {
   it('rejects a tag pullspec and duplicate images', async () => {
     await expect(createSet(pinnedImageSet('by-tag', ['quay.io/openshift/origin:latest']))).rejects.toMatchObject({ code: 422 });

@@ -2,6 +2,9 @@
  * The agent's view of the Kubernetes API: informers over PinnedImageSets and its own Node
  * (label changes re-evaluate selectors), and its NodePinnedImages status, written only through
  * the status subresource (the object is created when missing).
+ *
+ * Changes are reported only once both informers have listed and the Node has been seen: a pass
+ * started from the sets' first events alone would not know the node's labels yet.
  */
 import { ADD, CoreV1Api, CustomObjectsApi, DELETE, ERROR, ListWatch, UPDATE, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject, type V1Node } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -18,6 +21,11 @@ export class KubeAgentCluster implements AgentCluster {
   private readonly sets: ListWatch<KubernetesObject>;
   private readonly node: ListWatch<V1Node>;
   private stopped = false;
+  private setsListed = false;
+  private nodeListed = false;
+  private notifyQueued = false;
+  private readonly whenLoaded: Promise<void>;
+  private markLoaded: () => void = () => undefined;
 
   constructor(
     kubeConfig: KubeConfig,
@@ -29,18 +37,47 @@ export class KubeAgentCluster implements AgentCluster {
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     const core = this.core;
     const watch = new Watch(kubeConfig);
+    this.whenLoaded = new Promise((resolve) => (this.markLoaded = resolve));
+    // Items are added (and ADD reported) right after a list resolves: notify once they all are.
+    const notify = () => {
+      if (this.notifyQueued) return;
+      this.notifyQueued = true;
+      setImmediate(() => {
+        this.notifyQueued = false;
+        if (this.stopped || !this.loaded()) return;
+        this.markLoaded();
+        onChange();
+      });
+    };
     this.sets = new ListWatch(
       `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`,
       watch,
-      () => this.objects.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS }) as Promise<KubernetesListObject<KubernetesObject>>,
+      async () => {
+        const list = (await this.objects.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS })) as KubernetesListObject<KubernetesObject>;
+        this.setsListed = true;
+        notify();
+        return list;
+      },
       false,
     );
     const fieldSelector = `metadata.name=${nodeName}`;
-    this.node = new ListWatch('/api/v1/nodes', watch, () => core.listNode({ fieldSelector }), false, undefined, fieldSelector);
+    this.node = new ListWatch(
+      '/api/v1/nodes',
+      watch,
+      async () => {
+        const list = await core.listNode({ fieldSelector });
+        this.nodeListed = true;
+        notify();
+        return list;
+      },
+      false,
+      undefined,
+      fieldSelector,
+    );
     for (const informer of [this.sets, this.node] as ListWatch<KubernetesObject>[]) {
-      informer.on(ADD, () => onChange());
-      informer.on(UPDATE, () => onChange());
-      informer.on(DELETE, () => onChange());
+      informer.on(ADD, notify);
+      informer.on(UPDATE, notify);
+      informer.on(DELETE, notify);
       informer.on(ERROR, (error: unknown) => {
         if (this.stopped) return;
         this.log.warn({ err: String((error as Error)?.message ?? error) }, 'watch failed; relisting');
@@ -58,6 +95,25 @@ export class KubeAgentCluster implements AgentCluster {
   async stop(): Promise<void> {
     this.stopped = true;
     await Promise.all([this.sets.stop(), this.node.stop()]);
+  }
+
+  /** Both informers have listed and this node's Node object is known: a pass can run. */
+  loaded(): boolean {
+    return this.setsListed && this.nodeListed && this.node.get(this.nodeName) !== undefined;
+  }
+
+  /** Resolves once loaded() is first true (the change callback has been called by then). */
+  untilLoaded(): Promise<void> {
+    return this.whenLoaded;
+  }
+
+  /** What loaded() still waits for, for a log line. */
+  waitingFor(): string {
+    const missing = [
+      ...(this.setsListed ? [] : ['the PinnedImageSets list']),
+      ...(this.nodeListed ? (this.node.get(this.nodeName) ? [] : [`Node ${this.nodeName} (not in the cluster)`]) : [`Node ${this.nodeName}`]),
+    ];
+    return missing.join(' and ') || 'nothing';
   }
 
   pinnedImageSets(): readonly PinnedImageSet[] {

@@ -119,6 +119,7 @@ export class NodeAgent {
 
   /** Reconcile now and on every resync tick; call trigger() when sets or the Node change. */
   start(): void {
+    if (this.stopped) return;
     this.trigger();
     const resyncMs = this.options.resyncMs ?? 60_000;
     this.timer = setInterval(() => this.trigger(), resyncMs);

@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
 import type { Argv } from 'yargs';
 import { CrioRuntime, DEFAULT_CRIO_SOCKET, DEFAULT_PIN_DROP_IN, reloadWithSignal, reloadWithSystemctl, type CrioReload } from '../agent/crio.js';
 import { serveAgentHttp } from '../agent/http.js';
@@ -13,7 +14,7 @@ import { KubeAgentCluster } from '../agent/kube.js';
 import { AgentMetrics } from '../agent/metrics.js';
 import { LeasePacer } from '../agent/pacing.js';
 import { NodeAgent } from '../agent/reconcile.js';
-import { BadInputError, ExitCode, PrestageError } from '../errors.js';
+import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { createLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
 
@@ -34,7 +35,11 @@ export function agentCommand(ctx: CommandContext) {
         .option('kubeconfig', { type: 'string', describe: 'Kubeconfig file (default: in-cluster, else the default chain)' })
         .option('cri-socket', { type: 'string', default: DEFAULT_CRIO_SOCKET, describe: "CRI-O's socket" })
         .option('drop-in', { type: 'string', default: DEFAULT_PIN_DROP_IN, describe: 'The pinned_images drop-in the agent owns' })
-        .option('reload', { type: 'string', default: 'systemctl', describe: 'How to reload CRI-O: systemctl | pid:<pid> | pidfile:<path>' })
+        .option('reload', {
+          type: 'string',
+          default: 'systemctl',
+          describe: 'How to reload CRI-O: systemctl | pidfile:<path> | pid:<pid> (pid: goes stale when CRI-O restarts with a new pid; prefer systemctl or pidfile:)',
+        })
         .option('pull-secret', { type: 'string', default: DEFAULT_PULL_SECRET, describe: "The node's pull secret (kubelet config.json format)" })
         .option('registries-conf', { type: 'string', default: DEFAULT_REGISTRIES_CONF, describe: "CRI-O's registries.conf: where image sizes are read (mirrors first); a missing file = no mirrors" })
         .option('registries-conf-dir', { type: 'string', default: DEFAULT_REGISTRIES_CONF_DIR, describe: 'Its drop-in directory (*.conf, in name order)' })
@@ -86,21 +91,24 @@ export function agentCommand(ctx: CommandContext) {
       try {
         await cluster.start();
         if (args.once) {
+          await untilLoaded(cluster, log, ONCE_LOAD_TIMEOUT_MS);
           const status = await agent.reconcile();
           const failed = status.pinnedImageSets?.filter((set) => set.lastFailedGeneration === set.desiredGeneration) ?? [];
           for (const set of failed) log.error({ set: set.name, err: set.lastFailedGenerationError }, 'set failed');
           if (failed.length > 0) throw new SetsFailedError(`${failed.length} pinned image sets failed on ${nodeName}: ${failed.map((set) => `${set.name}: ${set.lastFailedGenerationError}`).join('; ')}`);
           return;
         }
+        const stopping = new Promise<void>((resolve) => {
+          process.once('SIGTERM', resolve);
+          process.once('SIGINT', resolve);
+        });
         const resyncMs = args.resync * 1000;
         const started = Date.now();
         const http = await serveAgentHttp(metrics.registry, () => Date.now() - (agent.lastSuccessAt ?? started) < 3 * resyncMs + 60_000, args.port);
         log.info({ port: http.port, crio: args['cri-socket'], dropIn: args['drop-in'] }, 'agent started');
-        agent.start();
-        await new Promise<void>((resolve) => {
-          process.once('SIGTERM', resolve);
-          process.once('SIGINT', resolve);
-        });
+        // No pass before the Node and the sets are known (a pass without the Node's labels cannot select sets).
+        void untilLoaded(cluster, log).then(() => agent.start());
+        await stopping;
         log.info('stopping');
         await agent.stop();
         await http.close();
@@ -111,6 +119,30 @@ export function agentCommand(ctx: CommandContext) {
       }
     },
   };
+}
+
+/** `--once` gives up when the Node and the sets are not known by then. */
+const ONCE_LOAD_TIMEOUT_MS = 60_000;
+/** A still-waiting agent says so after this long, and every as long again. */
+const LOAD_WARNING_MS = 30_000;
+
+/** Resolves when the Node and the sets are loaded; warns while it waits; rejects past `timeoutMs`. */
+async function untilLoaded(cluster: KubeAgentCluster, log: Logger, timeoutMs?: number): Promise<void> {
+  const started = Date.now();
+  const warn = setInterval(() => log.warn({ waitingFor: cluster.waitingFor(), seconds: Math.round((Date.now() - started) / 1000) }, 'waiting for the cluster before the first pass'), LOAD_WARNING_MS);
+  warn.unref();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      cluster.untilLoaded(),
+      ...(timeoutMs === undefined
+        ? []
+        : [new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new ClusterError(`waited ${Math.round(timeoutMs / 1000)} s for ${cluster.waitingFor()}`)), timeoutMs)))]),
+    ]);
+  } finally {
+    clearInterval(warn);
+    clearTimeout(timer);
+  }
 }
 
 function kubeConfigFrom(path: string | undefined): KubeConfig {
