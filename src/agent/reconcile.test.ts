@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { API_VERSION, DISK_BYTES_ANNOTATION, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
 import type { RuntimeImage } from '../cri/client.js';
 import { createLogger } from '../telemetry/log.js';
@@ -127,13 +127,106 @@ describe('NodeAgent disk check with exact sizes', () => {
     );
   });
 
-  it('looks nothing up when nothing is missing', async () => {
+  it('when nothing is missing, looks up only what the status lacks, once: no registry traffic in the steady state', async () => {
     const runtime = new MemoryRuntime(6 * MiB);
     runtime.images.set(image(1), { pinned: true });
+    runtime.images.set(image(4), { pinned: true });
     const sizes = new TableSizes(table);
-    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster: fixedCluster([set('a', [image(1)], 1)]), log: createLogger('silent'), concurrency: 1, reserveBytes: 0, imageSizes: sizes });
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster: fixedCluster([set('a', [image(1), image(4)], 1)]), log: createLogger('silent'), concurrency: 1, reserveBytes: 0, imageSizes: sizes });
+    // A restarted agent: everything stored, no sizes known yet. Image 4's cannot be read.
+    const first = await agent.reconcile();
+    expect(sizes.asked).toEqual([{ images: [image(1), image(4)], arch: 'amd64' }]);
+    expect(first.pinnedImageSets?.[0]?.images.map((entry) => entry.bytes)).toEqual([4 * MiB, undefined]);
     await agent.reconcile();
-    expect(sizes.asked).toEqual([]);
+    await agent.reconcile();
+    // Known sizes are not asked again, nor (for a while) those that could not be read.
+    expect(sizes.asked).toHaveLength(1);
+  });
+});
+
+describe('NodeAgent status bytes', () => {
+  const layer = (name: string, mib: number) => ({ digest: `sha256:${name.padStart(64, '0')}`, diskBytes: mib * MiB, exact: true });
+  const base = layer('base', 3);
+  const table = new Map<string, SizeResult>([
+    [image(1), { layers: [base, layer('1', 1)], from: 'test' }],
+    [image(2), { layers: [base, layer('2', 1)], from: 'test' }],
+    [image(3), { layers: [base, layer('3', 2)], from: 'test' }],
+  ]);
+
+  it("reports a set's bytes over its unique layers (the plan's figure) and each image's own exact size, stored or not", async () => {
+    const runtime = new MemoryRuntime(100 * MiB);
+    runtime.images.set(image(1), { pinned: false });
+    const cluster = fixedCluster([set('a', [image(1), image(2), image(3)], 1)]);
+    const written: NodePinnedImagesStatus[] = [];
+    const write = cluster.writeStatus.bind(cluster);
+    cluster.writeStatus = async (status) => {
+      written.push(structuredClone(status));
+      await write(status);
+    };
+    let releasePulls: () => void = () => undefined;
+    const pullsMayEnd = new Promise<void>((resolve) => (releasePulls = resolve));
+    const pull = runtime.pull.bind(runtime);
+    runtime.pull = async (name: string) => {
+      await pullsMayEnd;
+      await pull(name);
+    };
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0, imageSizes: new TableSizes(table) });
+    const pass = agent.reconcile();
+    // While images 2 and 3 pull: the base layer is counted once; stored = image 1's layers.
+    await vi.waitFor(() => expect(written.at(-1)?.pinnedImageSets?.[0]?.images.map((entry) => entry.state)).toEqual(['Pulled', 'Pulling', 'Pulling']));
+    expect(written.at(-1)?.pinnedImageSets?.[0]).toMatchObject({ bytes: 7 * MiB, pulledBytes: 4 * MiB });
+    expect(written.at(-1)?.pinnedImageSets?.[0]?.images.map((entry) => [entry.bytes, entry.pulledBytes])).toEqual([[4 * MiB, 4 * MiB], [4 * MiB, undefined], [5 * MiB, undefined]]);
+    releasePulls();
+    const done = (await pass).pinnedImageSets?.[0];
+    expect(done).toMatchObject({ currentGeneration: 1, bytes: 7 * MiB, pulledBytes: 7 * MiB });
+    expect(done?.images.map((entry) => [entry.state, entry.bytes, entry.pulledBytes])).toEqual([['Pinned', 4 * MiB, 4 * MiB], ['Pinned', 4 * MiB, 4 * MiB], ['Pinned', 5 * MiB, 5 * MiB]]);
+    // The total never moved while pulling.
+    expect(new Set(written.map((status) => status.pinnedImageSets?.[0]?.bytes))).toEqual(new Set([7 * MiB]));
+  });
+
+  it("reports no set bytes when an image's layers are unknown, and never CRI's size or a share of the annotation", async () => {
+    const runtime = new MemoryRuntime(100 * MiB);
+    runtime.images.set(image(1), { pinned: true });
+    const cluster = fixedCluster([set('a', [image(1), image(4)], 20 * MiB)]);
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 1, reserveBytes: 0, imageSizes: new TableSizes(table) });
+    const status = (await agent.reconcile()).pinnedImageSets?.[0];
+    expect(status?.bytes).toBeUndefined();
+    expect(status?.pulledBytes).toBeUndefined();
+    expect(status?.images.map((entry) => [entry.name, entry.bytes])).toEqual([[image(1), 4 * MiB], [image(4), undefined]]);
+  });
+});
+
+describe('NodeAgent pull retries', () => {
+  it("publishes an image's error after each failed attempt, while it still retries", async () => {
+    const runtime = new MemoryRuntime(100 * MiB);
+    let failures = 2;
+    const pull = runtime.pull.bind(runtime);
+    runtime.pull = async (name: string) => {
+      if (failures-- > 0) throw new Error('registry said 503 Service Unavailable');
+      await pull(name);
+    };
+    const cluster = fixedCluster([set('a', [image(1)], MiB)]);
+    const written: NodePinnedImagesStatus[] = [];
+    const write = cluster.writeStatus.bind(cluster);
+    cluster.writeStatus = async (status) => {
+      written.push(structuredClone(status));
+      await write(status);
+    };
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 1, reserveBytes: 0, retry: { attempts: 3, initialDelayMs: 50, maxDelayMs: 50 } });
+    const status = await agent.reconcile();
+    expect(status.pinnedImageSets?.[0]?.images[0]).toMatchObject({ state: 'Pinned', attempts: 3 });
+    const retrying = written.map((entry) => entry.pinnedImageSets?.[0]).filter((entry) => entry?.images[0]?.state === 'Pulling' && entry.images[0].lastError);
+    // Seen after the first and the second failed attempt, each time before the next one.
+    expect([...new Set(retrying.map((entry) => entry?.images[0]?.attempts))]).toEqual([1, 2]);
+    // The set is degraded from the first failed attempt (not only once attempts run out) until one succeeds.
+    for (const entry of retrying) {
+      expect(entry).toMatchObject({ lastFailedGeneration: 1, lastFailedGenerationError: `image ${image(1)}: registry said 503 Service Unavailable` });
+      expect(entry?.images[0]?.lastError).toBe('registry said 503 Service Unavailable');
+    }
+    // Pulled but not pinned yet is no failure while the pass goes on; the pass ends done.
+    const pulled = written.filter((entry) => entry.pinnedImageSets?.[0]?.images[0]?.state === 'Pulled');
+    expect(pulled.every((entry) => entry.pinnedImageSets?.[0]?.lastFailedGeneration === undefined)).toBe(true);
+    expect(status.pinnedImageSets?.[0]?.lastFailedGeneration).toBeUndefined();
   });
 });
 

@@ -26,7 +26,7 @@ import type { PullAuth, RuntimeImage } from '../cri/client.js';
 import { findCredential, parsePullSecretFile, type PullSecret } from '../registry/credentials.js';
 import { parseReference } from '../registry/reference.js';
 import { checkDisk, imageBytes } from './disk.js';
-import type { ImageSizeSource } from './image-sizes.js';
+import { hasLayers, type ImageLayers, type ImageSizeSource, type SizeResult } from './image-sizes.js';
 import type { AgentMetrics } from './metrics.js';
 import type { PullPacer } from './pacing.js';
 import { imageNames, type ImageRuntime } from './runtime.js';
@@ -87,6 +87,8 @@ const DEFAULT_RETRY: RetryPolicy = { attempts: 5, initialDelayMs: 1_000, maxDela
 const DEFAULT_MIN_THROUGHPUT = 1024 * 1024;
 const DEFAULT_MIN_PULL_TIMEOUT_MS = 5 * 60_000;
 const DEFAULT_PERMANENT_FAILURE_BACKOFF_MS = 10 * 60_000;
+/** An image whose sizes could not be read only for the status is asked about again after this. */
+const STATUS_SIZE_RETRY_MS = 10 * 60_000;
 /** Errors retrying cannot fix; the image fails at once (MCO does the same for ENOSPC). */
 const PERMANENT_PULL_ERROR = /no space left on device|manifest unknown|not found|unauthorized|denied/i;
 
@@ -108,8 +110,12 @@ export class NodeAgent {
   private stopped = false;
   /** Set failures of the current pass that are not per-image (disk, pinning). */
   private setErrors = new Map<string, string>();
-  /** Exact sizes of images as last looked up, for the status of images not pulled yet. */
-  private knownBytes = new Map<string, number>();
+  /** Layers with their uncompressed sizes of the selecting sets' images, for the status's bytes. */
+  private readonly knownLayers = new Map<string, ImageLayers>();
+  /** Images whose sizes could not be read: when to ask again just for the status. */
+  private readonly sizesRetryAt = new Map<string, number>();
+  /** Set → `generation error` of the failure last announced with an Event. */
+  private announced: Map<string, string> | undefined;
   /** When the last pass completed (ms since epoch); for the health check. */
   lastSuccessAt: number | undefined;
 
@@ -166,6 +172,8 @@ export class NodeAgent {
     this.setErrors = new Map();
     const labels = this.options.cluster.nodeLabels();
     if (!labels) throw new Error(`node ${this.options.nodeName} not seen yet`);
+    // Failures announced before a restart are in the status the previous agent left.
+    this.announced ??= failuresOf(await this.options.cluster.readStatus());
 
     // Phase 1: pull what the selecting sets need and the disk allows.
     const sets = this.selectingSets();
@@ -190,7 +198,8 @@ export class NodeAgent {
             if ((record.notBefore ?? 0) > Date.now()) return;
             record.pulling = true;
             progress.poke();
-            await this.pullWithRetries(image, bytes, auth(image));
+            // Each failed attempt is published at once: the error shows while retries go on.
+            await this.pullWithRetries(image, bytes, auth(image), () => progress.poke());
             progress.poke();
           }),
         ),
@@ -201,23 +210,27 @@ export class NodeAgent {
     }
 
     // Phase 2: pin LAST, from a fresh look at sets and the runtime.
-    const previous = await this.options.cluster.readStatus();
     const status = await this.pinAndReport(filesystem);
     await this.options.cluster.writeStatus(status);
-    await this.announceNewFailures(previous, status);
+    await this.announceNewFailures(status);
     log.debug({ sets: status.pinnedImageSets?.length }, 'reconciled');
     return status;
   }
 
-  /** One Event per set per new failure (not per pass), so Events do not flood. */
-  private async announceNewFailures(previous: NodePinnedImagesStatus | undefined, status: NodePinnedImagesStatus): Promise<void> {
+  /**
+   * One Event per set per new failure (not per pass), so Events do not flood. What was announced
+   * is remembered here, not read back from the status: progress writes during the pass already
+   * carry the failure. A restarted agent starts from the status it finds.
+   */
+  private async announceNewFailures(status: NodePinnedImagesStatus): Promise<void> {
     const record = this.options.cluster.recordWarning?.bind(this.options.cluster);
+    const failures = failuresOf(status);
+    const announced = this.announced ?? new Map<string, string>();
+    this.announced = failures;
     if (!record) return;
-    const before = new Map((previous?.pinnedImageSets ?? []).map((set) => [set.name, set]));
     for (const set of status.pinnedImageSets ?? []) {
-      if (set.lastFailedGeneration !== set.desiredGeneration) continue;
-      const old = before.get(set.name);
-      if (old?.lastFailedGeneration === set.lastFailedGeneration && old.lastFailedGenerationError === set.lastFailedGenerationError) continue;
+      const failure = failures.get(set.name);
+      if (failure === undefined || announced.get(set.name) === failure) continue;
       await record('PinnedImageSetFailed', `${set.name} generation ${set.desiredGeneration}: ${set.lastFailedGenerationError}`).catch((error: Error) =>
         this.options.log.warn({ err: error.message }, 'cannot record an Event'),
       );
@@ -228,7 +241,7 @@ export class NodeAgent {
   async snapshot(): Promise<NodePinnedImagesStatus> {
     const stored = await this.options.runtime.listImages();
     const filesystem = await this.options.runtime.imageFilesystem();
-    return this.buildStatus(this.selectingSets(), stored, filesystem, await this.options.cluster.readStatus());
+    return this.buildStatus(this.selectingSets(), stored, filesystem, await this.options.cluster.readStatus(), false);
   }
 
   private selectingSets(): PinnedImageSet[] {
@@ -253,14 +266,18 @@ export class NodeAgent {
     arch: string,
   ): Promise<Map<string, number | undefined>> {
     const wanted = new Set(sets.flatMap((set) => set.spec.pinnedImages.map((entry) => entry.name)));
-    // Nothing missing, nothing to check (and no registry traffic in the steady state).
-    if (![...wanted].some((image) => !present.has(image))) return new Map();
-    // Stored images are looked up too: their layers are on the node already.
-    const sizes = this.options.imageSizes ? await this.options.imageSizes.layers([...wanted], { arch, pullSecrets }) : new Map();
-    for (const [image, result] of sizes) {
-      const bytes = imageBytes(result);
-      if (bytes !== undefined) this.knownBytes.set(image, bytes);
+    for (const image of this.knownLayers.keys()) if (!wanted.has(image)) this.knownLayers.delete(image);
+    for (const image of this.sizesRetryAt.keys()) if (!wanted.has(image)) this.sizesRetryAt.delete(image);
+    if (![...wanted].some((image) => !present.has(image))) {
+      // Nothing missing, nothing to check. Only the status's bytes may still lack sizes (after a
+      // restart): look those up once; in the steady state there is no registry traffic.
+      const unknown = [...wanted].filter((image) => !this.knownLayers.has(image) && (this.sizesRetryAt.get(image) ?? 0) <= Date.now());
+      if (this.options.imageSizes && unknown.length > 0) this.rememberLayers(await this.options.imageSizes.layers(unknown, { arch, pullSecrets }));
+      return new Map();
     }
+    // Stored images are looked up too: their layers are on the node already.
+    const sizes: Map<string, SizeResult> = this.options.imageSizes ? await this.options.imageSizes.layers([...wanted], { arch, pullSecrets }) : new Map();
+    this.rememberLayers(sizes);
     const { admitted, failures, notExact } = checkDisk({
       sets: sets.map((set) => ({ name: set.metadata.name, images: set.spec.pinnedImages.map((entry) => entry.name), annotationBytes: annotationBytes(set) })),
       present,
@@ -276,7 +293,37 @@ export class NodeAgent {
     return admitted;
   }
 
-  private async pullWithRetries(image: string, bytes: number | undefined, auth: PullAuth | undefined): Promise<void> {
+  private rememberLayers(sizes: ReadonlyMap<string, SizeResult>): void {
+    for (const [image, result] of sizes) {
+      if (hasLayers(result)) {
+        this.knownLayers.set(image, result);
+        this.sizesRetryAt.delete(image);
+      } else {
+        this.sizesRetryAt.set(image, Date.now() + STATUS_SIZE_RETRY_MS);
+      }
+    }
+  }
+
+  /**
+   * A set's bytes over its UNIQUE layers, exact uncompressed sizes (the plan's ON DISK figure):
+   * all of them, and those of its images stored already. Unknown (undefined) unless every image's
+   * layers are known: a partial sum would be a wrong number.
+   */
+  private setBytes(images: readonly string[], stored: (image: string) => boolean): { bytes: number; pulledBytes: number } | undefined {
+    const all = new Map<string, number>();
+    const pulled = new Map<string, number>();
+    for (const image of images) {
+      const known = this.knownLayers.get(image);
+      if (!known) return undefined;
+      for (const layer of known.layers) {
+        all.set(layer.digest, layer.diskBytes);
+        if (stored(image)) pulled.set(layer.digest, layer.diskBytes);
+      }
+    }
+    return { bytes: sum([...all.values()]), pulledBytes: sum([...pulled.values()]) };
+  }
+
+  private async pullWithRetries(image: string, bytes: number | undefined, auth: PullAuth | undefined, onRetry: () => void): Promise<void> {
     const { runtime, log, metrics } = this.options;
     const record = this.record(image);
     const timeoutMs = Math.max(
@@ -304,6 +351,7 @@ export class NodeAgent {
           log.warn({ image, attempt, permanent, err: record.lastError }, 'pull failed');
           if (permanent) record.notBefore = Date.now() + (this.options.permanentFailureBackoffMs ?? DEFAULT_PERMANENT_FAILURE_BACKOFF_MS);
           if (permanent || attempt === this.retry.attempts || this.stopped) return;
+          onRetry();
           await sleep(delay);
           delay = Math.min(delay * 2, this.retry.maxDelayMs);
         }
@@ -341,7 +389,7 @@ export class NodeAgent {
       for (const set of sets) if (!this.setErrors.has(set.metadata.name)) this.setErrors.set(set.metadata.name, message);
     }
     const after = pinApplied ? await this.pinsSettled(pinList) : await runtime.listImages();
-    const status = this.buildStatus(sets, after, filesystem, previous);
+    const status = this.buildStatus(sets, after, filesystem, previous, true);
     metrics?.setsDone.set(status.pinnedImageSets?.filter(isSetDone).length ?? 0);
     metrics?.setsFailed.set(status.pinnedImageSets?.filter((set) => set.lastFailedGeneration === set.desiredGeneration).length ?? 0);
     return status;
@@ -367,6 +415,8 @@ export class NodeAgent {
     stored: readonly RuntimeImage[],
     filesystem: { capacityBytes: number; freeBytes: number },
     previous: NodePinnedImagesStatus | undefined,
+    /** After this pass pinned: a pulled image that is not pinned now means the reload did not take. */
+    afterPin: boolean,
   ): NodePinnedImagesStatus {
     const byName = new Map<string, RuntimeImage>();
     for (const image of stored) for (const name of imageNames(image)) byName.set(name, image);
@@ -374,19 +424,19 @@ export class NodeAgent {
 
     const setStatuses = sets.map((set): PinnedImageSetStatus => {
       const generation = set.metadata.generation ?? 1;
-      const perImage = annotationPerImage(set);
       const setError = this.setErrors.get(set.metadata.name);
       const images = set.spec.pinnedImages.map(({ name }): ImageStatus => {
         const record = this.records.get(name);
         const image = byName.get(name);
         const status: ImageStatus = { name, state: 'Pending', attempts: record?.attempts ?? 0 };
+        // One unit whether stored or not: the image's unique layers, exact uncompressed sizes
+        // (not CRI's size, which differs by runtime and storage driver); none when unknown.
+        const bytes = imageBytes(this.knownLayers.get(name));
+        if (bytes !== undefined) status.bytes = bytes;
         if (image) {
-          status.bytes = image.size;
-          status.pulledBytes = image.size;
+          if (bytes !== undefined) status.pulledBytes = bytes;
           status.state = image.pinned ? 'Pinned' : 'Pulled';
         } else {
-          const bytes = this.knownBytes.get(name) ?? perImage;
-          if (bytes !== undefined) status.bytes = bytes;
           if (record?.pulling) status.state = 'Pulling';
           else if (record?.lastError) status.state = 'Failed';
         }
@@ -394,13 +444,20 @@ export class NodeAgent {
         return status;
       });
       const before = previousSets.get(set.metadata.name);
-      const result: PinnedImageSetStatus = { name: set.metadata.name, desiredGeneration: generation, images };
+      const bytes = this.setBytes(
+        images.map((image) => image.name),
+        (image) => byName.has(image),
+      );
+      const result: PinnedImageSetStatus = { name: set.metadata.name, desiredGeneration: generation, ...bytes, images };
       if (before?.currentGeneration && before.currentGeneration <= generation) result.currentGeneration = before.currentGeneration;
       const failure =
         setError ??
-        firstFailure(images, (image) => image.state === 'Failed' && `image ${image.name}: ${image.lastError}`) ??
+        // An image whose last attempt failed fails the set while it is retried too (as MCO's
+        // degraded-while-retrying): the failure stays visible from the first failed attempt until
+        // one succeeds, instead of flipping back to progressing with every retry.
+        firstFailure(images, (image) => image.lastError !== undefined && `image ${image.name}: ${image.lastError}`) ??
         // Pulled but CRI does not report the pin: the reload did not take.
-        (images.every((image) => image.state === 'Pulled' || image.state === 'Pinned')
+        (afterPin && images.every((image) => image.state === 'Pulled' || image.state === 'Pinned')
           ? firstFailure(images, (image) => image.state === 'Pulled' && `image ${image.name} is not pinned after reloading the runtime`)
           : undefined);
       if (images.every((image) => image.state === 'Pinned') && !setError) {
@@ -504,10 +561,8 @@ function annotationBytes(set: PinnedImageSet): number | undefined {
   return Number.isFinite(total) && total > 0 ? total : undefined;
 }
 
-function annotationPerImage(set: PinnedImageSet): number | undefined {
-  const total = annotationBytes(set);
-  if (total === undefined || set.spec.pinnedImages.length === 0) return undefined;
-  return Math.ceil(total / set.spec.pinnedImages.length);
+function sum(values: readonly number[]): number {
+  return values.reduce((total, value) => total + value, 0);
 }
 
 function presentNames(stored: readonly RuntimeImage[]): Set<string> {
@@ -516,6 +571,11 @@ function presentNames(stored: readonly RuntimeImage[]): Set<string> {
 
 function pinnedNames(stored: readonly RuntimeImage[]): Set<string> {
   return new Set(stored.filter((image) => image.pinned).flatMap(imageNames));
+}
+
+function failuresOf(status: NodePinnedImagesStatus | undefined): Map<string, string> {
+  const failed = (status?.pinnedImageSets ?? []).filter((set) => set.lastFailedGeneration !== undefined && set.lastFailedGeneration === set.desiredGeneration);
+  return new Map(failed.map((set) => [set.name, `${set.desiredGeneration} ${set.lastFailedGenerationError}`]));
 }
 
 function firstFailure(images: readonly ImageStatus[], describe: (image: ImageStatus) => string | false): string | undefined {

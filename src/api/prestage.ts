@@ -58,8 +58,9 @@ export interface ImageStatus {
   state: ImageState;
   attempts: number;
   lastError?: string;
-  /** Known size on disk, when the runtime or the set's annotation told us. */
+  /** The image's unique layers, exact uncompressed bytes; absent when the agent could not read them. */
   bytes?: number;
+  /** `bytes` once the image is stored. */
   pulledBytes?: number;
 }
 
@@ -69,6 +70,13 @@ export interface PinnedImageSetStatus {
   currentGeneration?: number;
   lastFailedGeneration?: number;
   lastFailedGenerationError?: string;
+  /**
+   * Uncompressed bytes of the set's UNIQUE layers (shared layers once: the plan's ON DISK
+   * figure); absent unless the layers of every image are known.
+   */
+  bytes?: number;
+  /** Of those, the bytes of the unique layers of the set's images stored on the node. */
+  pulledBytes?: number;
   images: ImageStatus[];
 }
 
@@ -271,6 +279,13 @@ export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = clusterScopedCrd
                   currentGeneration: generation,
                   lastFailedGeneration: generation,
                   lastFailedGenerationError: { type: 'string', maxLength: 32768 },
+                  bytes: {
+                    type: 'integer',
+                    format: 'int64',
+                    minimum: 0,
+                    description: "Uncompressed bytes of the set's unique layers (shared layers counted once); absent when not every image's layers are known.",
+                  },
+                  pulledBytes: { type: 'integer', format: 'int64', minimum: 0, description: 'Uncompressed bytes of the unique layers of the images of the set stored on the node.' },
                   images: {
                     type: 'array',
                     maxItems: MAX_PINNED_IMAGES,
