@@ -45,6 +45,17 @@ const [IMG_A, IMG_B, IMG_C, IMG_D, IMG_E, IMG_F, IMG_G, IMG_H] = [...truth.compo
   .map((component) => component.pullSpec) as [string, string, string, string, string, string, string, string];
 
 const DROP_IN = '50-prestage-pinned-images';
+
+/** Uncompressed bytes of the unique layers of `images`, from the fixture's truth. */
+function diskBytesOf(images: readonly string[]): number {
+  const layers = new Map<string, number>();
+  for (const image of images) {
+    const component = truth.components.find((candidate) => candidate.pullSpec === image);
+    if (!component) throw new Error(`no fixture component ${image}`);
+    for (const layer of component.layers) layers.set(layer.digest, layer.uncompressedSize);
+  }
+  return [...layers.values()].reduce((sum, bytes) => sum + bytes, 0);
+}
 const log = createLogger(process.env.PRESTAGE_TEST_LOG ? 'debug' : 'silent');
 
 let registry: RegistryHandle;
@@ -288,7 +299,12 @@ describe('node agents', () => {
         const set = await waitForSet(nodeName, setName, isSetDone, 'done');
         expect(set).toMatchObject({ desiredGeneration: 1, currentGeneration: 1 });
         expect(set.lastFailedGeneration).toBeUndefined();
-        expect(set.images.every((image) => image.state === 'Pinned' && image.attempts === 1 && (image.bytes ?? 0) > 0)).toBe(true);
+        expect(set.images.every((image) => image.state === 'Pinned' && image.attempts === 1)).toBe(true);
+        // Bytes in one unit, from the fixture's truth: each image its own unique layers'
+        // uncompressed bytes; the set its UNIQUE layers (shared layers once), all stored.
+        expect(set.images.map((image) => [image.name, image.bytes, image.pulledBytes])).toEqual(set.images.map((image) => [image.name, diskBytesOf([image.name]), diskBytesOf([image.name])]));
+        const setBytes = diskBytesOf(set.images.map((image) => image.name));
+        expect(set).toMatchObject({ bytes: setBytes, pulledBytes: setBytes });
       }
       const status = (await nodeStatus(nodeName))?.status;
       expect(status?.pinnedImageSets?.map((set) => set.name).sort()).toEqual(sets);

@@ -51,6 +51,20 @@ describe('WaitTracker', () => {
   });
 });
 
+describe('WaitTracker bytes', () => {
+  const MiB = 2 ** 20;
+  it('sums bytes over nodes only once every node reports them, so the total does not grow as nodes report', () => {
+    const tracker = new WaitTracker(60_000);
+    const first = tracker.observe(snapshot(node('a', 'progressing', { bytes: 10 * MiB, pulledBytes: 0 }), node('b', 'pending')), 0);
+    expect(first.find((e) => e.type === 'set')).not.toHaveProperty('bytes');
+    const both = tracker.observe(snapshot(node('a', 'progressing', { bytes: 10 * MiB, pulledBytes: 5 * MiB }), node('b', 'progressing', { bytes: 10 * MiB, pulledBytes: 5 * MiB })), 10_000);
+    expect(both.find((e) => e.type === 'set')).toMatchObject({ bytes: 20 * MiB, pulledBytes: 10 * MiB });
+    // The byte rate counts from when bytes became known (10 MiB in 10 s from here), not from 0 at the start.
+    const later = tracker.observe(snapshot(node('a', 'progressing', { bytes: 10 * MiB, pulledBytes: 10 * MiB }), node('b', 'progressing', { bytes: 10 * MiB, pulledBytes: 5 * MiB })), 20_000);
+    expect(later.find((e) => e.type === 'set')).toMatchObject({ bytes: 20 * MiB, pulledBytes: 15 * MiB, etaSeconds: 10 });
+  });
+});
+
 describe('parseDuration', () => {
   it.each([
     ['90', 90_000],

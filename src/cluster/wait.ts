@@ -56,7 +56,8 @@ export interface Failure {
 interface SetTrend {
   readonly startedAt: number;
   readonly startDone: number;
-  readonly startPulled: number;
+  /** Since when, and from how many pulled bytes, the set's bytes are known. */
+  bytesSince?: { readonly at: number; readonly pulled: number };
 }
 
 /** Pure state: feed snapshots with the time they were seen; read events and the verdict. */
@@ -129,17 +130,21 @@ export class WaitTracker {
 
   private setEvent(set: SetProgress, now: number, time: string): SetEvent {
     const nodesDone = set.nodes.filter((n) => n.phase === 'done').length;
-    const sized = set.nodes.filter((n) => n.bytes !== undefined);
-    const bytes = sized.length ? sized.reduce((a, n) => a + n.bytes!, 0) : undefined;
-    const pulledBytes = sized.length ? sized.reduce((a, n) => a + (n.pulledBytes ?? 0), 0) : undefined;
+    // A total over only the nodes that report bytes so far would grow as nodes report: bytes
+    // are shown only once every node the set targets reports them.
+    const sized = set.nodes.length > 0 && set.nodes.every((n) => n.bytes !== undefined);
+    const bytes = sized ? set.nodes.reduce((a, n) => a + n.bytes!, 0) : undefined;
+    const pulledBytes = sized ? set.nodes.reduce((a, n) => a + (n.pulledBytes ?? 0), 0) : undefined;
     let trend = this.trends.get(set.name);
     if (!trend) {
-      trend = { startedAt: now, startDone: nodesDone, startPulled: pulledBytes ?? 0 };
+      trend = { startedAt: now, startDone: nodesDone };
       this.trends.set(set.name, trend);
     }
+    if (pulledBytes !== undefined && !trend.bytesSince) trend.bytesSince = { at: now, pulled: pulledBytes };
     const elapsed = (now - trend.startedAt) / 1000;
+    const bytesElapsed = trend.bytesSince ? (now - trend.bytesSince.at) / 1000 : 0;
     let etaSeconds: number | undefined;
-    if (elapsed > 0 && bytes !== undefined && pulledBytes! > trend.startPulled) etaSeconds = ((bytes - pulledBytes!) * elapsed) / (pulledBytes! - trend.startPulled);
+    if (bytesElapsed > 0 && bytes !== undefined && pulledBytes! > trend.bytesSince!.pulled) etaSeconds = ((bytes - pulledBytes!) * bytesElapsed) / (pulledBytes! - trend.bytesSince!.pulled);
     else if (elapsed > 0 && nodesDone > trend.startDone) etaSeconds = ((set.nodes.length - nodesDone) * elapsed) / (nodesDone - trend.startDone);
     return {
       type: 'set',

@@ -2,7 +2,7 @@
  * Plays the prestage node agents' part for the backend contract tests (the real agents'
  * end-to-end test lives with the agent): for each prestage.dev PinnedImageSet and each node
  * its nodeSelector matches, writes the node's NodePinnedImages status as an agent would:
- * desiredGeneration and Pending images with their bytes, then after the pull time either
+ * desiredGeneration, the set's bytes and Pending images, then after the pull time either
  * every image Pinned and currentGeneration, or the failure (lastFailedGeneration, the image's
  * lastError, a Degraded condition) while it keeps retrying.
  */
@@ -65,7 +65,8 @@ export class AgentStatusWriter extends NodePlayer {
     const entry = own.status?.pinnedImageSets?.find((s) => s.name === set.metadata.name);
     const images = set.spec.pinnedImages.map((i) => i.name);
     if ((entry?.desiredGeneration ?? 0) < generation) {
-      this.update(node, set.metadata.name, (s) => ({ ...s, desiredGeneration: generation, images: images.map((name) => ({ name, state: 'Pending', attempts: 0, bytes: IMAGE_BYTES, pulledBytes: 0 })) }));
+      // Images share no layers here: the set's bytes over unique layers are the images' sum.
+      this.update(node, set.metadata.name, (s) => ({ ...s, desiredGeneration: generation, bytes: images.length * IMAGE_BYTES, pulledBytes: 0, images: images.map((name) => ({ name, state: 'Pending', attempts: 0, bytes: IMAGE_BYTES })) }));
       return;
     }
     const key = `${node}/${set.metadata.name}/${generation}`;
@@ -78,9 +79,10 @@ export class AgentStatusWriter extends NodePlayer {
           ...s,
           lastFailedGeneration: generation,
           lastFailedGenerationError: message,
+          pulledBytes: (s.images.length - 1) * IMAGE_BYTES,
           images: s.images.map((i, index) => (index === 0 ? { ...i, state: 'Failed', attempts: n, lastError: message } : { ...i, state: 'Pinned', attempts: 1, pulledBytes: IMAGE_BYTES })),
         }), { type: 'Degraded', status: 'True', reason: 'PullFailed', message }),
-      () => this.update(node, set.metadata.name, (s) => ({ ...s, currentGeneration: generation, images: s.images.map((i) => ({ ...i, state: 'Pinned', attempts: Math.max(1, i.attempts), pulledBytes: IMAGE_BYTES })) }), { type: 'Degraded', status: 'False', reason: 'AsExpected', message: '' }),
+      () => this.update(node, set.metadata.name, (s) => ({ ...s, currentGeneration: generation, pulledBytes: s.images.length * IMAGE_BYTES, images: s.images.map((i) => ({ ...i, state: 'Pinned', attempts: Math.max(1, i.attempts), pulledBytes: IMAGE_BYTES })) }), { type: 'Degraded', status: 'False', reason: 'AsExpected', message: '' }),
     );
   }
 

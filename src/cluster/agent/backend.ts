@@ -1,7 +1,7 @@
 /**
  * The prestage-agent backend: sets are `prestage.dev/v1alpha1` PinnedImageSets that pick
  * nodes with `spec.nodeSelector`; progress is each node's NodePinnedImages status, which
- * carries per-image state and bytes (so `wait` can show bytes and an ETA).
+ * carries per-image state and per-set bytes over unique layers (so `wait` can show bytes and an ETA).
  *
  * Node selection by role: the control-plane set goes to nodes labelled
  * `node-role.kubernetes.io/control-plane` (OpenShift and kubeadm set it on every control-plane
@@ -84,14 +84,17 @@ function nodeProgress(node: string, set: string, generation: number, status: Nod
   const desiredGeneration = entry?.desiredGeneration ?? 0;
   const currentGeneration = entry?.currentGeneration ?? 0;
   const images = entry?.images ?? [];
-  const sized = images.filter((i) => i.bytes !== undefined);
+  // Bytes are the set's own figure over its unique layers (shared layers once, as the plan
+  // counts them), and only for the generation asked for: never a sum over images, which would
+  // count shared layers again per image.
+  const sized = entry?.bytes !== undefined && desiredGeneration === generation;
   const base = {
     node,
     set,
     desiredGeneration,
     currentGeneration,
     ...(images.length ? { imagesTotal: images.length, imagesDone: images.filter((i) => i.state === 'Pulled' || i.state === 'Pinned').length } : {}),
-    ...(sized.length ? { bytes: sum(sized.map((i) => i.bytes!)), pulledBytes: sum(sized.map((i) => (i.state === 'Pulled' || i.state === 'Pinned' ? i.bytes! : Math.min(i.pulledBytes ?? 0, i.bytes!)))) } : {}),
+    ...(sized ? { bytes: entry.bytes!, pulledBytes: Math.min(entry.pulledBytes ?? 0, entry.bytes!) } : {}),
   };
   if (desiredGeneration < generation) return { ...base, phase: 'pending' };
   if (currentGeneration === desiredGeneration) return { ...base, phase: 'done' };
@@ -101,8 +104,4 @@ function nodeProgress(node: string, set: string, generation: number, status: Nod
   const failedImage = images.find((i) => i.state === 'Failed' && i.lastError);
   if (failedImage) return { ...base, phase: 'degraded', error: `${failedImage.name}: ${failedImage.lastError}` };
   return { ...base, phase: 'progressing' };
-}
-
-function sum(values: readonly number[]): number {
-  return values.reduce((a, b) => a + b, 0);
 }
