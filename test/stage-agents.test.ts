@@ -17,6 +17,7 @@ import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
 import type { ProgressSnapshot } from '../src/cluster/backend.js';
 import { KubeClient } from '../src/cluster/kube.js';
 import { CriClient } from '../src/cri/client.js';
+import { formatBytes } from '../src/render/table.js';
 import { AGENT_NAME } from '../src/install/manifests.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { waitFor, type Daemon } from './cluster/processes.js';
@@ -175,6 +176,16 @@ describe('prestage stage with the real agents', () => {
     expect(result.stdout).toMatch(new RegExp(`^${WORKER_SET}: 2/2 nodes done\\b.* ready$`, 'm'));
     expect(result.stdout.indexOf('SET ')).toBeLessThan(result.stdout.indexOf('created'));
 
+    // Bytes: each node reports a set over its UNIQUE layers, exactly the plan's ON DISK figure
+    // (not a sum over images, which counts the shared layers again per image).
+    const plan = await runCli(['plan', RELEASE, '--mirror', `quay.io=${registry.host}`, '--tls-verify=false', '-o', 'json']);
+    expect(plan.code).toBe(0);
+    const planned = new Map((JSON.parse(plan.stdout) as { sets: Array<{ name: string; diskBytes: number }> }).sets.map((set) => [set.name, set.diskBytes]));
+    const onDisk = (set: string) => planned.get(set)!;
+    expect(result.stdout).toMatch(new RegExp(`^${CONTROL_PLANE_SET} +control-plane +185 +\\S+ \\S+ +${formatBytes(onDisk(CONTROL_PLANE_SET)).replace('.', '\\.')} `, 'm'));
+    expect(result.stdout).toMatch(new RegExp(`^${CONTROL_PLANE_SET}: 1/1 nodes done  ${formatBytes(onDisk(CONTROL_PLANE_SET))}/${formatBytes(onDisk(CONTROL_PLANE_SET))}  ready$`, 'm'));
+    expect(result.stdout).toMatch(new RegExp(`^${WORKER_SET}: 2/2 nodes done  ${formatBytes(2 * onDisk(WORKER_SET))}/${formatBytes(2 * onDisk(WORKER_SET))}  ready$`, 'm'));
+
     const status = await runCli(['status', '-o', 'json', ...kube]);
     expect(status.code).toBe(0);
     const snapshot = JSON.parse(status.stdout) as ProgressSnapshot & { backend: string };
@@ -186,7 +197,7 @@ describe('prestage stage with the real agents', () => {
     for (const set of snapshot.sets) {
       expect(set.generation).toBe(1);
       for (const n of set.nodes) {
-        expect(n, `${set.name} on ${n.node}`).toMatchObject({ phase: 'done', desiredGeneration: 1, currentGeneration: 1, imagesTotal: n.imagesDone });
+        expect(n, `${set.name} on ${n.node}`).toMatchObject({ phase: 'done', desiredGeneration: 1, currentGeneration: 1, imagesTotal: n.imagesDone, bytes: onDisk(set.name), pulledBytes: onDisk(set.name) });
         expect(n.error).toBeUndefined();
       }
     }
