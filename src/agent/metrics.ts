@@ -4,7 +4,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 export class AgentMetrics {
   readonly registry = new Registry();
   readonly pulls = new Counter({ name: 'prestage_agent_pulls_total', help: 'Image pulls by outcome', labelNames: ['outcome'] as const, registers: [this.registry] });
-  readonly pulledBytes = new Counter({ name: 'prestage_agent_pulled_bytes_total', help: 'Bytes on disk of images pulled (as CRI reports them)', registers: [this.registry] });
+  readonly pulledBytes = new Counter({ name: 'prestage_agent_pulled_bytes_total', help: 'Uncompressed bytes of the images pulled, each image whole, from exact layer sizes (images of unknown size are not counted)', registers: [this.registry] });
   readonly pullSeconds = new Histogram({
     name: 'prestage_agent_pull_duration_seconds',
     help: 'Duration of successful image pulls',

@@ -3,6 +3,7 @@ import { API_VERSION, DISK_BYTES_ANNOTATION, type NodePinnedImagesStatus, type P
 import type { RuntimeImage } from '../cri/client.js';
 import { createLogger } from '../telemetry/log.js';
 import { renderPinDropIn } from './crio.js';
+import { AgentMetrics } from './metrics.js';
 import type { ImageSizeSource, SizeLookupOptions, SizeResult } from './image-sizes.js';
 import { NodeAgent, type AgentCluster } from './reconcile.js';
 import type { ImageFilesystem, ImageRuntime } from './runtime.js';
@@ -170,7 +171,8 @@ describe('NodeAgent status bytes', () => {
       await pullsMayEnd;
       await pull(name);
     };
-    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0, imageSizes: new TableSizes(table) });
+    const metrics = new AgentMetrics();
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), metrics, concurrency: 2, reserveBytes: 0, imageSizes: new TableSizes(table) });
     const pass = agent.reconcile();
     // While images 2 and 3 pull: the base layer is counted once; stored = image 1's layers.
     await vi.waitFor(() => expect(written.at(-1)?.pinnedImageSets?.[0]?.images.map((entry) => entry.state)).toEqual(['Pulled', 'Pulling', 'Pulling']));
@@ -182,6 +184,8 @@ describe('NodeAgent status bytes', () => {
     expect(done?.images.map((entry) => [entry.state, entry.bytes, entry.pulledBytes])).toEqual([['Pinned', 4 * MiB, 4 * MiB], ['Pinned', 4 * MiB, 4 * MiB], ['Pinned', 5 * MiB, 5 * MiB]]);
     // The total never moved while pulling.
     expect(new Set(written.map((status) => status.pinnedImageSets?.[0]?.bytes))).toEqual(new Set([7 * MiB]));
+    // Images 2 and 3 were pulled, each counted whole.
+    expect((await metrics.pulledBytes.get()).values[0]?.value).toBe(9 * MiB);
   });
 
   it("reports no set bytes when an image's layers are unknown, and never CRI's size or a share of the annotation", async () => {

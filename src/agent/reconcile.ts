@@ -341,6 +341,7 @@ export class NodeAgent {
           record.lastError = undefined;
           record.notBefore = undefined;
           metrics?.pulls.inc({ outcome: 'ok' });
+          if (bytes !== undefined) metrics?.pulledBytes.inc(bytes);
           metrics?.pullSeconds.observe((Date.now() - started) / 1000);
           log.info({ image, attempt, ms: Date.now() - started }, 'pulled');
           return;
