@@ -10,13 +10,11 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { API_VERSION, CRDS, DISK_BYTES_ANNOTATION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
+import { API_VERSION, DISK_BYTES_ANNOTATION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
 import { CrioRuntime } from '../src/agent/crio.js';
 import { hasLayers, RegistryImageSizes } from '../src/agent/image-sizes.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
-import { CriClient } from '../src/cri/client.js';
-import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { parsePullSecret } from '../src/registry/credentials.js';
 import { createLogger } from '../src/telemetry/log.js';
 import type { ComponentTruth, LayerTruth } from '../fixtures/release.js';
@@ -24,6 +22,7 @@ import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } 
 import { registriesConf } from './cluster/crio.js';
 import { waitFor } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
+import { installPrestageCrds, pinState } from './support/agent-bed.js';
 
 const truth = inject('fixtureTruth');
 const component = (name: string): ComponentTruth => {
@@ -52,9 +51,7 @@ let worker: TestNode;
 beforeAll(async () => {
   registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
   cluster = await startCluster({ workers: 1, registryMirrors: { 'quay.io': registry.host }, insecureRegistries: [registry.host], imageStoreBytes: IMAGE_STORE_BYTES });
-  objects = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
-  await applyServerSide(cluster.kubeConfig, CRDS as unknown as Manifest[]);
-  await waitForCrdsEstablished(cluster.kubeConfig, CRDS.map((crd) => crd.metadata.name));
+  objects = await installPrestageCrds(cluster);
   worker = cluster.nodes.find((node) => node.name === 'worker-0')!;
 }, COLD_BUILD_TIMEOUT_MS);
 
@@ -105,15 +102,7 @@ const waitForSet = (name: string, until: (set: PinnedImageSetStatus) => boolean,
     return set && until(set) ? set : undefined;
   }, 60_000, 250);
 
-async function stored(images: readonly string[]): Promise<Record<string, boolean | 'absent'>> {
-  const cri = await CriClient.connect(worker.crio.socketPath);
-  try {
-    const listed = await cri.listImages();
-    return Object.fromEntries(images.map((image) => [image, listed.find((entry) => entry.repoDigests.includes(image))?.pinned ?? 'absent']));
-  } finally {
-    cri.close();
-  }
-}
+const stored = (images: readonly string[]) => pinState(worker, images);
 
 describe('exact image sizes through the node registries.conf', () => {
   it("reads each layer's uncompressed size through the mirror, resolving manifest lists to the node's platform", async () => {

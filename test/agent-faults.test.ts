@@ -6,16 +6,15 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { API_VERSION, CRDS, DISK_BYTES_ANNOTATION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
+import { API_VERSION, DISK_BYTES_ANNOTATION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
 import { CrioRuntime } from '../src/agent/crio.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
-import { CriClient } from '../src/cri/client.js';
-import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { createLogger } from '../src/telemetry/log.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { waitFor } from './cluster/processes.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
+import { installPrestageCrds, pinState } from './support/agent-bed.js';
 
 const truth = inject('fixtureTruth');
 const BY_SIZE = [...truth.components].sort((a, b) => a.layers.reduce((sum, l) => sum + l.size, 0) - b.layers.reduce((sum, l) => sum + l.size, 0));
@@ -41,9 +40,7 @@ beforeAll(async () => {
   registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
   proxy = await startFaultProxy({ upstream: registry.url });
   cluster = await startCluster({ workers: 1, registryMirrors: { 'quay.io': proxy.host }, insecureRegistries: [proxy.host], imageStoreBytes: IMAGE_STORE_BYTES });
-  objects = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
-  await applyServerSide(cluster.kubeConfig, CRDS as unknown as Manifest[]);
-  await waitForCrdsEstablished(cluster.kubeConfig, CRDS.map((crd) => crd.metadata.name));
+  objects = await installPrestageCrds(cluster);
   worker = cluster.nodes.find((node) => node.name === 'worker-0')!;
 
   const runtime = await CrioRuntime.connect({ socketPath: worker.crio.socketPath, dropInPath: join(worker.crio.confDir, DROP_IN), reload: () => worker.crio.reload() });
@@ -86,15 +83,7 @@ const waitForSet = (name: string, until: (set: PinnedImageSetStatus) => boolean,
     return set && until(set) ? set : undefined;
   }, timeoutMs, 250);
 
-async function stored(images: readonly string[]): Promise<Record<string, boolean | 'absent'>> {
-  const cri = await CriClient.connect(worker.crio.socketPath);
-  try {
-    const listed = await cri.listImages();
-    return Object.fromEntries(images.map((image) => [image, listed.find((entry) => entry.repoDigests.includes(image))?.pinned ?? 'absent']));
-  } finally {
-    cri.close();
-  }
-}
+const stored = (images: readonly string[]) => pinState(worker, images);
 
 const digestOf = (pullSpec: string) => pullSpec.slice(pullSpec.indexOf('@') + 1);
 

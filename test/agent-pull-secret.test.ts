@@ -17,13 +17,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { API_VERSION, CRDS, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
+import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
 import { renderPinDropIn } from '../src/agent/crio.js';
 import { CriClient } from '../src/cri/client.js';
-import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { prestageEntry } from './support/prestage-process.js';
+import { installPrestageCrds } from './support/agent-bed.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const DROP_IN = '50-prestage-pinned-images';
@@ -48,9 +48,7 @@ beforeAll(async () => {
   crioAuthFile = join(tmpdir(), `prestage-crio-auth-${process.pid}-${Date.now()}.json`);
   // quay.io is mirrored to the authenticating registry; the registry is also reachable under its own name.
   cluster = await startCluster({ workers: 1, registryMirrors: { 'quay.io': registry.host }, insecureRegistries: [registry.host], crioAuthFile });
-  objects = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
-  await applyServerSide(cluster.kubeConfig, CRDS as unknown as Manifest[]);
-  await waitForCrdsEstablished(cluster.kubeConfig, CRDS.map((crd) => crd.metadata.name));
+  objects = await installPrestageCrds(cluster);
   worker = cluster.nodes.find((node) => node.name === 'worker-0')!;
 }, COLD_BUILD_TIMEOUT_MS);
 

@@ -12,17 +12,17 @@ import { PassThrough } from 'node:stream';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { ComponentTruth } from '../fixtures/release.js';
-import { API_VERSION, CRDS, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
+import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
 import { CrioRuntime, renderPinDropIn } from '../src/agent/crio.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
 import { CriClient, type RuntimeImage } from '../src/cri/client.js';
-import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { createLogger } from '../src/telemetry/log.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { waitFor } from './cluster/processes.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle, type RequestRecord } from './harness/index.js';
 import { startPrestageProcess } from './support/prestage-process.js';
+import { installPrestageCrds } from './support/agent-bed.js';
 
 const DROP_IN = '50-prestage-pinned-images';
 /** Slow enough that the larger images stay in flight for many seconds. */
@@ -51,9 +51,7 @@ beforeAll(async () => {
   registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
   proxy = await startFaultProxy({ upstream: registry.url });
   cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': proxy.host }, insecureRegistries: [proxy.host] });
-  objects = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
-  await applyServerSide(cluster.kubeConfig, CRDS as unknown as Manifest[]);
-  await waitForCrdsEstablished(cluster.kubeConfig, CRDS.map((crd) => crd.metadata.name));
+  objects = await installPrestageCrds(cluster);
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {

@@ -82,14 +82,16 @@ class TableSizes implements ImageSizeSource {
   async close(): Promise<void> {}
 }
 
+const layer = (name: string, mib: number) => ({ digest: `sha256:${name.padStart(64, '0')}`, diskBytes: mib * MiB, exact: true });
+const base = layer('base', 3);
+/** Three images on one 3 MiB base layer, with own layers of 1, 1 and 2 MiB. */
+const table = new Map<string, SizeResult>([
+  [image(1), { layers: [base, layer('1', 1)], from: 'test' }],
+  [image(2), { layers: [base, layer('2', 1)], from: 'test' }],
+  [image(3), { layers: [base, layer('3', 2)], from: 'test' }],
+]);
+
 describe('NodeAgent disk check with exact sizes', () => {
-  const layer = (name: string, mib: number) => ({ digest: `sha256:${name.padStart(64, '0')}`, diskBytes: mib * MiB, exact: true });
-  const base = layer('base', 3);
-  const table = new Map<string, SizeResult>([
-    [image(1), { layers: [base, layer('1', 1)], from: 'test' }],
-    [image(2), { layers: [base, layer('2', 1)], from: 'test' }],
-    [image(3), { layers: [base, layer('3', 2)], from: 'test' }],
-  ]);
 
   it('uses exact layer sizes over the annotation: the shared base is counted once, and stored layers not at all', async () => {
     const runtime = new MemoryRuntime(6 * MiB);
@@ -146,13 +148,6 @@ describe('NodeAgent disk check with exact sizes', () => {
 });
 
 describe('NodeAgent status bytes', () => {
-  const layer = (name: string, mib: number) => ({ digest: `sha256:${name.padStart(64, '0')}`, diskBytes: mib * MiB, exact: true });
-  const base = layer('base', 3);
-  const table = new Map<string, SizeResult>([
-    [image(1), { layers: [base, layer('1', 1)], from: 'test' }],
-    [image(2), { layers: [base, layer('2', 1)], from: 'test' }],
-    [image(3), { layers: [base, layer('3', 2)], from: 'test' }],
-  ]);
 
   it("reports a set's bytes over its unique layers (the plan's figure) and each image's own exact size, stored or not", async () => {
     const runtime = new MemoryRuntime(100 * MiB);
