@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the real-cluster test bed, or reuses it from the cache: etcd, kube-apiserver and CRI-O
-# (with its pinns helper) from the Go module proxy, pinned by the modules in tools/testbed/;
-# conmon, crun, openssl and docker-registry from Debian. Idempotent: a component is rebuilt only
+# Builds the real-cluster test bed, or reuses it from the cache: etcd, kube-apiserver, kubelet,
+# kube-controller-manager, kube-scheduler and CRI-O (with its pinns helper) from the Go module
+# proxy, pinned by the modules in tools/testbed/; conmon, crun, runc, CNI plugins, openssl and
+# docker-registry from Debian. Idempotent: a component is rebuilt only
 # when its binary for that version is missing. Prints per-component and total build times.
 #
 #   scripts/build-testbed.sh          build what is missing
@@ -18,7 +19,10 @@ CACHE=${PRESTAGE_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/prestage-testbed
 CRIO_TAGS='containers_image_openpgp exclude_graphdriver_btrfs'
 # Runtime: conmon, crun (CRI-O's monitor and OCI runtime), openssl (the test PKI),
 # docker-registry (the test registry). Build: gcc and libc6-dev (cgo, static pinns).
-DEBIAN_PACKAGES=(conmon crun openssl docker-registry gcc libc6-dev)
+# The DaemonSet test (a real kubelet running containers): runc (crun 1.8.1 rejects the OCI spec
+# version CRI-O 1.34 writes), jq (its runc shim edits config.json), containernetworking-plugins
+# (a loopback CNI network, so the runtime reports NetworkReady), busybox-static (the pause image).
+DEBIAN_PACKAGES=(conmon crun openssl docker-registry gcc libc6-dev runc jq containernetworking-plugins busybox-static)
 
 json=false
 [[ ${1:-} == --json ]] && json=true
@@ -79,15 +83,20 @@ go_build() { # go_build MODULE_DIR PACKAGE EXTRA_LDFLAGS [go build flags...]
 }
 build_etcd() { go_build etcd prestage.test/testbed/etcd ''; }
 # Kubernetes stamps its version at link time (hack/lib/version.sh); without it /version says
-# v0.0.0-master.
-build_kube_apiserver() {
+# v0.0.0-master (and a kubelet would register as v0.0.0).
+build_kube_command() { # build_kube_command NAME (a k8s.io/kubernetes/cmd/NAME)
   local minor=${kube_version#v1.} stamp='' package
   minor=${minor%%.*}
   for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     stamp+=" -X $package.gitVersion=$kube_version -X $package.gitMajor=1 -X $package.gitMinor=$minor -X $package.gitTreeState=clean"
   done
-  go_build kube k8s.io/kubernetes/cmd/kube-apiserver "$stamp"
+  go_build kube "k8s.io/kubernetes/cmd/$1" "$stamp"
 }
+build_kube_apiserver() { build_kube_command kube-apiserver; }
+# The DaemonSet test only; they share most packages with kube-apiserver, so they build in minutes.
+build_kubelet() { build_kube_command kubelet; }
+build_kube_controller_manager() { build_kube_command kube-controller-manager; }
+build_kube_scheduler() { build_kube_command kube-scheduler; }
 build_crio() { CGO_ENABLED=1 go_build crio github.com/cri-o/cri-o/cmd/crio '' -tags "$CRIO_TAGS"; }
 # pinns (C, in the cri-o module's source) pins namespaces for pod sandboxes. The proof tests
 # create no sandboxes, but CRI-O refuses to start without it, so build the real one.
@@ -116,11 +125,14 @@ crio_version=$(required_version crio github.com/cri-o/cri-o)
 paths=()
 build etcd "$etcd_version" build_etcd
 build kube-apiserver "$kube_version" build_kube_apiserver
+build kubelet "$kube_version" build_kubelet
+build kube-controller-manager "$kube_version" build_kube_controller_manager
+build kube-scheduler "$kube_version" build_kube_scheduler
 build crio "$crio_version" build_crio
 build pinns "$crio_version" build_pinns
 
 log "total $((SECONDS - started))s (built: ${built[*]:-nothing, all cached}) in $CACHE"
 if $json; then
-  printf '{%s, "conmon": "%s", "crun": "%s", "versions": {"etcd": "%s", "kube-apiserver": "%s", "crio": "%s"}}\n' \
-    "$(IFS=,; echo "${paths[*]}")" "$(command -v conmon)" "$(command -v crun)" "$etcd_version" "$kube_version" "$crio_version"
+  printf '{%s, "conmon": "%s", "crun": "%s", "runc": "%s", "cniPlugins": "%s", "busybox": "%s", "versions": {"etcd": "%s", "kube-apiserver": "%s", "crio": "%s"}}\n' \
+    "$(IFS=,; echo "${paths[*]}")" "$(command -v conmon)" "$(command -v crun)" "$(command -v runc || echo /usr/sbin/runc)" /usr/lib/cni /bin/busybox "$etcd_version" "$kube_version" "$crio_version"
 fi

@@ -18,6 +18,15 @@ export interface TestbedBinaries {
   readonly pinns: string;
   readonly conmon: string;
   readonly crun: string;
+  /** The DaemonSet test's real node: kubelet, the controllers that turn a DaemonSet into a bound pod, runc, CNI plugins. */
+  readonly kubelet: string;
+  readonly 'kube-controller-manager': string;
+  readonly 'kube-scheduler': string;
+  readonly runc: string;
+  /** Directory of the CNI plugins (`loopback`, ...). */
+  readonly cniPlugins: string;
+  /** A static busybox: the test images' only binary. */
+  readonly busybox: string;
   readonly versions: { readonly etcd: string; readonly 'kube-apiserver': string; readonly crio: string };
 }
 

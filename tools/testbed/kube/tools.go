@@ -1,7 +1,13 @@
 //go:build tools
 
-// Package tools pins kube-apiserver into this module's build graph so that
-// `go build k8s.io/kubernetes/cmd/kube-apiserver` resolves from go.sum.
+// Package tools pins the Kubernetes binaries the test bed runs into this module's build graph so
+// that `go build k8s.io/kubernetes/cmd/<name>` resolves from go.sum: kube-apiserver for every
+// cluster test; kubelet, kube-controller-manager and kube-scheduler for the DaemonSet test.
 package tools
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+)
