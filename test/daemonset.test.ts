@@ -10,9 +10,6 @@
  *   `--reload=pidfile:` replaces `systemctl` (no systemd here); `hostNetwork: true` and
  *   KUBERNETES_SERVICE_HOST/PORT, because there is no pod network or kube-proxy to reach the API
  *   server and the registry, which listen on 127.0.0.1.
- * - The image store is mounted into the pod at its host path: the agent statfs()s the mountpoint
- *   CRI-O's ImageFsInfo reports, which the rendered DaemonSet does not mount (ENOENT on a real
- *   node too; see IMAGE_STORE_WORKAROUND).
  * - CRI-O runs containers with runc (Debian's crun 1.8.1 rejects the OCI spec version CRI-O 1.34
  *   writes: "unknown version specified") through a shim that drops what this VM cannot grant:
  *   a negative oom_score_adj and CAP_SYS_RESOURCE (not in the bounding set) and hugepage limits
@@ -46,8 +43,6 @@ import { startRegistry, type RegistryHandle } from './harness/registry.js';
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const NAMESPACE = 'prestage';
-/** Remove once the rendered DaemonSet mounts CRI-O's image store (the agent statfs()s it). */
-const IMAGE_STORE_WORKAROUND = true;
 
 let registry: RegistryHandle;
 let cluster: TestCluster;
@@ -176,7 +171,8 @@ afterAll(async () => {
 describe('the DaemonSet prestage install renders, on a real kubelet', () => {
   it('runs the agent pod, which authenticates with its pod-bound token and pulls and pins a set on its node', async () => {
     const agentImage = await pushAgentImage(registry.host, cluster.binaries.busybox);
-    const manifests = installManifests({ namespace: NAMESPACE, image: agentImage, agentArgs: ['--log-level=debug'] });
+    // This node's CRI-O keeps its store under the test bed's dir: what `install --image-store` is for.
+    const manifests = installManifests({ namespace: NAMESPACE, image: agentImage, agentArgs: ['--log-level=debug'], imageStore: node.crio.root });
     const daemonSet = testbedDaemonSet(manifests);
     await applyServerSide(cluster.kubeConfig, manifests.filter((manifest) => manifest.kind === 'CustomResourceDefinition'));
     await waitForCrdsEstablished(cluster.kubeConfig, CRDS.map((crd) => crd.metadata.name));
@@ -226,6 +222,7 @@ function testbedDaemonSet(manifests: Manifest[]) {
     'containers-config': nodeDir, // holds registries.conf and registries.conf.d/
     'kubelet-pull-secret': join(nodeDir, 'kubelet', 'config.json'),
     systemd: join(nodeDir, 'run'),
+    'image-store': node.crio.root,
   };
   for (const volume of spec.volumes) {
     if (!(volume.name in sources)) throw new Error(`the DaemonSet has a new hostPath volume ${volume.name}: map it here`);
@@ -235,10 +232,6 @@ function testbedDaemonSet(manifests: Manifest[]) {
   container.args = container.args.map((arg: string) => (arg === '--reload=systemctl' ? '--reload=pidfile:/etc/crio/crio.pid' : arg));
   spec.hostNetwork = true;
   container.env.push({ name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' }, { name: 'KUBERNETES_SERVICE_PORT', value: new URL(cluster.apiServerUrl).port });
-  if (IMAGE_STORE_WORKAROUND) {
-    spec.volumes.push({ name: 'image-store', hostPath: { path: node.crio.root, type: 'Directory' } });
-    container.volumeMounts.push({ name: 'image-store', mountPath: node.crio.root, readOnly: true });
-  }
   return daemonSet;
 }
 

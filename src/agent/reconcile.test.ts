@@ -1,3 +1,7 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { describe, expect, it, vi } from 'vitest';
 import { API_VERSION, DISK_BYTES_ANNOTATION, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
 import type { RuntimeImage } from '../cri/client.js';
@@ -252,5 +256,31 @@ describe('renderPinDropIn', () => {
   it('sorts and deduplicates, so equal pin lists give equal bytes', () => {
     expect(renderPinDropIn([image(2), image(1), image(2)])).toBe(renderPinDropIn([image(1), image(2)]));
     expect(renderPinDropIn([image(1)])).toContain(`[crio.image]\npinned_images = [\n  "${image(1)}",\n]\n`);
+  });
+});
+
+describe('NodeAgent pull secret', () => {
+  const warningsWith = async (content: string) => {
+    const dir = mkdtempSync(join(tmpdir(), 'prestage-secret-'));
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    try {
+      writeFileSync(join(dir, 'config.json'), content);
+      const agent = new NodeAgent({ nodeName: 'n', runtime: new MemoryRuntime(100 * MiB), cluster: fixedCluster([set('a', [image(1)], MiB)]), log: createLogger('warn', sink), concurrency: 1, reserveBytes: 0, pullSecretPath: join(dir, 'config.json') });
+      await agent.reconcile();
+      return lines.map((line) => (JSON.parse(line) as { msg: string }).msg).filter((message) => message.includes('pull secret'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+
+  it('takes an empty file (what a FileOrCreate hostPath makes) as no secret, silently; a broken one is a warning', async () => {
+    expect(await warningsWith('')).toEqual([]);
+    expect(await warningsWith('{not json')).toEqual(['pull secret unreadable; pulling anonymously']);
   });
 });

@@ -9,7 +9,7 @@
  * global deadline; a failed reload restores the previous pin list; a periodic pass repairs
  * images removed by hand.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
@@ -498,6 +498,8 @@ export class NodeAgent {
   private readPullSecrets(): PullSecret[] {
     const path = this.options.pullSecretPath;
     if (!path || !existsSync(path)) return [];
+    // An empty file is no pull secret: the DaemonSet's FileOrCreate mount makes one on nodes without it.
+    if (statSync(path).size === 0) return [];
     try {
       return [parsePullSecretFile(path)];
     } catch (error) {

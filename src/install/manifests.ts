@@ -15,7 +15,11 @@ export interface InstallOptions {
   readonly metricsPort?: number;
   /** Extra `prestage agent` flags, e.g. `--reserve=32Gi`. */
   readonly agentArgs?: readonly string[];
+  /** CRI-O's storage root (`root` in crio.conf): the agent statfs()s the image filesystem there. */
+  readonly imageStore?: string;
 }
+
+export const DEFAULT_IMAGE_STORE = '/var/lib/containers/storage';
 
 export const AGENT_NAME = 'prestage-agent';
 /** The extra a pod-bound ServiceAccount token carries (Kubernetes 1.32+): the pod's node. */
@@ -25,6 +29,7 @@ export const NODE_NAME_EXTRA = 'authentication.kubernetes.io/node-name';
 export function installManifests(options: InstallOptions): Manifest[] {
   const { namespace } = options;
   const port = options.metricsPort ?? 9464;
+  const imageStore = options.imageStore ?? DEFAULT_IMAGE_STORE;
   const labels = { 'app.kubernetes.io/name': AGENT_NAME, 'app.kubernetes.io/part-of': 'prestage' };
   const serviceAccountUser = `system:serviceaccount:${namespace}:${AGENT_NAME}`;
   return [
@@ -133,6 +138,9 @@ export function installManifests(options: InstallOptions): Manifest[] {
                   // registries.conf and its drop-ins: image sizes are read from CRI-O's mirrors.
                   { name: 'containers-config', mountPath: '/etc/containers', readOnly: true },
                   { name: 'systemd', mountPath: '/run/systemd' },
+                  // Free space is statfs() of the image filesystem CRI-O reports, at its host path.
+                  // HostToContainer: CRI-O's own mounts below it stay visible (and CRI-O insists on it).
+                  { name: 'image-store', mountPath: imageStore, readOnly: true, mountPropagation: 'HostToContainer' },
                 ],
               },
             ],
@@ -142,6 +150,7 @@ export function installManifests(options: InstallOptions): Manifest[] {
               { name: 'kubelet-pull-secret', hostPath: { path: '/var/lib/kubelet/config.json', type: 'FileOrCreate' } },
               { name: 'containers-config', hostPath: { path: '/etc/containers', type: 'DirectoryOrCreate' } },
               { name: 'systemd', hostPath: { path: '/run/systemd', type: 'Directory' } },
+              { name: 'image-store', hostPath: { path: imageStore, type: 'Directory' } },
             ],
           },
         },
