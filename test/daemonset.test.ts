@@ -20,7 +20,6 @@
  *   mount (systemd makes / shared on real nodes; / is private here).
  */
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
@@ -39,6 +38,7 @@ import { kubeconfig as kubeconfigFor } from './cluster/control-plane.js';
 import { Daemon, waitFor } from './cluster/processes.js';
 import { freePorts } from './cluster/ports.js';
 import { startRegistry, type RegistryHandle } from './harness/registry.js';
+import { finishedTar, sha256 } from './cluster/registry.js';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -329,17 +329,5 @@ function tarOf(entries: Entry[]): Promise<Buffer> {
     if (entry.type === 'file') archive.entry({ name: entry.name, mode: entry.mode }, entry.content ?? Buffer.alloc(0));
     else archive.entry({ name: entry.name, mode: entry.mode ?? 0o755, type: entry.type, linkname: entry.linkname });
   }
-  archive.finalize();
-  const chunks: Buffer[] = [];
-  return new Promise((resolve, reject) => {
-    archive.on('data', (chunk: unknown) => {
-      chunks.push(chunk as Buffer);
-    });
-    archive.on('end', () => resolve(Buffer.concat(chunks)));
-    archive.on('error', reject);
-  });
-}
-
-function sha256(bytes: Buffer): string {
-  return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
+  return finishedTar(archive);
 }

@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
-import { pack } from 'tar-stream';
+import { pack, type Pack } from 'tar-stream';
 
 export interface PushedImage {
   /** `sha256:...` of the manifest: what digest references name. */
@@ -58,6 +58,11 @@ async function pushBlob(host: string, repository: string, blob: Buffer): Promise
 function tarOf(files: Record<string, string | Buffer>): Promise<Buffer> {
   const archive = pack();
   for (const [name, content] of Object.entries(files)) archive.entry({ name, mode: 0o644 }, content);
+  return finishedTar(archive);
+}
+
+/** Finalizes a tar-stream pack and resolves with its bytes. */
+export function finishedTar(archive: Pack): Promise<Buffer> {
   archive.finalize();
   const chunks: Buffer[] = [];
   return new Promise((resolve, reject) => {
@@ -69,6 +74,6 @@ function tarOf(files: Record<string, string | Buffer>): Promise<Buffer> {
   });
 }
 
-function sha256(bytes: Buffer): string {
+export function sha256(bytes: Buffer): string {
   return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
 }
