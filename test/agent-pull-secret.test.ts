@@ -11,11 +11,12 @@
  * mirror case shows what a node needs for it.
  */
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CustomObjectsApi } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
 import { renderPinDropIn } from '../src/agent/crio.js';
@@ -32,7 +33,9 @@ const UNAUTHORIZED = /unauthorized|authentication required|invalid username\/pas
 const truth = inject('fixtureTruth');
 const BY_SIZE = [...truth.components].sort((a, b) => a.layers.reduce((sum, l) => sum + l.size, 0) - b.layers.reduce((sum, l) => sum + l.size, 0));
 /** Digests of small images, one per scenario. */
-const [DIRECT, MIRRORED] = BY_SIZE.slice(1, 3).map((component) => component.digest) as [string, string];
+const [DIRECT, MIRRORED, BY_SECRET] = BY_SIZE.slice(1, 4).map((component) => component.digest) as [string, string, string];
+/** The agent's namespace, where the Secrets sets name live. */
+const AGENT_NAMESPACE = 'prestage-agent-test';
 
 let registry: RegistryHandle;
 let cluster: TestCluster;
@@ -49,6 +52,7 @@ beforeAll(async () => {
   // quay.io is mirrored to the authenticating registry; the registry is also reachable under its own name.
   cluster = await startCluster({ workers: 1, registryMirrors: { 'quay.io': registry.host }, insecureRegistries: [registry.host], crioAuthFile });
   objects = await installPrestageCrds(cluster);
+  await cluster.kubeConfig.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: AGENT_NAMESPACE } } });
   worker = cluster.nodes.find((node) => node.name === 'worker-0')!;
 }, COLD_BUILD_TIMEOUT_MS);
 
@@ -59,8 +63,13 @@ afterAll(async () => {
 });
 
 const setAddress = { group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS };
-function createSet(name: string, images: readonly string[]) {
-  const body: PinnedImageSet = { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name }, spec: { pinnedImages: images.map((image) => ({ name: image })), nodeSelector: { matchLabels: { 'kubernetes.io/hostname': worker.name } } } };
+function createSet(name: string, images: readonly string[], pullSecrets?: readonly string[]) {
+  const body: PinnedImageSet = {
+    apiVersion: API_VERSION,
+    kind: 'PinnedImageSet',
+    metadata: { name },
+    spec: { pinnedImages: images.map((image) => ({ name: image })), nodeSelector: { matchLabels: { 'kubernetes.io/hostname': worker.name } }, ...(pullSecrets ? { pullSecrets: pullSecrets.map((secret) => ({ name: secret })) } : {}) },
+  };
   return objects.createClusterCustomObject({ ...setAddress, body });
 }
 
@@ -100,6 +109,7 @@ function agentOnce(pullSecret: string): Promise<{ code: number; output: string }
     '--reload', `pid:${worker.crio.pid}`,
     '--pull-secret', pullSecret,
     '--reserve', '0',
+    '--namespace', AGENT_NAMESPACE,
   ];
   return new Promise((resolve) => {
     execFile(process.execPath, [...prestageEntry().nodeArgs, ...args], { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
@@ -147,6 +157,41 @@ describe('pull secret: images named after the registry that requires it', () => 
     expect(await criPinned(image())).toBe(true);
     expect(await readFile(join(worker.crio.confDir, DROP_IN), 'utf8')).toBe(renderPinDropIn([image()]));
     // CRI-O authenticated at the token realm with them and was granted the pull.
+    expect(registry.tokenIssuer!.log.slice(issued)).toContainEqual(expect.objectContaining({
+      authenticated: true,
+      granted: [{ type: 'repository', name: truth.componentRepository, actions: ['pull'] }],
+    }));
+  });
+});
+
+describe('pull secret: a Secret the set names in spec.pullSecrets', () => {
+  const image = () => `${registry.host}/${truth.componentRepository}@${BY_SECRET}`;
+
+  it('fails the set, pulling nothing, while the Secret is missing; pulls and pins with its credentials once it is there', async () => {
+    // CRI-O's own auth file holds nothing yet (the mirror tests below write it): only the CRI auth can authenticate.
+    expect(existsSync(crioAuthFile)).toBe(false);
+    const noNodeSecret = await kubeletConfig('config-empty.json', {});
+    await createSet('by-secret', [image()], ['team-pull']);
+    const missing = await agentOnce(noNodeSecret);
+    expect(missing.code, missing.output).toBe(1);
+    const failed = await setStatus('by-secret');
+    expect(failed?.lastFailedGenerationError).toBe(`pull secret ${AGENT_NAMESPACE}/team-pull not found: create it (type kubernetes.io/dockerconfigjson) in namespace ${AGENT_NAMESPACE}`);
+    expect(failed?.images[0]).toMatchObject({ name: image(), state: 'Pending', attempts: 0 });
+    expect(await criPinned(image())).toBe('absent');
+
+    // As `kubectl create secret docker-registry team-pull --docker-server=<registry> ...` makes it.
+    const dockerConfig = { auths: { [registry.host]: { username: registry.username!, password: registry.password!, auth: Buffer.from(`${registry.username}:${registry.password}`).toString('base64') } } };
+    await cluster.kubeConfig.makeApiClient(CoreV1Api).createNamespacedSecret({
+      namespace: AGENT_NAMESPACE,
+      body: { metadata: { name: 'team-pull' }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': Buffer.from(JSON.stringify(dockerConfig)).toString('base64') } },
+    });
+    const issued = registry.tokenIssuer!.log.length;
+    const run = await agentOnce(noNodeSecret);
+    expect(run.code, run.output).toBe(0);
+    const set = await setStatus('by-secret');
+    expect(set && isSetDone(set)).toBe(true);
+    expect(set?.images[0]).toMatchObject({ name: image(), state: 'Pinned', attempts: 1 });
+    expect(await criPinned(image())).toBe(true);
     expect(registry.tokenIssuer!.log.slice(issued)).toContainEqual(expect.objectContaining({
       authenticated: true,
       granted: [{ type: 'repository', name: truth.componentRepository, actions: ['pull'] }],

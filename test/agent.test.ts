@@ -285,6 +285,11 @@ describe('PinnedImageSet CRD validation', () => {
     await expect(createSet(pinnedImageSet('duplicates', [IMG_A, IMG_A]))).rejects.toMatchObject({ code: 422 });
     await expect(createSet(pinnedImageSet('empty', []))).rejects.toMatchObject({ code: 422 });
   });
+
+  it('rejects a pull Secret reference that is no Secret name, or named twice', async () => {
+    await expect(createSet(pinnedImageSet('bad-secret', [IMG_A], { pullSecrets: [{ name: 'Team_Pull' }] }))).rejects.toMatchObject({ code: 422 });
+    await expect(createSet(pinnedImageSet('twice', [IMG_A], { pullSecrets: [{ name: 'team' }, { name: 'team' }] }))).rejects.toMatchObject({ code: 422 });
+  });
 });
 
 describe('node agents', () => {

@@ -138,4 +138,21 @@ describe('prestage install', () => {
     expect(lease.spec?.holderIdentity).toBe('worker-0');
     await release();
   });
+
+  it('lets an agent read a pull Secret a set names in its own namespace, and no Secret elsewhere', async () => {
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const dockerConfig = Buffer.from(JSON.stringify({ auths: { 'registry.example': { auth: Buffer.from('robot:pw').toString('base64') } } })).toString('base64');
+    for (const namespace of [NAMESPACE, 'default']) {
+      await core.createNamespacedSecret({ namespace, body: { metadata: { name: 'team-pull' }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': dockerConfig } } });
+    }
+    const asAgent = cluster.kubeConfigForToken(await agentTokenOn('worker-0'));
+    const log = createLogger('silent');
+    const own = await new KubeAgentCluster(asAgent, 'worker-0', log, () => undefined, NAMESPACE).readPullSecret('team-pull');
+    expect(own.entries.get('registry.example')).toEqual({ username: 'robot', password: 'pw' });
+    await expect(new KubeAgentCluster(asAgent, 'worker-0', log, () => undefined, 'default').readPullSecret('team-pull')).rejects.toThrow(
+      "pull secret default/team-pull: forbidden (403); the agent reads Secrets only in its own namespace (--namespace), where prestage install's Role lets it",
+    );
+    // get by name only: listing the Secrets of its own namespace is denied too.
+    await expect(asAgent.makeApiClient(CoreV1Api).listNamespacedSecret({ namespace: NAMESPACE })).rejects.toMatchObject({ code: 403 });
+  });
 });

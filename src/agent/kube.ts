@@ -6,10 +6,11 @@
  * Changes are reported only once both informers have listed and the Node has been seen: a pass
  * started from the sets' first events alone would not know the node's labels yet.
  */
-import { ADD, CoreV1Api, CustomObjectsApi, DELETE, ERROR, ListWatch, UPDATE, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject, type V1Node } from '@kubernetes/client-node';
+import { ADD, CoreV1Api, CustomObjectsApi, DELETE, ERROR, ListWatch, UPDATE, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject, type V1Node, type V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, type NodePinnedImages, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
 import { ClusterError } from '../errors.js';
+import { parsePullSecret, type PullSecret } from '../registry/credentials.js';
 import type { AgentCluster } from './reconcile.js';
 
 /** Informers restart after a dropped watch after this long. */
@@ -32,6 +33,8 @@ export class KubeAgentCluster implements AgentCluster {
     private readonly nodeName: string,
     private readonly log: Logger,
     onChange: () => void,
+    /** Where the Secrets that sets name live: the agent's own namespace. */
+    private readonly namespace = 'prestage',
   ) {
     this.objects = kubeConfig.makeApiClient(CustomObjectsApi);
     this.core = kubeConfig.makeApiClient(CoreV1Api);
@@ -125,6 +128,20 @@ export class KubeAgentCluster implements AgentCluster {
     return node ? (node.metadata?.labels ?? {}) : undefined;
   }
 
+  async readPullSecret(name: string): Promise<PullSecret> {
+    const source = `pull secret ${this.namespace}/${name}`;
+    let secret: V1Secret;
+    try {
+      secret = await this.core.readNamespacedSecret({ namespace: this.namespace, name });
+    } catch (error) {
+      const code = (error as { code?: number }).code;
+      if (code === 404) throw new Error(`${source} not found: create it (type ${DOCKER_CONFIG_JSON}) in namespace ${this.namespace}`);
+      if (code === 403) throw new Error(`${source}: forbidden (403); the agent reads Secrets only in its own namespace (--namespace), where prestage install's Role lets it`);
+      throw clusterError(`cannot read ${source}`, error);
+    }
+    return pullSecretOfSecret(secret, source);
+  }
+
   async readStatus(): Promise<NodePinnedImagesStatus | undefined> {
     return (await this.read())?.status;
   }
@@ -188,4 +205,31 @@ function clusterError(what: string, error: unknown): ClusterError {
   const { code, body } = error as { code?: number; body?: unknown };
   const detail = typeof body === 'string' ? (JSON.parse(body) as { message?: string }).message ?? body : (error as Error).message;
   return new ClusterError(`${what}: ${code ?? ''} ${detail}`.replace(/\s+/g, ' '), { cause: error });
+}
+
+const DOCKER_CONFIG_JSON = 'kubernetes.io/dockerconfigjson';
+const DOCKER_CFG = 'kubernetes.io/dockercfg';
+
+/**
+ * The credentials of an image pull Secret, as the kubelet reads `imagePullSecrets`:
+ * `.dockerconfigjson` ({"auths": {...}}) or the legacy `.dockercfg` (the auths map alone).
+ * Errors name the Secret and what is wrong, never its content.
+ */
+export function pullSecretOfSecret(secret: Pick<V1Secret, 'type' | 'data'>, source: string): PullSecret {
+  const key = secret.type === DOCKER_CONFIG_JSON ? '.dockerconfigjson' : secret.type === DOCKER_CFG ? '.dockercfg' : undefined;
+  if (!key) throw new Error(`${source} is of type ${secret.type ?? 'Opaque'}; want ${DOCKER_CONFIG_JSON} (kubectl create secret docker-registry)`);
+  const encoded = secret.data?.[key];
+  if (!encoded) throw new Error(`${source} has no ${key} key`);
+  let document: unknown;
+  try {
+    document = JSON.parse(Buffer.from(encoded, 'base64').toString('utf8'));
+  } catch {
+    throw new Error(`${source}: its ${key} is not JSON`);
+  }
+  const auths = key === '.dockercfg' ? { auths: document } : document;
+  try {
+    return parsePullSecret(JSON.stringify(auths), source);
+  } catch (error) {
+    throw new Error((error as Error).message.replace(`registry auth file ${source}`, source));
+  }
 }

@@ -4,13 +4,14 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it, vi } from 'vitest';
 import { API_VERSION, DISK_BYTES_ANNOTATION, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
-import type { RuntimeImage } from '../cri/client.js';
+import type { PullAuth, RuntimeImage } from '../cri/client.js';
+import type { PullSecret } from '../registry/credentials.js';
 import { createLogger } from '../telemetry/log.js';
 import { renderPinDropIn } from './crio.js';
 import { AgentMetrics } from './metrics.js';
 import type { ImageSizeSource, SizeLookupOptions, SizeResult } from './image-sizes.js';
 import { NodeAgent, type AgentCluster } from './reconcile.js';
-import type { ImageFilesystem, ImageRuntime } from './runtime.js';
+import type { ImageFilesystem, ImageRuntime, RuntimePullOptions } from './runtime.js';
 import { selectorMatches } from './selector.js';
 
 const image = (n: number) => `quay.io/ns/repo@sha256:${String(n).padStart(64, '0')}`;
@@ -282,5 +283,85 @@ describe('NodeAgent pull secret', () => {
   it('takes an empty file (what a FileOrCreate hostPath makes) as no secret, silently; a broken one is a warning', async () => {
     expect(await warningsWith('')).toEqual([]);
     expect(await warningsWith('{not json')).toEqual(['pull secret unreadable; pulling anonymously']);
+  });
+});
+
+describe("NodeAgent: the Secrets a set names in spec.pullSecrets", () => {
+  /** Records the credentials each pull was given. */
+  class AuthRecordingRuntime extends MemoryRuntime {
+    readonly auths = new Map<string, PullAuth | undefined>();
+    override async pull(name: string, options?: RuntimePullOptions): Promise<void> {
+      this.auths.set(name, options?.auth);
+      await super.pull(name);
+    }
+  }
+  const secret = (source: string, entries: Record<string, { username: string; password: string }>): PullSecret => ({ source, entries: new Map(Object.entries(entries)) });
+  const withSecrets = (name: string, images: string[], secrets: string[]): PinnedImageSet => ({ ...set(name, images, MiB), spec: { pinnedImages: images.map((name) => ({ name })), pullSecrets: secrets.map((name) => ({ name })) } });
+  const other = (n: number) => `registry.example/team/app@sha256:${String(n).padStart(64, '0')}`;
+
+  function clusterWithSecrets(sets: PinnedImageSet[], stored: Record<string, PullSecret>) {
+    const reads: string[] = [];
+    const cluster = fixedCluster(sets);
+    cluster.readPullSecret = async (name) => {
+      reads.push(name);
+      const found = stored[name];
+      if (!found) throw new Error(`pull secret prestage/${name} not found: create it (type kubernetes.io/dockerconfigjson) in namespace prestage`);
+      return found;
+    };
+    return { cluster, reads };
+  }
+
+  it("tries a set's Secrets before the node's pull secret, for that set's images only, reading each Secret once", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'prestage-secret-'));
+    try {
+      const node = join(dir, 'config.json');
+      writeFileSync(node, JSON.stringify({ auths: { 'quay.io': { auth: Buffer.from('node:node-pw').toString('base64') } } }));
+      const runtime = new AuthRecordingRuntime(100 * MiB);
+      const { cluster, reads } = clusterWithSecrets(
+        [withSecrets('a', [image(1), other(2)], ['team']), withSecrets('b', [other(3)], ['team']), set('c', [image(4)], MiB)],
+        { team: secret('pull secret prestage/team', { 'quay.io/ns': { username: 'team', password: 'team-pw' }, 'registry.example': { username: 'team', password: 'team-pw' } }) },
+      );
+      const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0, pullSecretPath: node });
+      const status = await agent.reconcile();
+      expect(status.pinnedImageSets?.map((entry) => entry.currentGeneration)).toEqual([1, 1, 1]);
+      expect(reads).toEqual(['team']);
+      expect(runtime.auths.get(image(1))).toMatchObject({ username: 'team', serverAddress: 'quay.io' });
+      expect(runtime.auths.get(other(2))).toMatchObject({ username: 'team', serverAddress: 'registry.example' });
+      expect(runtime.auths.get(other(3))).toMatchObject({ username: 'team' });
+      // Set c names no Secret: the node's.
+      expect(runtime.auths.get(image(4))).toMatchObject({ username: 'node', password: 'node-pw' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('fails a set whose Secret is missing, pulls nothing of it, and leaves the other sets alone; the Secret once there, it pulls', async () => {
+    const runtime = new AuthRecordingRuntime(100 * MiB);
+    const stored: Record<string, PullSecret> = {};
+    const { cluster } = clusterWithSecrets([withSecrets('a', [image(1)], ['missing']), set('b', [image(2)], MiB)], stored);
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0 });
+    const first = await agent.reconcile();
+    expect(runtime.pulls).toEqual([image(2)]);
+    const [a, b] = first.pinnedImageSets ?? [];
+    expect(a).toMatchObject({ lastFailedGeneration: 1, lastFailedGenerationError: 'pull secret prestage/missing not found: create it (type kubernetes.io/dockerconfigjson) in namespace prestage' });
+    expect(a?.images.map((entry) => entry.state)).toEqual(['Pending']);
+    expect(b?.currentGeneration).toBe(1);
+
+    stored.missing = secret('pull secret prestage/missing', { 'quay.io': { username: 'u', password: 'p' } });
+    const second = await agent.reconcile();
+    expect(second.pinnedImageSets?.[0]).toMatchObject({ currentGeneration: 1 });
+    expect(second.pinnedImageSets?.[0]?.lastFailedGenerationError).toBeUndefined();
+    expect(runtime.auths.get(image(1))).toMatchObject({ username: 'u' });
+  });
+
+  it('never reads the Secrets of a set whose images are all stored: a done set does not fail when its Secret goes', async () => {
+    const runtime = new AuthRecordingRuntime(100 * MiB);
+    runtime.images.set(image(1), { pinned: false });
+    const { cluster, reads } = clusterWithSecrets([withSecrets('a', [image(1)], ['gone'])], {});
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 1, reserveBytes: 0 });
+    const status = await agent.reconcile();
+    expect(reads).toEqual([]);
+    expect(status.pinnedImageSets?.[0]).toMatchObject({ currentGeneration: 1 });
+    expect(status.pinnedImageSets?.[0]?.lastFailedGeneration).toBeUndefined();
   });
 });

@@ -38,6 +38,11 @@ export interface AgentCluster {
   pinnedImageSets(): readonly PinnedImageSet[];
   /** This node's labels; undefined until the Node has been seen. */
   nodeLabels(): Readonly<Record<string, string>> | undefined;
+  /**
+   * A Secret a set names in `spec.pullSecrets`, read afresh (it may rotate); rejects with a
+   * one-line reason (not found, wrong type, not readable) that never holds a credential.
+   */
+  readPullSecret?(name: string): Promise<PullSecret>;
   readStatus(): Promise<NodePinnedImagesStatus | undefined>;
   writeStatus(status: NodePinnedImagesStatus): Promise<void>;
   /** A Warning Event on this Node, for `kubectl describe node`. */
@@ -180,9 +185,17 @@ export class NodeAgent {
     const stored = await runtime.listImages();
     const present = presentNames(stored);
     const filesystem = await runtime.imageFilesystem();
-    const secrets = this.readPullSecrets();
-    const toPull = await this.admitByDisk(sets, present, filesystem.freeBytes, secrets, labels['kubernetes.io/arch'] || 'amd64');
-    const auth = pullAuthFrom(secrets);
+    const nodeSecrets = this.readPullSecrets();
+    const setSecrets = await this.readSetPullSecrets(sets, present);
+    // A set whose Secret cannot be read pulls nothing: its pulls would only be denied.
+    const pullable = sets.filter((set) => !this.setErrors.has(set.metadata.name));
+    const allSetSecrets = [...new Set([...setSecrets.values()].flat())];
+    const toPull = await this.admitByDisk(pullable, present, filesystem.freeBytes, [...allSetSecrets, ...nodeSecrets], labels['kubernetes.io/arch'] || 'amd64');
+    // An image's credentials: the Secrets of the sets that list it, then the node's pull secret.
+    const auth = pullAuthFrom((image) => [
+      ...pullable.filter((set) => set.spec.pinnedImages.some((entry) => entry.name === image)).flatMap((set) => setSecrets.get(set.metadata.name) ?? []),
+      ...nodeSecrets,
+    ]);
     const due = [...toPull].filter(([image]) => (this.records.get(image)?.notBefore ?? 0) <= Date.now());
     const release = due.length > 0 && this.options.pacer ? await this.options.pacer.acquire() : undefined;
     const limit = pLimit(isControlPlane(labels) ? (this.options.controlPlaneConcurrency ?? this.options.concurrency) : this.options.concurrency);
@@ -242,6 +255,35 @@ export class NodeAgent {
     const stored = await this.options.runtime.listImages();
     const filesystem = await this.options.runtime.imageFilesystem();
     return this.buildStatus(this.selectingSets(), stored, filesystem, await this.options.cluster.readStatus(), false);
+  }
+
+  /**
+   * The Secrets each set names, for the sets with images still to pull (a set that is done
+   * never reads them). A Secret that cannot be read fails its set with the reason; one read
+   * per Secret per pass, however many sets name it.
+   */
+  private async readSetPullSecrets(sets: readonly PinnedImageSet[], present: ReadonlySet<string>): Promise<Map<string, PullSecret[]>> {
+    const bySet = new Map<string, PullSecret[]>();
+    const reads = new Map<string, Promise<PullSecret>>();
+    for (const set of sets) {
+      const names = (set.spec.pullSecrets ?? []).map((reference) => reference.name);
+      if (names.length === 0 || set.spec.pinnedImages.every((entry) => present.has(entry.name))) continue;
+      try {
+        const read = this.options.cluster.readPullSecret?.bind(this.options.cluster);
+        if (!read) throw new Error(`set ${set.metadata.name} names pull secrets, and this agent cannot read Secrets`);
+        const secrets: PullSecret[] = [];
+        for (const name of names) {
+          if (!reads.has(name)) reads.set(name, read(name));
+          secrets.push(await (reads.get(name) as Promise<PullSecret>));
+        }
+        bySet.set(set.metadata.name, secrets);
+      } catch (error) {
+        const reason = oneLine((error as Error).message);
+        this.setErrors.set(set.metadata.name, reason);
+        this.options.log.warn({ set: set.metadata.name, err: reason }, 'pull secret unreadable; not pulling this set');
+      }
+    }
+    return bySet;
   }
 
   private selectingSets(): PinnedImageSet[] {
@@ -509,11 +551,11 @@ export class NodeAgent {
   }
 }
 
-/** CRI credentials per image from the pull secret: the most specific key wins. */
-function pullAuthFrom(secrets: readonly PullSecret[]): (image: string) => PullAuth | undefined {
+/** CRI credentials per image: the first secret with a matching key, the most specific key in it. */
+function pullAuthFrom(secretsFor: (image: string) => readonly PullSecret[]): (image: string) => PullAuth | undefined {
   return (image) => {
     const reference = parseReference(image);
-    const credential = findCredential(secrets, reference.registry, reference.repository);
+    const credential = findCredential(secretsFor(image), reference.registry, reference.repository);
     if (!credential) return undefined;
     return credential.identityToken
       ? { identityToken: credential.identityToken, serverAddress: reference.registry }

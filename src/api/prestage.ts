@@ -47,8 +47,16 @@ export interface PinnedImageSet {
     pinnedImages: Array<{ name: string }>;
     /** Empty or absent: every node. */
     nodeSelector?: V1LabelSelector;
+    /**
+     * Secrets (type kubernetes.io/dockerconfigjson) in the namespace the agent runs in, tried
+     * before the node's pull secret for this set's images. prestage's own field: MCO has none.
+     */
+    pullSecrets?: Array<{ name: string }>;
   };
 }
+
+/** At most this many Secrets per set. */
+export const MAX_SET_PULL_SECRETS = 16;
 
 export type ImageState = 'Pending' | 'Pulling' | 'Pulled' | 'Pinned' | 'Failed';
 export const IMAGE_STATES: readonly ImageState[] = ['Pending', 'Pulling', 'Pulled', 'Pinned', 'Failed'];
@@ -203,6 +211,18 @@ export const PINNED_IMAGE_SET_CRD: CustomResourceDefinition = clusterScopedCrd(
               },
             },
             nodeSelector: labelSelectorSchema,
+            pullSecrets: {
+              type: 'array',
+              description: "Secrets of type kubernetes.io/dockerconfigjson in the agent's namespace; their credentials are tried before the node's pull secret.",
+              maxItems: MAX_SET_PULL_SECRETS,
+              'x-kubernetes-list-type': 'map',
+              'x-kubernetes-list-map-keys': ['name'],
+              items: {
+                type: 'object',
+                required: ['name'],
+                properties: { name: { type: 'string', minLength: 1, maxLength: 253, pattern: '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' } },
+              },
+            },
           },
         },
       },

@@ -50,7 +50,12 @@ export function agentCommand(ctx: CommandContext) {
         .option('permanent-failure-backoff', { type: 'number', default: 600, describe: 'Seconds an image that failed permanently (ENOSPC, not found, denied) rests' })
         .option('resync', { type: 'number', default: 60, describe: 'Seconds between full re-checks (drift repair, retries)' })
         .option('max-pulling-nodes', { type: 'number', default: 0, describe: 'Cluster-wide: at most this many nodes pull at once, via Leases (0: no limit)' })
-        .option('lease-namespace', { type: 'string', default: process.env.POD_NAMESPACE ?? 'prestage', describe: 'Namespace of the pull-slot Leases (default: $POD_NAMESPACE)' })
+        .option('namespace', {
+          alias: 'lease-namespace',
+          type: 'string',
+          default: process.env.POD_NAMESPACE ?? 'prestage',
+          describe: "The agent's namespace: its pull-slot Leases, and the Secrets sets name in spec.pullSecrets (default: $POD_NAMESPACE)",
+        })
         .option('port', { type: 'number', default: 9464, describe: 'Port for /metrics and /healthz (0: any)' })
         .option('once', { type: 'boolean', default: false, describe: 'One reconcile pass, then exit (1 if a set failed)' }),
     handler: async (args: any) => {
@@ -67,11 +72,17 @@ export function agentCommand(ctx: CommandContext) {
       let agent: NodeAgent | undefined;
       const kubeConfig = kubeConfigFrom(args.kubeconfig);
       // With --once the one pass below is the only one: informer events must not start another beside it.
-      const cluster = new KubeAgentCluster(kubeConfig, nodeName, log, () => {
-        if (!args.once) agent?.trigger();
-      });
+      const cluster = new KubeAgentCluster(
+        kubeConfig,
+        nodeName,
+        log,
+        () => {
+          if (!args.once) agent?.trigger();
+        },
+        args.namespace,
+      );
       const slots: number = args['max-pulling-nodes'];
-      const pacer = slots > 0 ? new LeasePacer(kubeConfig, { namespace: args['lease-namespace'], slots, holder: nodeName, log }) : undefined;
+      const pacer = slots > 0 ? new LeasePacer(kubeConfig, { namespace: args.namespace, slots, holder: nodeName, log }) : undefined;
       agent = new NodeAgent({
         nodeName,
         runtime,

@@ -61,8 +61,12 @@ export function installManifests(options: InstallOptions): Manifest[] {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'Role',
       metadata: { name: AGENT_NAME, namespace, labels },
-      // The pull-slot Leases (`--max-pulling-nodes`) live in the agent's namespace.
-      rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }],
+      rules: [
+        // The pull-slot Leases (`--max-pulling-nodes`) live in the agent's namespace.
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] },
+        // The Secrets sets name in spec.pullSecrets: get by name, here only; no list, no watch.
+        { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
+      ],
     },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
