@@ -10,7 +10,7 @@ import { ADD, CoreV1Api, CustomObjectsApi, DELETE, ERROR, ListWatch, UPDATE, Wat
 import type { Logger } from 'pino';
 import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, type NodePinnedImages, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
 import { ClusterError } from '../errors.js';
-import { parsePullSecret, type PullSecret } from '../registry/credentials.js';
+import { pullSecretOf, type PullSecret } from '../registry/credentials.js';
 import type { AgentCluster } from './reconcile.js';
 
 /** Informers restart after a dropped watch after this long. */
@@ -226,10 +226,5 @@ export function pullSecretOfSecret(secret: Pick<V1Secret, 'type' | 'data'>, sour
   } catch {
     throw new Error(`${source}: its ${key} is not JSON`);
   }
-  const auths = key === '.dockercfg' ? { auths: document } : document;
-  try {
-    return parsePullSecret(JSON.stringify(auths), source);
-  } catch (error) {
-    throw new Error((error as Error).message.replace(`registry auth file ${source}`, source));
-  }
+  return pullSecretOf(key === '.dockercfg' ? { auths: document } : document, source, source);
 }

@@ -58,33 +58,43 @@ export function parsePullSecretFile(file: string): PullSecret {
   return parsePullSecret(text, file);
 }
 
+const AUTHS_SHAPE = '{"auths": {"<registry>": {"auth": "<base64 user:password>"}}}';
+
 export function parsePullSecret(text: string, source: string): PullSecret {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
   } catch {
-    throw new BadInputError(`registry auth file ${source} is not valid JSON; expected {"auths": {"<registry>": {"auth": "<base64 user:password>"}}}`);
+    throw new BadInputError(`registry auth file ${source} is not valid JSON; expected ${AUTHS_SHAPE}`);
   }
+  return pullSecretOf(doc, source, `registry auth file ${source}`);
+}
+
+/**
+ * A parsed `{"auths": ...}` document (a file, or a Kubernetes pull Secret's payload). `label`
+ * names it in errors, which never quote a credential.
+ */
+export function pullSecretOf(doc: unknown, source: string, label: string): PullSecret {
   const auths = (doc as { auths?: unknown } | null)?.auths;
   if (auths === undefined || auths === null || typeof auths !== 'object' || Array.isArray(auths)) {
-    throw new BadInputError(`registry auth file ${source} has no "auths" object; expected {"auths": {"<registry>": {"auth": "<base64 user:password>"}}}`);
+    throw new BadInputError(`${label} has no "auths" object; expected ${AUTHS_SHAPE}`);
   }
   const entries = new Map<string, Credential>();
   for (const [key, raw] of Object.entries(auths as Record<string, unknown>)) {
     const entry = (raw ?? {}) as AuthEntry;
-    const cred = toCredential(entry, key, source);
+    const cred = toCredential(entry, key, label);
     if (cred) entries.set(normaliseAuthKey(key), cred);
   }
   return { source, entries };
 }
 
-function toCredential(entry: AuthEntry, key: string, source: string): Credential | undefined {
+function toCredential(entry: AuthEntry, key: string, label: string): Credential | undefined {
   if (entry.identitytoken) return { identityToken: entry.identitytoken };
   if (entry.auth) {
     const decoded = Buffer.from(entry.auth, 'base64').toString('utf8');
     const colon = decoded.indexOf(':');
     if (colon <= 0) {
-      throw new BadInputError(`registry auth file ${source}: the "auth" of "${key}" is not base64 of user:password`);
+      throw new BadInputError(`${label}: the "auth" of "${key}" is not base64 of user:password`);
     }
     return { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
   }
