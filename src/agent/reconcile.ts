@@ -192,10 +192,11 @@ export class NodeAgent {
     const allSetSecrets = [...new Set([...setSecrets.values()].flat())];
     const toPull = await this.admitByDisk(pullable, present, filesystem.freeBytes, [...allSetSecrets, ...nodeSecrets], labels['kubernetes.io/arch'] || 'amd64');
     // An image's credentials: the Secrets of the sets that list it, then the node's pull secret.
-    const auth = pullAuthFrom((image) => [
-      ...pullable.filter((set) => set.spec.pinnedImages.some((entry) => entry.name === image)).flatMap((set) => setSecrets.get(set.metadata.name) ?? []),
-      ...nodeSecrets,
-    ]);
+    const imageSecrets = new Map<string, PullSecret[]>();
+    for (const set of pullable) {
+      for (const { name } of set.spec.pinnedImages) imageSecrets.set(name, [...(imageSecrets.get(name) ?? []), ...(setSecrets.get(set.metadata.name) ?? [])]);
+    }
+    const auth = pullAuthFrom((image) => [...(imageSecrets.get(image) ?? []), ...nodeSecrets]);
     const due = [...toPull].filter(([image]) => (this.records.get(image)?.notBefore ?? 0) <= Date.now());
     const release = due.length > 0 && this.options.pacer ? await this.options.pacer.acquire() : undefined;
     const limit = pLimit(isControlPlane(labels) ? (this.options.controlPlaneConcurrency ?? this.options.concurrency) : this.options.concurrency);
@@ -265,11 +266,11 @@ export class NodeAgent {
   private async readSetPullSecrets(sets: readonly PinnedImageSet[], present: ReadonlySet<string>): Promise<Map<string, PullSecret[]>> {
     const bySet = new Map<string, PullSecret[]>();
     const reads = new Map<string, Promise<PullSecret>>();
+    const read = this.options.cluster.readPullSecret?.bind(this.options.cluster);
     for (const set of sets) {
       const names = (set.spec.pullSecrets ?? []).map((reference) => reference.name);
       if (names.length === 0 || set.spec.pinnedImages.every((entry) => present.has(entry.name))) continue;
       try {
-        const read = this.options.cluster.readPullSecret?.bind(this.options.cluster);
         if (!read) throw new Error(`set ${set.metadata.name} names pull secrets, and this agent cannot read Secrets`);
         const secrets: PullSecret[] = [];
         for (const name of names) {
