@@ -8,6 +8,7 @@ export default defineConfig({
     // Integration suites start real servers (registry, API server, CRI-O); two cores.
     fileParallelism: false,
     globalSetup: ['test/support/global-setup.ts'],
-    reporters: ['default'],
+    // The default summary, then one plain closing line for CI.
+    reporters: ['default', './test/support/closing-line-reporter.ts'],
   },
 });

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
+# Everything the tests need that npm does not install; `npm test` runs it first (vitest's global
+# setup), so the README's test command works on a fresh machine. Nothing else runs it, CI included.
 # Builds the real-cluster test bed, or reuses it from the cache: etcd, kube-apiserver, kubelet,
 # kube-controller-manager, kube-scheduler and CRI-O (with its pinns helper) from the Go module
-# proxy, pinned by the modules in tools/testbed/; conmon, crun, runc, CNI plugins, openssl and
-# docker-registry from Debian. Idempotent: a component is rebuilt only
+# proxy, pinned by the modules in tools/testbed/; conmon, crun, runc, CNI plugins, openssl,
+# htpasswd and docker-registry from Debian. Idempotent: a component is rebuilt only
 # when its binary for that version is missing. Prints per-component and total build times.
 #
 #   scripts/build-testbed.sh          build what is missing
 #   scripts/build-testbed.sh --json   the same, logging to stderr; stdout is one JSON object with
 #                                     the binaries' paths (the test harness reads it)
+#   scripts/build-testbed.sh --packages-only [PKG...]
+#                                     only the Debian packages, plus PKG (the benches add skopeo)
 #
 # Cache: $PRESTAGE_TESTBED_CACHE, default ~/.cache/prestage-testbed/v1/<component>-<version>/.
 set -euo pipefail
@@ -18,14 +22,18 @@ CACHE=${PRESTAGE_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/prestage-testbed
 # openpgp: signature checks in pure Go instead of cgo gpgme; btrfs: no libbtrfs headers needed.
 CRIO_TAGS='containers_image_openpgp exclude_graphdriver_btrfs'
 # Runtime: conmon, crun (CRI-O's monitor and OCI runtime), openssl (the test PKI),
-# docker-registry (the test registry). Build: gcc and libc6-dev (cgo, static pinns).
+# docker-registry (the test registry), apache2-utils (htpasswd: the Basic-auth registry's users),
+# ca-certificates (the OS trust store the TLS tests read). Build: gcc and libc6-dev (cgo, static pinns).
 # The DaemonSet test (a real kubelet running containers): runc (crun 1.8.1 rejects the OCI spec
 # version CRI-O 1.34 writes), jq (its runc shim edits config.json), containernetworking-plugins
 # (a loopback CNI network, so the runtime reports NetworkReady), busybox-static (the pause image).
-DEBIAN_PACKAGES=(conmon crun openssl docker-registry gcc libc6-dev runc jq containernetworking-plugins busybox-static)
+DEBIAN_PACKAGES=(conmon crun openssl docker-registry apache2-utils ca-certificates gcc libc6-dev runc jq containernetworking-plugins busybox-static)
 
-json=false
-[[ ${1:-} == --json ]] && json=true
+json=false packages_only=false
+case ${1:-} in
+  --json) json=true ;;
+  --packages-only) packages_only=true; DEBIAN_PACKAGES+=("${@:2}") ;;
+esac
 log() { if $json; then echo "testbed: $*" >&2; else echo "testbed: $*"; fi; }
 die() { echo "testbed: ERROR: $*" >&2; exit 1; }
 
@@ -38,7 +46,7 @@ install_debian_packages() {
   [[ $(id -u) == 0 ]] || die "missing Debian packages: ${missing[*]} (run: sudo apt-get install ${missing[*]})"
   log "apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >&2 \
+  { apt-get -o DPkg::Lock::Timeout=600 update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"; } >&2 \
     || die "apt-get install ${missing[*]} failed"
 }
 
@@ -109,6 +117,7 @@ build_pinns() {
 
 started=$SECONDS
 install_debian_packages
+$packages_only && exit 0
 [[ -x /usr/local/go/bin/go ]] && PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || die "go is not installed (needed to build the test bed)"
 # Reproducible, small binaries; go.sum in each tool module pins every dependency.

@@ -1,7 +1,9 @@
 /**
- * vitest globalSetup: build the synthetic release once per run and push it into a storage
- * directory that every test file serves with its own real registries (anonymous, Basic,
- * token, TLS). Registries are started by the files; only the bytes are shared.
+ * vitest globalSetup. First the test prerequisites (scripts/build-testbed.sh: Debian packages and
+ * the cluster test bed, cached after the first run), so `npm test` works on a fresh machine; then
+ * the synthetic release, built once per run and pushed into a storage directory that every test
+ * file serves with its own real registries (anonymous, Basic, token, TLS). Registries are
+ * started by the files; only the bytes are shared.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -9,6 +11,7 @@ import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { pushFixture } from '../../fixtures/push.js';
 import { buildReleaseFixture, type FixtureTruth } from '../../fixtures/release.js';
+import { testbedBinaries } from '../cluster/binaries.js';
 import { startRegistry } from '../harness/index.js';
 
 declare module 'vitest' {
@@ -19,6 +22,7 @@ declare module 'vitest' {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  await testbedBinaries();
   const started = Date.now();
   const root = await mkdtemp(join(tmpdir(), 'prestage-fixture-'));
   const storageDir = join(root, 'storage');
