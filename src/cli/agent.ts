@@ -27,8 +27,6 @@ export const DEFAULT_PULL_SECRET = '/var/lib/kubelet/config.json';
 
 export function agentCommand(ctx: CommandContext) {
   return {
-    command: 'agent',
-    describe: 'Run the node agent: pull and pin the PinnedImageSets that select this node',
     builder: (y: Argv) =>
       y
         .option('node-name', { type: 'string', default: process.env.NODE_NAME, describe: 'This node (default: $NODE_NAME)' })

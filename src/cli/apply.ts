@@ -71,8 +71,6 @@ export function renderApplyOutcomes(outcomes: readonly ApplyOutcome[], dryRun: b
 
 export function applyCommand(ctx: CommandContext, scriptName: string) {
   return {
-    command: 'apply <source>',
-    describe: 'Apply PinnedImageSets from a plan (plan -o json), a directory of manifests, or a release pullspec',
     builder: (y: Argv) =>
       withKubeOptions(withReleasePlanOptions(
         y

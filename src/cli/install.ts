@@ -10,8 +10,6 @@ export const DEFAULT_AGENT_IMAGE = 'ghcr.io/prestage/prestage:0.1.0';
 
 export function installCommand(ctx: CommandContext) {
   return {
-    command: 'install',
-    describe: 'Render or apply the prestage CRDs, RBAC, admission policy and node agent DaemonSet',
     builder: (y: Argv) =>
       y
         .option('namespace', { alias: 'n', type: 'string', default: 'prestage', describe: 'Namespace of the agent' })

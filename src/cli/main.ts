@@ -1,36 +1,19 @@
 /**
  * The CLI entry point. `main(argv)` is a plain function (tests call it in-process); the bin
- * files only call it. One catch turns every error into one line and an exit code.
+ * files only call `runAsBin()`. One catch turns every error into one line and an exit code.
  */
 import { basename } from 'node:path';
-import yargs from 'yargs';
-import { BadInputError, ExitCode, PrestageError } from '../errors.js';
+import type { Writable } from 'node:stream';
+import yargs, { type Argv } from 'yargs';
+import { BadInputError, EXIT_CODES_HELP, ExitCode, OutputError, PrestageError, systemErrorText } from '../errors.js';
 import { createCliLogger, type LogLevel } from '../telemetry/log.js';
+import { COMMANDS } from './commands.js';
 import type { CommandContext } from './context.js';
-import type { CommandModule } from 'yargs';
 
-type CommandFactory = (ctx: CommandContext, scriptName: string) => CommandModule<any, any>;
-
-/**
- * Commands load on demand: the cluster client and gRPC cost over a second and ~100 MiB at
- * start, which `plan` and `bundle` never need. Only the named command is loaded; help and
- * unknown input load them all.
- */
-const COMMANDS: Record<string, () => Promise<CommandFactory>> = {
-  plan: async () => (await import('./plan.js')).planCommand,
-  bundle: async () => (await import('./bundle.js')).bundleCommand,
-  install: async () => (await import('./install.js')).installCommand,
-  apply: async () => (await import('./apply.js')).applyCommand,
-  wait: async () => (await import('./wait.js')).waitCommand,
-  status: async () => (await import('./status.js')).statusCommand,
-  stage: async () => (await import('./stage.js')).stageCommand,
-  agent: async () => (await import('./agent.js')).agentCommand,
-};
-
-async function commandsFor(argv: readonly string[], ctx: CommandContext, scriptName: string): Promise<CommandModule<any, any>[]> {
-  const named = argv.find((a) => !a.startsWith('-'));
-  const names = named !== undefined && named in COMMANDS ? [named] : Object.keys(COMMANDS);
-  return Promise.all(names.map(async (name) => (await COMMANDS[name]!())(ctx, scriptName)));
+/** The command the user named: the first word that is one (after the script name when the shell asks for completions). */
+function namedCommand(argv: readonly string[]): string | undefined {
+  const words = argv[0] === '--get-yargs-completions' ? argv.slice(2) : argv;
+  return words.find((word) => Object.hasOwn(COMMANDS, word));
 }
 
 export interface MainIO {
@@ -47,36 +30,88 @@ export function scriptNameFor(binPath: string | undefined): string {
   return 'prestage';
 }
 
+/** stdout was closed by its reader (`| head`): not an error, nothing to say. */
+class StdoutClosed extends PrestageError {
+  readonly exitCode = ExitCode.ok;
+}
+
+function stdoutFailure(error: NodeJS.ErrnoException): PrestageError {
+  return error.code === 'EPIPE' ? new StdoutClosed('stdout closed') : new OutputError(`cannot write the output to stdout: ${systemErrorText(error)}`);
+}
+
 export async function main(argv: readonly string[], io: MainIO = {}): Promise<number> {
   const stdout = io.stdout ?? process.stdout;
   const stderr = io.stderr ?? process.stderr;
   const scriptName = io.scriptName ?? scriptNameFor(process.argv[1]);
   const level = logLevelFrom(argv);
   const ctx: CommandContext = { stdout, stderr, log: createCliLogger(level, scriptName, stderr) };
+  const named = namedCommand(argv);
+  // A failing stdout ends the command: a full disk or a reader that went away is not worth waiting on.
+  const outputFailed = new Promise<never>((_, reject) => stdout.on('error', (error: NodeJS.ErrnoException) => reject(stdoutFailure(error))));
+  outputFailed.catch(() => undefined); // raced below; a failure before the race must not go unhandled
   let exitCode: number = ExitCode.ok;
   try {
     const cli = yargs([...argv])
       .scriptName(scriptName)
+      // One spelling per flag: camelCase copies would make strict mode report each unknown flag twice.
+      .parserConfiguration({ 'camel-case-expansion': false })
       .option('log-level', { choices: ['debug', 'info', 'warn', 'error', 'silent'] as const, default: 'warn' as const, describe: 'Log level (logs go to stderr)' });
-    for (const command of await commandsFor(argv, ctx, scriptName)) cli.command(command);
-    await cli
+    for (const [name, descriptor] of Object.entries(COMMANDS)) {
+      // Help and completion list every command; only the named one is loaded.
+      const command = name === named ? (await descriptor.load())(ctx, scriptName) : undefined;
+      cli.command({
+        command: descriptor.usage,
+        describe: descriptor.describe,
+        builder: (y: Argv): Argv => {
+          const withExamples = descriptor.examples.reduce((acc, [line, what]) => acc.example(`# ${what}\n${line}`, ''), y).epilogue(EXIT_CODES_HELP);
+          // Every command's builder is synchronous.
+          if (typeof command?.builder === 'function') return command.builder(withExamples) as Argv;
+          return command?.builder ? withExamples.options(command.builder) : withExamples;
+        },
+        handler: async (args) => {
+          if (!command) throw new Error(`command ${name} ran without being loaded`);
+          await command.handler(args);
+        },
+      });
+    }
+    const parsed = cli
+      .completion('completion', 'Print a shell completion script (bash; zsh when $SHELL is zsh), e.g. >> ~/.bashrc')
       .demandCommand(1, `name a command (${Object.keys(COMMANDS).join(', ')})`)
       .strict()
       .exitProcess(false)
       .wrap(Math.min(120, (stdout as { columns?: number }).columns ?? 100))
       .fail((msg, err) => {
-        throw err ?? new BadInputError(`${msg}; see ${scriptName} --help`);
+        // yargs' own messages can span lines ("Invalid values:\n  Argument: ..."): one line.
+        throw err ?? new BadInputError(`${msg.replace(/\s*\n\s*/g, ' ')}; see ${scriptName}${named ? ` ${named}` : ''} --help`);
       })
+      .epilogue(EXIT_CODES_HELP)
       .help()
       .version()
       .parseAsync();
+    await Promise.race([parsed, outputFailed]);
+    // A synchronous write (a file, a pipe) reports its error on the next tick, after the command returned.
+    const failedWrite = (stdout as Partial<Writable>).errored;
+    if (failedWrite) throw stdoutFailure(failedWrite);
   } catch (err) {
     exitCode = report(err, stderr, scriptName);
   }
   return exitCode;
 }
 
+/**
+ * The bin files' entry. A command a closed stdout cut short (a watch, open sockets) must not
+ * keep the process alive; a closed stderr leaves no one to tell.
+ */
+export async function runAsBin(): Promise<void> {
+  let outputFailed = false;
+  process.stdout.on('error', () => (outputFailed = true));
+  process.stderr.on('error', () => undefined);
+  process.exitCode = await main(process.argv.slice(2));
+  if (outputFailed) process.exit();
+}
+
 function report(err: unknown, stderr: NodeJS.WritableStream, scriptName: string): number {
+  if (err instanceof StdoutClosed) return err.exitCode;
   if (err instanceof PrestageError) {
     stderr.write(`${scriptName}: error: ${err.message}\n`);
     return err.exitCode;
@@ -84,7 +119,7 @@ function report(err: unknown, stderr: NodeJS.WritableStream, scriptName: string)
   // Anything else is a bug in prestage: still one line, the stack only on request.
   const message = err instanceof Error ? err.message : String(err);
   stderr.write(`${scriptName}: internal error: ${message}${process.env.PRESTAGE_DEBUG ? `\n${(err as Error).stack ?? ''}` : ' (set PRESTAGE_DEBUG=1 for a stack trace)'}\n`);
-  return 70;
+  return ExitCode.internal;
 }
 
 function logLevelFrom(argv: readonly string[]): LogLevel {

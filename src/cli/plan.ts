@@ -9,8 +9,6 @@ import { registryClientFrom, withRegistryOptions } from './registry-options.js';
 
 export function planCommand(ctx: CommandContext) {
   return {
-    command: 'plan <release>',
-    describe: 'Read an OpenShift release image and plan control-plane and worker PinnedImageSets',
     builder: (y: Argv) =>
       withRegistryOptions(withPlanOptions(
         y

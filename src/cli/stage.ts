@@ -44,8 +44,6 @@ export async function checkNodeDisks(client: KubeClient, backend: PinningBackend
 
 export function stageCommand(ctx: CommandContext, scriptName: string) {
   return {
-    command: 'stage <release>',
-    describe: 'Plan a release, apply its PinnedImageSets and wait until every node has them',
     builder: (y: Argv) =>
       withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', demandOption: true, describe: 'Release pullspec' })))),
     handler: async (args: any) => {

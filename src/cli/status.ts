@@ -28,8 +28,6 @@ export function renderStatusTable(snapshot: ProgressSnapshot): string {
 
 export function statusCommand(ctx: CommandContext, scriptName: string) {
   return {
-    command: 'status [sets..]',
-    describe: 'Show each node × set: generation, state and error (default: all prestage sets)',
     builder: (y: Argv) =>
       withKubeOptions(
         y

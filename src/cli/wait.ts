@@ -87,8 +87,6 @@ export async function runWait(backend: PinningBackend, sets: readonly string[] |
 
 export function waitCommand(ctx: CommandContext, scriptName: string) {
   return {
-    command: 'wait [sets..]',
-    describe: 'Wait until every target node has pulled and pinned the sets (default: all prestage sets)',
     builder: (y: Argv) => withKubeOptions(withWaitOptions(y.positional('sets', { type: 'string', array: true, describe: 'PinnedImageSet names' }))),
     handler: async (args: any) => {
       const { backend } = await clusterFrom(args as KubeFlags, scriptName);

@@ -1,0 +1,93 @@
+/**
+ * What `--help`, completion and unknown input need to know about each command, without
+ * loading it: a command's module pulls in the registry client, the Kubernetes client or gRPC
+ * (up to ~0.8 s). Only the command a user names is loaded.
+ */
+import type { CommandModule } from 'yargs';
+import type { CommandContext } from './context.js';
+
+/** A command module's builder and handler; usage, description and examples come from here. */
+export type CommandFactory = (ctx: CommandContext, scriptName: string) => CommandModule<any, any>;
+
+export interface CommandDescriptor {
+  /** yargs usage: the name and its positionals. */
+  readonly usage: string;
+  readonly describe: string;
+  /** `[command line, what it does]`; `$0` is the script name. */
+  readonly examples: ReadonlyArray<readonly [string, string]>;
+  readonly load: () => Promise<CommandFactory>;
+}
+
+const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
+
+export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
+  plan: {
+    usage: 'plan <release>',
+    describe: 'Read an OpenShift release image and plan control-plane and worker PinnedImageSets',
+    examples: [
+      [`$0 plan ${RELEASE} --registry-config pull-secret.json`, 'Show the sets and their exact sizes'],
+      [`$0 plan ${RELEASE} -o yaml > pinned-image-sets.yaml`, 'Write the PinnedImageSet manifests'],
+      [`$0 plan ${RELEASE} --output-dir gitops/prestage`, 'One file per set plus kustomization.yaml'],
+      [`$0 plan ${RELEASE} --mirror quay.io/openshift-release-dev=mirror.example.com:5000/ocp --ca-file mirror-ca.pem`, 'Read from a disconnected mirror'],
+    ],
+    load: async () => (await import('./plan.js')).planCommand,
+  },
+  bundle: {
+    usage: 'bundle <command>',
+    describe: 'Air-gapped bundles: create on a connected machine, verify and push into a mirror registry on the other side',
+    examples: [
+      [`$0 bundle create ${RELEASE} --to /media/usb/ocp-4.16.3 --max-archive-size 4G`, 'Write every image the plan needs, also as 4 GiB tar parts'],
+      ['$0 bundle verify /media/usb/ocp-4.16.3', 'Re-hash every blob on the other side'],
+      ['$0 bundle push /media/usb/ocp-4.16.3 mirror.example.com:5000/ocp', 'Load the mirror; write mapping.txt and an ImageDigestMirrorSet'],
+    ],
+    load: async () => (await import('./bundle.js')).bundleCommand,
+  },
+  install: {
+    usage: 'install',
+    describe: 'Render or apply the prestage CRDs, RBAC, admission policy and node agent DaemonSet',
+    examples: [
+      ['$0 install > prestage-agent.yaml', 'Render the manifests for review or GitOps'],
+      ['$0 install --apply --kubeconfig admin.kubeconfig', 'Apply them server-side'],
+    ],
+    load: async () => (await import('./install.js')).installCommand,
+  },
+  apply: {
+    usage: 'apply <source>',
+    describe: 'Apply PinnedImageSets from a plan (plan -o json), a directory of manifests, or a release pullspec',
+    examples: [
+      ['$0 apply plan.json --dry-run server', 'Show what would change on the cluster, change nothing'],
+      ['$0 apply gitops/prestage', 'Apply the manifests `plan --output-dir` wrote'],
+    ],
+    load: async () => (await import('./apply.js')).applyCommand,
+  },
+  wait: {
+    usage: 'wait [sets..]',
+    describe: 'Wait until every target node has pulled and pinned the sets (default: all prestage sets)',
+    examples: [
+      ['$0 wait --timeout 2h --fail-after 15m', 'Wait for every prestage set'],
+      ['$0 wait prestage-4.16.3-worker -o json', 'One JSON event per line for one set'],
+    ],
+    load: async () => (await import('./wait.js')).waitCommand,
+  },
+  status: {
+    usage: 'status [sets..]',
+    describe: 'Show each node × set: generation, state and error (default: all prestage sets)',
+    examples: [
+      ['$0 status', 'Every prestage set on every target node'],
+      ['$0 status prestage-4.16.3-worker -o json', 'One set, as JSON'],
+    ],
+    load: async () => (await import('./status.js')).statusCommand,
+  },
+  stage: {
+    usage: 'stage <release>',
+    describe: 'Plan a release, apply its PinnedImageSets and wait until every node has them',
+    examples: [[`$0 stage ${RELEASE} --registry-config pull-secret.json --timeout 3h`, 'Plan, check node disks, apply and wait']],
+    load: async () => (await import('./stage.js')).stageCommand,
+  },
+  agent: {
+    usage: 'agent',
+    describe: 'Run the node agent: pull and pin the PinnedImageSets that select this node',
+    examples: [['$0 agent --node-name worker-0 --once', 'One reconcile pass on this node, then exit']],
+    load: async () => (await import('./agent.js')).agentCommand,
+  },
+};
