@@ -17,6 +17,7 @@ import { NodeAgent } from '../agent/reconcile.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { createLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
+import { integerAtLeast, positiveSeconds } from './flag-values.js';
 
 /** `agent --once`: a set failed on this node. Exit 1, as `wait` does. */
 export class SetsFailedError extends PrestageError {
@@ -41,27 +42,24 @@ export function agentCommand(ctx: CommandContext) {
         .option('pull-secret', { type: 'string', default: DEFAULT_PULL_SECRET, describe: "The node's pull secret (kubelet config.json format)" })
         .option('registries-conf', { type: 'string', default: DEFAULT_REGISTRIES_CONF, describe: "CRI-O's registries.conf: where image sizes are read (mirrors first); a missing file = no mirrors" })
         .option('registries-conf-dir', { type: 'string', default: DEFAULT_REGISTRIES_CONF_DIR, describe: 'Its drop-in directory (*.conf, in name order)' })
-        .option('concurrency', { type: 'number', default: 5, describe: 'Parallel pulls on a worker node' })
-        .option('control-plane-concurrency', { type: 'number', default: 1, describe: 'Parallel pulls on a control-plane node' })
+        .option('concurrency', { type: 'number', default: 5, coerce: integerAtLeast('concurrency', 1), describe: 'Parallel pulls on a worker node' })
+        .option('control-plane-concurrency', { type: 'number', default: 1, coerce: integerAtLeast('control-plane-concurrency', 1), describe: 'Parallel pulls on a control-plane node' })
         .option('reserve', { type: 'string', default: '16Gi', describe: 'Image filesystem space pre-loading leaves free (bytes or Ki/Mi/Gi/Ti)' })
         .option('min-throughput', { type: 'string', default: '1Mi', describe: 'Bytes/s below which a pull of known size is stalled' })
-        .option('permanent-failure-backoff', { type: 'number', default: 600, describe: 'Seconds an image that failed permanently (ENOSPC, not found, denied) rests' })
-        .option('resync', { type: 'number', default: 60, describe: 'Seconds between full re-checks (drift repair, retries)' })
-        .option('max-pulling-nodes', { type: 'number', default: 0, describe: 'Cluster-wide: at most this many nodes pull at once, via Leases (0: no limit)' })
+        .option('permanent-failure-backoff', { type: 'number', default: 600, coerce: positiveSeconds('permanent-failure-backoff'), describe: 'Seconds an image that failed permanently (ENOSPC, not found, denied) rests' })
+        .option('resync', { type: 'number', default: 60, coerce: positiveSeconds('resync'), describe: 'Seconds between full re-checks (drift repair, retries)' })
+        .option('max-pulling-nodes', { type: 'number', default: 0, coerce: integerAtLeast('max-pulling-nodes', 0), describe: 'Cluster-wide: at most this many nodes pull at once, via Leases (0: no limit)' })
         .option('namespace', {
           alias: 'lease-namespace',
           type: 'string',
           default: process.env.POD_NAMESPACE ?? 'prestage',
           describe: "The agent's namespace: its pull-slot Leases, and the Secrets sets name in spec.pullSecrets (default: $POD_NAMESPACE)",
         })
-        .option('port', { type: 'number', default: 9464, describe: 'Port for /metrics and /healthz (0: any)' })
+        .option('port', { type: 'number', default: 9464, coerce: integerAtLeast('port', 0), describe: 'Port for /metrics and /healthz (0: any)' })
         .option('once', { type: 'boolean', default: false, describe: 'One reconcile pass, then exit (1 if a set failed)' }),
     handler: async (args: any) => {
       const nodeName: string | undefined = args['node-name'];
       if (!nodeName) throw new BadInputError('no node name: pass --node-name or set NODE_NAME (the DaemonSet sets it from spec.nodeName)');
-      for (const flag of ['concurrency', 'control-plane-concurrency'] as const) {
-        if (!Number.isInteger(args[flag]) || args[flag] < 1) throw new BadInputError(`--${flag} must be a positive integer, got ${args[flag]}`);
-      }
       const level = (args['log-level'] === 'warn' ? 'info' : args['log-level']) as LogLevel;
       const log = createLogger(level, ctx.stderr).child({ node: nodeName });
       const metrics = new AgentMetrics();

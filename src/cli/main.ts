@@ -81,8 +81,9 @@ export async function main(argv: readonly string[], io: MainIO = {}): Promise<nu
       .exitProcess(false)
       .wrap(Math.min(120, (stdout as { columns?: number }).columns ?? 100))
       .fail((msg, err) => {
-        // yargs' own messages can span lines ("Invalid values:\n  Argument: ..."): one line.
-        throw err ?? new BadInputError(`${msg.replace(/\s*\n\s*/g, ' ')}; see ${scriptName}${named ? ` ${named}` : ''} --help`);
+        // A handler's error passes through. yargs' own (a YError, also wrapping a flag's coerce
+        // check) is bad input, on one line ("Invalid values:\n  Argument: ..." spans lines).
+        throw err && err.name !== 'YError' ? err : new BadInputError(`${msg.replace(/\s*\n\s*/g, ' ')}; see ${scriptName}${named ? ` ${named}` : ''} --help`);
       })
       .epilogue(EXIT_CODES_HELP)
       .help()

@@ -3,6 +3,7 @@ import type { Argv } from 'yargs';
 import { RegistryClient } from '../registry/client.js';
 import { loadPullSecrets } from '../registry/credentials.js';
 import { parseMirrorRule } from '../registry/mirrors.js';
+import { integerAtLeast, positiveSeconds } from './flag-values.js';
 import { DEFAULT_RETRY } from '../registry/transport.js';
 
 export interface RegistryFlags {
@@ -25,9 +26,9 @@ export function withRegistryOptions<T>(y: Argv<T>): Argv<T & RegistryFlags> {
     .option('ca-file', { type: 'string', describe: 'Extra PEM CA bundle trusted for registries' })
     .option('tls-verify', { type: 'boolean', default: true, describe: 'Verify TLS; false also allows plain HTTP registries' })
     .option('mirror', { type: 'string', array: true, default: [] as string[], describe: 'Fetch SOURCE from MIRROR (SOURCE=MIRROR, repeatable); pullspecs keep SOURCE' })
-    .option('retries', { type: 'number', default: DEFAULT_RETRY.attempts - 1, describe: 'Retries on throttling and transient failures' })
-    .option('max-concurrency', { type: 'number', default: 32, describe: 'Concurrent requests per registry' })
-    .option('stall-timeout', { type: 'number', default: 60, describe: 'Seconds without data before a transfer is retried' }) as unknown as Argv<T & RegistryFlags>;
+    .option('retries', { type: 'number', default: DEFAULT_RETRY.attempts - 1, coerce: integerAtLeast('retries', 0), describe: 'Retries on throttling and transient failures' })
+    .option('max-concurrency', { type: 'number', default: 32, coerce: integerAtLeast('max-concurrency', 1), describe: 'Concurrent requests per registry' })
+    .option('stall-timeout', { type: 'number', default: 60, coerce: positiveSeconds('stall-timeout'), describe: 'Seconds without data before a transfer is retried' }) as unknown as Argv<T & RegistryFlags>;
 }
 
 export function registryClientFrom(flags: RegistryFlags, onRetry?: (line: string) => void): RegistryClient {
@@ -36,9 +37,9 @@ export function registryClientFrom(flags: RegistryFlags, onRetry?: (line: string
     tlsVerify: flags['tls-verify'],
     ...(flags['ca-file'] ? { caFile: flags['ca-file'] } : {}),
     mirrors: flags.mirror.map(parseMirrorRule),
-    retry: { ...DEFAULT_RETRY, attempts: Math.max(1, flags.retries + 1) },
-    concurrency: Math.max(1, flags['max-concurrency']),
-    stallTimeoutMs: Math.max(1, flags['stall-timeout']) * 1000,
+    retry: { ...DEFAULT_RETRY, attempts: flags.retries + 1 },
+    concurrency: flags['max-concurrency'],
+    stallTimeoutMs: flags['stall-timeout'] * 1000,
     ...(onRetry ? { onEvent: (e) => { if (e.kind === 'retry') onRetry(`retry ${e.attempt} in ${e.delayMs} ms: ${e.reason} (${e.url})`); } } : {}),
   });
 }

@@ -4,21 +4,24 @@
  */
 import type { Argv } from 'yargs';
 import type { PinningBackend } from '../cluster/backend.js';
-import { parseDuration, waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTracker } from '../cluster/wait.js';
+import { waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTracker } from '../cluster/wait.js';
 import { formatBytes } from '../render/table.js';
 import type { CommandContext } from './context.js';
+import { positiveDuration } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 
 export interface WaitFlags {
-  timeout: string;
-  'fail-after': string;
+  /** Milliseconds, given as 90s, 30m, 2h. */
+  timeout: number;
+  /** Milliseconds. */
+  'fail-after': number;
   output: 'text' | 'json';
 }
 
 export function withWaitOptions<T>(y: Argv<T>): Argv<T & WaitFlags> {
   return y
-    .option('timeout', { type: 'string', default: '60m', describe: 'Give up after this long (exit 124), e.g. 90s, 30m, 2h' })
-    .option('fail-after', { type: 'string', default: '10m', describe: 'Fail (exit 1) when a node stays degraded this long; nodes retry until then' })
+    .option('timeout', { type: 'string', default: '60m', coerce: positiveDuration('timeout'), describe: 'Give up after this long (exit 124), e.g. 90s, 30m, 2h' })
+    .option('fail-after', { type: 'string', default: '10m', coerce: positiveDuration('fail-after'), describe: 'Fail (exit 1) when a node stays degraded this long; nodes retry until then' })
     .option('output', { alias: 'o', choices: ['text', 'json'] as const, default: 'text' as const, describe: 'text: progress lines (redrawn on a terminal); json: one event per line' }) as unknown as Argv<T & WaitFlags>;
 }
 
@@ -78,8 +81,8 @@ function formatSeconds(s: number): string {
 export async function runWait(backend: PinningBackend, sets: readonly string[] | undefined, flags: WaitFlags, ctx: CommandContext): Promise<void> {
   const printer = new WaitPrinter(ctx.stdout, flags.output);
   await waitForSets(backend, sets, {
-    timeoutMs: parseDuration(flags.timeout),
-    failAfterMs: parseDuration(flags['fail-after']),
+    timeoutMs: flags.timeout,
+    failAfterMs: flags['fail-after'],
     onEvents: (events, tracker) => printer.print(events, tracker),
     onRetry: (error, delayMs) => ctx.log.warn(`watch interrupted, re-watching in ${delayMs} ms: ${error.message}`),
   });

@@ -1,0 +1,47 @@
+/**
+ * yargs `coerce` checks for numeric flags: a bad value is one line naming the flag, found
+ * while parsing, before any registry or cluster work starts.
+ */
+import { parseDuration } from '../cluster/wait.js';
+import { BadInputError } from '../errors.js';
+
+function numberOf(flag: string, value: unknown, wanted: string): number {
+  if (Array.isArray(value)) throw new BadInputError(`--${flag} given more than once; give it once, as ${wanted}`);
+  if (typeof value !== 'number' || Number.isNaN(value)) throw new BadInputError(`--${flag} is not a number; give ${wanted}`);
+  return value;
+}
+
+/** Concurrency (at least 1), retries (at least 0). */
+export function integerAtLeast(flag: string, min: number): (value: unknown) => number {
+  const wanted = `an integer >= ${min}`;
+  return (value) => {
+    const n = numberOf(flag, value, wanted);
+    if (!Number.isInteger(n) || n < min) throw new BadInputError(`--${flag} must be ${wanted}, got ${n}`);
+    return n;
+  };
+}
+
+/** Timeouts and intervals in seconds. */
+export function positiveSeconds(flag: string): (value: unknown) => number {
+  const wanted = 'a positive number of seconds';
+  return (value) => {
+    const n = numberOf(flag, value, wanted);
+    if (!(n > 0) || !Number.isFinite(n)) throw new BadInputError(`--${flag} must be ${wanted}, got ${n}`);
+    return n;
+  };
+}
+
+/** `90s`, `30m`, `2h` in milliseconds, more than zero. */
+export function positiveDuration(flag: string): (value: unknown) => number {
+  return (value) => {
+    if (Array.isArray(value)) throw new BadInputError(`--${flag} given more than once; give it once, e.g. 90s, 30m, 2h`);
+    let ms: number;
+    try {
+      ms = parseDuration(String(value));
+    } catch (error) {
+      throw new BadInputError(`--${flag}: ${(error as Error).message}`);
+    }
+    if (!(ms > 0)) throw new BadInputError(`--${flag} must be longer than zero, e.g. 90s, 30m, 2h`);
+    return ms;
+  };
+}
