@@ -1,13 +1,14 @@
 /** `prestage apply PLAN|DIR|RELEASE`: server-side apply of the sets, or a server dry run with a diff. */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import yaml from 'js-yaml';
 import type { Argv } from 'yargs';
 import type { ApplyOutcome, DesiredSet } from '../cluster/backend.js';
 import { desiredSetsFromManifests, desiredSetsFromPlan } from '../cluster/desired-sets.js';
-import { BadInputError } from '../errors.js';
+import { BadInputError, systemErrorText } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
 import type { Plan } from '../plan/types.js';
+import { parseReference } from '../registry/reference.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { planOptionsFrom, withPlanOptions, type PlanFlags } from './plan-options.js';
@@ -29,8 +30,9 @@ export async function planRelease(release: string, flags: PlanFlags & RegistryFl
 
 /** A plan JSON file, a PinnedImageSet manifest file or directory, or else a release pullspec to plan. */
 export async function readSetsSource(source: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext): Promise<{ sets: DesiredSet[]; plan?: Plan }> {
-  const stat = statSync(source, { throwIfNoEntry: false });
+  const stat = statSource(source);
   if (!stat) {
+    checkReleaseSource(source);
     const plan = await planRelease(source, flags, ctx);
     return { sets: desiredSetsFromPlan(plan), plan };
   }
@@ -42,6 +44,27 @@ export async function readSetsSource(source: string, flags: PlanFlags & Registry
   const sets = desiredSetsFromManifests(objects, source);
   if (!sets.length) throw new BadInputError(`${source}: no PinnedImageSets found`);
   return { sets };
+}
+
+function statSource(source: string): Stats | undefined {
+  try {
+    return statSync(source);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw new BadInputError(`${source}: ${systemErrorText(error as NodeJS.ErrnoException)}`);
+  }
+}
+
+/** A source that names no file must be a release pullspec, and should not look like a file name. */
+function checkReleaseSource(source: string): void {
+  const hint = 'name a plan file (plan -o json), a PinnedImageSet YAML file or directory, or a release pullspec';
+  if (/^[.~/]|\.(json|ya?ml)$/i.test(source)) throw new BadInputError(`${source}: no such file or directory; ${hint}`);
+  try {
+    parseReference(source);
+  } catch {
+    throw new BadInputError(`${source}: no such file or directory, and not an image reference; ${hint}`);
+  }
 }
 
 function parseDocuments(file: string): unknown[] {

@@ -1,7 +1,7 @@
 /** `prestage plan RELEASE`: release image in, PinnedImageSets out. */
 import type { Argv } from 'yargs';
 import { buildPlan } from '../plan/build.js';
-import { renderYaml, writeGitOpsDir } from '../render/pinned-image-sets.js';
+import { checkOutputDir, renderYaml, writeGitOpsDir } from '../render/pinned-image-sets.js';
 import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';
@@ -17,6 +17,8 @@ export function planCommand(ctx: CommandContext) {
           .option('output-dir', { type: 'string', describe: 'Write one PinnedImageSet YAML per set plus kustomization.yaml here' }),
       )),
     handler: async (args: any) => {
+      // Found now, not after minutes of registry reads.
+      if (args['output-dir'] !== undefined) await checkOutputDir(args['output-dir']);
       const client = registryClientFrom(args, (line) => ctx.log.warn(line));
       try {
         const plan = await buildPlan(client, planOptionsFrom(args, args.release));

@@ -2,6 +2,7 @@
 import yaml from 'js-yaml';
 import type { Argv } from 'yargs';
 import type { ProgressSnapshot } from '../cluster/backend.js';
+import { BadInputError } from '../errors.js';
 import { formatBytes, table } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
@@ -37,6 +38,9 @@ export function statusCommand(ctx: CommandContext, scriptName: string) {
     handler: async (args: any) => {
       const { backend } = await clusterFrom(args as KubeFlags, scriptName);
       const snapshot = await backend.snapshot((args.sets as string[] | undefined)?.length ? args.sets : undefined);
+      // As `wait` does: a named set the cluster does not have is bad input.
+      const missing = snapshot.sets.filter((set) => !set.exists).map((set) => set.name);
+      if (missing.length) throw new BadInputError(`no PinnedImageSet ${missing.join(', ')} on the cluster`);
       const result = { backend: backend.kind, ...snapshot };
       if (args.output === 'json') ctx.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
       else if (args.output === 'yaml') ctx.stdout.write(yaml.dump(result, { lineWidth: -1, noRefs: true }));

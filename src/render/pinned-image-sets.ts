@@ -2,9 +2,12 @@
  * Render a plan as MCO PinnedImageSet manifests (`machineconfiguration.openshift.io/v1`),
  * as one YAML stream or as a GitOps directory with a kustomization.yaml.
  */
-import { join } from 'node:path';
+import { statSync, type Stats } from 'node:fs';
+import { mkdir, mkdtemp, open, rename, rm, rmdir } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import yaml from 'js-yaml';
 import { writeFileAtomic } from '../atomic-file.js';
+import { BadInputError, OutputError, systemErrorText } from '../errors.js';
 import type { Plan, PlannedSet } from '../plan/types.js';
 
 export const MCO_API_VERSION = 'machineconfiguration.openshift.io/v1';
@@ -44,19 +47,61 @@ export function renderYaml(plan: Plan): string {
   return plan.sets.map((s) => `---\n${dump(toPinnedImageSet(plan, s))}`).join('');
 }
 
-/** One file per set plus kustomization.yaml; returns the files written. */
-export async function writeGitOpsDir(plan: Plan, dir: string): Promise<string[]> {
-  const files: string[] = [];
-  for (const set of plan.sets) {
-    const file = `${set.name}.yaml`;
-    await writeFileAtomic(join(dir, file), dump(toPinnedImageSet(plan, set)));
-    files.push(file);
+/**
+ * Fails when `dir` cannot become the output directory: checked before any registry work, by
+ * creating (and removing) a probe directory where the first missing part would be made.
+ */
+export async function checkOutputDir(dir: string): Promise<void> {
+  let existing = resolve(dir);
+  let stat = statIfAny(existing);
+  while (!stat) {
+    existing = dirname(existing);
+    stat = statIfAny(existing);
   }
-  const kustomization = {
-    apiVersion: 'kustomize.config.k8s.io/v1beta1',
-    kind: 'Kustomization',
-    resources: files,
-  };
-  await writeFileAtomic(join(dir, 'kustomization.yaml'), dump(kustomization));
-  return [...files, 'kustomization.yaml'];
+  if (!stat.isDirectory()) throw new BadInputError(`--output-dir ${dir}: ${existing} is a file, not a directory; name a directory`);
+  try {
+    await rmdir(await mkdtemp(join(existing, '.prestage-probe-')));
+  } catch (error) {
+    throw new BadInputError(`--output-dir ${dir}: cannot write in ${existing}: ${systemErrorText(error as NodeJS.ErrnoException)}; name a writable directory`);
+  }
+}
+
+/** Undefined where nothing is, including under a file (ENOTDIR). */
+function statIfAny(path: string): Stats | undefined {
+  try {
+    return statSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
+    throw new BadInputError(`--output-dir: cannot look at ${path}: ${systemErrorText(error as NodeJS.ErrnoException)}`);
+  }
+}
+
+/**
+ * One file per set plus kustomization.yaml; returns the files written. All of them are written
+ * to a staging directory first, so a failure (a full disk) leaves the directory as it was.
+ */
+export async function writeGitOpsDir(plan: Plan, dir: string): Promise<string[]> {
+  const files = new Map(plan.sets.map((set) => [`${set.name}.yaml`, dump(toPinnedImageSet(plan, set))]));
+  files.set('kustomization.yaml', dump({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: [...files.keys()] }));
+  let created: string | undefined;
+  let staging: string | undefined;
+  try {
+    created = await mkdir(dir, { recursive: true });
+    staging = await mkdtemp(join(dir, '.prestage-'));
+    for (const [file, text] of files) await writeFileAtomic(join(staging, file), text);
+    for (const file of files.keys()) await rename(join(staging, file), join(dir, file));
+    await rmdir(staging);
+    // Make the renames durable.
+    const handle = await open(dir, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  } catch (error) {
+    if (created) await rm(created, { recursive: true, force: true });
+    else if (staging) await rm(staging, { recursive: true, force: true });
+    throw new OutputError(`cannot write --output-dir ${dir}: ${systemErrorText(error as NodeJS.ErrnoException)}`);
+  }
+  return [...files.keys()];
 }
