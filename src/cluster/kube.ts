@@ -87,7 +87,7 @@ export class KubeClient {
     for (let attempt = 1; ; attempt++) {
       const response = await this.send(method, path, options.query ?? {}, options.body, options.contentType);
       const text = await readAll(response.body);
-      if (response.status >= 200 && response.status <= 299) return JSON.parse(text) as T;
+      if (response.status >= 200 && response.status <= 299) return parseJson<T>(this.server, method, path, response.headers['content-type'], text);
       // 429: API priority and fairness, or storage still initialising after a CRD or a restart.
       if (response.status === 429 && attempt < THROTTLE_ATTEMPTS) {
         await new Promise((resolve) => setTimeout(resolve, Math.min(Number(response.headers['retry-after'] ?? 1), 10) * 1000));
@@ -152,6 +152,15 @@ export class KubeClient {
 
 function unreachable(server: string, error: Error): KubeApiError {
   return new KubeApiError(0, 'Unreachable', `cannot reach the Kubernetes API at ${server}: ${error.message}`);
+}
+
+/** A proxy, a login page or a web server where the API server should be answers HTML: say so, in one line. */
+function parseJson<T>(server: string, method: string, path: string, contentType: string | undefined, text: string): T {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new KubeApiError(0, 'NotJSON', `${method} ${path}: ${server} answered ${contentType ?? 'no content type'}, not JSON; is the kubeconfig's server a Kubernetes API server?`);
+  }
 }
 
 function apiError(method: string, path: string, status: number, text: string): KubeApiError {
