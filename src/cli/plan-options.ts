@@ -1,13 +1,18 @@
 /** The planning flags, shared by every command that plans a release (plan, bundle, apply, stage). */
 import type { Argv } from 'yargs';
 import { readImagesFile, type PlanOptions } from '../plan/build.js';
-import { DEFAULT_PROFILE } from '../plan/classify.js';
+import { CAPABILITY_SETS, DEFAULT_FEATURE_SET, DEFAULT_PROFILE } from '../plan/inclusion.js';
+import { parsePlatform, PLATFORMS } from '../plan/platform.js';
 import type { ImageRole } from '../plan/types.js';
 
 export interface PlanFlags {
   arch: string;
   profile: string;
   'feature-set': string;
+  'capability-set': string;
+  capabilities: string[];
+  exclude: string[];
+  platform?: string;
   'control-plane-only': string[];
   'all-nodes': string[];
   image: string[];
@@ -16,11 +21,18 @@ export interface PlanFlags {
   'name-prefix': string;
 }
 
+/** Repeatable flags that also take comma lists (`--capabilities Build,Console`). */
+const list = (values: readonly string[]): string[] => values.flatMap((v) => String(v).split(',')).map((v) => v.trim()).filter(Boolean);
+
 export function withPlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags> {
   return y
     .option('arch', { type: 'string', default: 'amd64', describe: 'Architecture to plan for (amd64, arm64, ppc64le, s390x)' })
     .option('profile', { type: 'string', default: DEFAULT_PROFILE, describe: 'Cluster profile for manifest inclusion' })
-    .option('feature-set', { type: 'string', default: 'Default', describe: 'Cluster feature set for manifest inclusion' })
+    .option('feature-set', { type: 'string', default: DEFAULT_FEATURE_SET, describe: 'Cluster feature set for manifest inclusion (empty = Default)' })
+    .option('capability-set', { type: 'string', default: 'vCurrent', describe: `Baseline capability set, as install-config names it (${Object.keys(CAPABILITY_SETS).join(', ')})` })
+    .option('capabilities', { type: 'string', array: true, default: [] as string[], describe: 'Additional enabled capability NAME (repeatable or comma list)' })
+    .option('exclude', { type: 'string', array: true, default: [] as string[], describe: 'Leave out manifests annotated exclude.release.openshift.io/X: "true" (as the CVO\'s EXCLUDE_MANIFESTS)' })
+    .option('platform', { type: 'string', describe: `Infrastructure platform (${PLATFORMS.join(', ')}); unknown keeps every platform's images` })
     .option('control-plane-only', { type: 'string', array: true, default: [] as string[], describe: 'Component NAME to pin on control-plane nodes only (repeatable)' })
     .option('all-nodes', { type: 'string', array: true, default: [] as string[], describe: 'Component NAME to pin on all nodes (repeatable)' })
     .option('image', { type: 'string', array: true, default: [] as string[], describe: 'Extra image REF to add (repeatable; tags resolved to digests)' })
@@ -34,9 +46,13 @@ export function planOptionsFrom(flags: PlanFlags, release: string): PlanOptions 
     release,
     arch: flags.arch,
     profile: flags.profile,
-    featureSet: flags['feature-set'],
-    controlPlaneOnly: flags['control-plane-only'],
-    allNodes: flags['all-nodes'],
+    featureSet: flags['feature-set'].trim() || DEFAULT_FEATURE_SET,
+    capabilitySet: flags['capability-set'],
+    additionalCapabilities: list(flags.capabilities),
+    exclude: list(flags.exclude),
+    ...(flags.platform !== undefined ? { platform: parsePlatform(flags.platform) } : {}),
+    controlPlaneOnly: list(flags['control-plane-only']),
+    allNodes: list(flags['all-nodes']),
     extraImages: [...flags.image, ...(flags['images-file'] ? readImagesFile(flags['images-file']) : [])],
     extraRole: flags['extra-role'],
     namePrefix: flags['name-prefix'],

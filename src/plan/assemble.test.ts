@@ -22,11 +22,17 @@ function input(count: number, roleOf: (i: number) => Classification['role']): Pl
     release, releaseImage: measured(0, [layer(0, 1000)]), components,
     classifications: new Map(components.map((c, i) => [c.digest, { role: roleOf(i), evidence: ['test'] }])),
     sizes: new Map(components.map((c, i) => [c.digest, measured(i + 1)])),
-    extras: [], profile: 'p', namePrefix: 'prestage', warnings: ['b', 'a', 'b'],
+    extras: [], cluster: { profile: 'p', featureSet: 'Default', capabilities: [], exclude: [], platform: null }, namePrefix: 'prestage', warnings: ['b', 'a', 'b'],
   };
 }
 
 describe('assemblePlan', () => {
+  it('lists images the cluster never runs under skipped, in no set, with why', () => {
+    const plan = assemblePlan(input(3, (i) => (i === 1 ? 'none' : 'all')));
+    expect(plan.skipped).toEqual([{ name: 'c0001', names: ['c1'], pullSpec: `quay.io/o/art@${digest(2)}`, digest: digest(2), why: 'test' }]);
+    expect(plan.images.map((i) => i.name)).toEqual(['release', 'c0000', 'c0002']);
+    for (const set of plan.sets) expect(set.images).not.toContain(`quay.io/o/art@${digest(2)}`);
+  });
   it('puts all-nodes images in both sets and control-plane-only ones in the control-plane set, with the release image', () => {
     const plan = assemblePlan(input(4, (i) => (i % 2 === 0 ? 'control-plane' : 'all')));
     const [cp, worker] = plan.sets;

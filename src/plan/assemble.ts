@@ -6,7 +6,7 @@ import type { ComponentImage } from '../release/image-references.js';
 import type { ReleaseInfo } from '../release/payload.js';
 import type { Classification } from './classify.js';
 import type { MeasuredImage } from './sizes.js';
-import { PLAN_API_VERSION, type ImageRole, type Plan, type PlannedImage, type PlannedSet, type SetRole } from './types.js';
+import { PLAN_API_VERSION, type ImageRole, type Plan, type PlanCluster, type PlannedImage, type PlannedSet, type SetRole, type SkippedImage } from './types.js';
 
 /** PinnedImageSet.spec.pinnedImages holds at most 500 entries (openshift/api validation). */
 export const MAX_IMAGES_PER_SET = 500;
@@ -30,7 +30,7 @@ export interface PlanInput {
   /** Keyed by component digest. */
   readonly sizes: ReadonlyMap<string, MeasuredImage>;
   readonly extras: readonly ExtraImage[];
-  readonly profile: string;
+  readonly cluster: PlanCluster;
   readonly namePrefix: string;
   readonly warnings: readonly string[];
 }
@@ -46,17 +46,23 @@ export function assemblePlan(input: PlanInput): Plan {
       role: 'control-plane',
       evidence: ['the release image itself: the cluster-version-operator runs it on control-plane nodes'],
     }, input.releaseImage),
-    ...input.components.map((c) => {
-      const cls = input.classifications.get(c.digest);
+    ...input.components.flatMap((c) => {
+      const cls = classificationOf(input, c);
+      if (cls.role === 'none') return [];
       const measured = input.sizes.get(c.digest);
-      if (!cls || !measured) throw new Error(`internal: component ${c.name} was not classified or measured`);
-      return planned({ name: c.name, names: c.names, pullSpec: c.pullSpec, digest: c.digest, source: 'component', role: cls.role, evidence: cls.evidence }, measured);
+      if (!measured) throw new Error(`internal: component ${c.name} was not measured`);
+      return [planned({ name: c.name, names: c.names, pullSpec: c.pullSpec, digest: c.digest, source: 'component', role: cls.role, evidence: cls.evidence }, measured)];
     }),
     ...input.extras.map((e) =>
       planned({ name: e.name, names: [e.name], pullSpec: e.pullSpec, digest: e.digest, source: 'extra', role: e.role, evidence: [`added with --image (--extra-role ${e.role})`] }, e.measured),
     ),
   ];
   const unique = dedupeByPullSpec(images);
+  const kept = new Set(unique.map((i) => i.digest));
+  const skipped: SkippedImage[] = input.components
+    .filter((c) => classificationOf(input, c).role === 'none' && !kept.has(c.digest))
+    .map((c) => ({ name: c.name, names: c.names, pullSpec: c.pullSpec, digest: c.digest, why: classificationOf(input, c).evidence.join('; ') }))
+    .sort((a, b) => a.name.localeCompare(b.name));
 
   const base = objectName(`${input.namePrefix}-${input.release.version}`);
   const sets = (['control-plane', 'worker'] as const).flatMap((role) =>
@@ -75,11 +81,19 @@ export function assemblePlan(input: PlanInput): Plan {
       multiArch: input.release.multiArch,
       channels: input.release.channels,
     },
-    profile: input.profile,
+    profile: input.cluster.profile,
+    cluster: input.cluster,
     images: unique,
+    skipped,
     sets,
     warnings: [...new Set(input.warnings)].sort(),
   };
+}
+
+function classificationOf(input: PlanInput, c: ComponentImage): Classification {
+  const cls = input.classifications.get(c.digest);
+  if (!cls) throw new Error(`internal: component ${c.name} was not classified`);
+  return cls;
 }
 
 type ImageIdentity = Omit<PlannedImage, 'compressedBytes' | 'diskBytes' | 'sizeMethod' | 'config' | 'layers'>;

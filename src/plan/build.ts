@@ -7,54 +7,106 @@ import { BadInputError } from '../errors.js';
 import type { RegistryClient } from '../registry/client.js';
 import { digestReference, parseReference } from '../registry/reference.js';
 import { readRelease } from '../release/payload.js';
+import type { ComponentImage } from '../release/image-references.js';
 import { assemblePlan, type ExtraImage } from './assemble.js';
-import { classifyComponents, type ClassifyOptions } from './classify.js';
-import { measureImages } from './sizes.js';
+import { classifyComponents, type Classification, type ClassifyOptions } from './classify.js';
+import { checkInclusionOptions, enabledCapabilities, vocabularyOf } from './inclusion.js';
+import { PLATFORMS, type Platform } from './platform.js';
+import { measureImages, type MeasuredImage } from './sizes.js';
 import type { ImageRole, Plan } from './types.js';
 
-export interface PlanOptions extends ClassifyOptions {
+export interface PlanOptions extends Omit<ClassifyOptions, 'capabilities'> {
   readonly release: string;
   readonly arch: string;
+  /** `--capability-set` (install-config baselineCapabilitySet) and `--capabilities` (additional). */
+  readonly capabilitySet: string;
+  readonly additionalCapabilities: readonly string[];
   /** Extra image references (tags are resolved to digests). */
   readonly extraImages: readonly string[];
   readonly extraRole: ImageRole;
   readonly namePrefix: string;
 }
 
-export async function buildPlan(client: RegistryClient, opts: PlanOptions): Promise<Plan> {
+/** Where a plan is, for a progress line. */
+export type PlanProgress =
+  | { readonly phase: 'release'; readonly release: string }
+  | { readonly phase: 'sizing'; readonly done: number; readonly total: number };
+
+export async function buildPlan(client: RegistryClient, opts: PlanOptions, onProgress?: (progress: PlanProgress) => void): Promise<Plan> {
+  onProgress?.({ phase: 'release', release: opts.release });
+  checkOverrides(opts);
   const facts = await readRelease(client, opts.release, opts.arch);
   const warnings = [...facts.warnings];
-  const classifications = classifyComponents(facts.components, facts.documents, opts);
+  const vocabulary = vocabularyOf(facts.documents);
+  const capabilities = enabledCapabilities(opts.capabilitySet, opts.additionalCapabilities, vocabulary.capabilities);
+  const classifyOptions: ClassifyOptions = { ...opts, capabilities };
+  checkInclusionOptions(classifyOptions, vocabulary);
+  const classifications = classifyComponents(facts.components, facts.documents, classifyOptions);
   warnUnknownNames(opts, facts.components.flatMap((c) => c.names), warnings);
 
+  // Images in no set are not measured: nothing reads their sizes.
+  const kept = facts.components.filter((c) => classifications.get(c.digest)!.role !== 'none');
   const extraRefs = opts.extraImages.map((text) => parseReference(text));
   const measured = await measureImages(
     client,
-    [parseReference(facts.release.pullSpec), ...facts.components.map((c) => parseReference(c.pullSpec)), ...extraRefs],
+    [parseReference(facts.release.pullSpec), ...kept.map((c) => parseReference(c.pullSpec)), ...extraRefs],
     opts.arch,
     warnings,
+    onProgress && ((done, total) => onProgress({ phase: 'sizing', done, total })),
   );
   const releaseImage = measured[0]!;
-  const componentSizes = measured.slice(1, 1 + facts.components.length);
+  const sizes = new Map(kept.map((c, i) => [c.digest, measured[1 + i]!]));
   const extras: ExtraImage[] = extraRefs.map((ref, i) => {
-    const m = measured[1 + facts.components.length + i]!;
+    const m = measured[1 + kept.length + i]!;
     return { name: ref.repository.split('/').at(-1)!, pullSpec: digestReference(ref, m.digest), digest: m.digest, role: opts.extraRole, measured: m };
   });
+  if (!opts.platform) warnPlatformSavings(kept, classifications, sizes, warnings);
 
   return assemblePlan({
     release: facts.release,
     releaseImage,
     components: facts.components,
     classifications,
-    sizes: new Map(facts.components.map((c, i) => [c.digest, componentSizes[i]!])),
+    sizes,
     extras,
-    profile: opts.profile,
+    cluster: {
+      profile: opts.profile,
+      featureSet: opts.featureSet,
+      capabilities: [...capabilities].sort(),
+      exclude: [...opts.exclude].sort(),
+      platform: opts.platform ?? null,
+    },
     namePrefix: opts.namePrefix,
     warnings,
   });
 }
 
-function warnUnknownNames(opts: ClassifyOptions, known: string[], warnings: string[]): void {
+function checkOverrides(opts: PlanOptions): void {
+  const both = opts.controlPlaneOnly.filter((n) => opts.allNodes.includes(n));
+  if (both.length > 0) throw new BadInputError(`--control-plane-only and --all-nodes both name ${both.join(', ')}; name each component in one of them`);
+}
+
+/**
+ * Unknown platform: every platform's images are kept. Say what `--platform` would leave out
+ * on the platform where it saves least (unique layers, as a node stores them).
+ */
+function warnPlatformSavings(kept: readonly ComponentImage[], classifications: ReadonlyMap<string, Classification>, sizes: ReadonlyMap<string, MeasuredImage>, warnings: string[]): void {
+  const specific = kept.filter((c) => classifications.get(c.digest)!.platforms !== undefined);
+  if (specific.length === 0) return;
+  const layersOf = (images: readonly ComponentImage[]) => new Map(images.flatMap((c) => sizes.get(c.digest)!.layers.map((l) => [l.digest, l.diskBytes] as const)));
+  const all = layersOf(kept);
+  let least: { platform: Platform; images: number; bytes: number } | undefined;
+  for (const platform of PLATFORMS) {
+    const stay = kept.filter((c) => classifications.get(c.digest)!.platforms?.includes(platform) ?? true);
+    const stayLayers = layersOf(stay);
+    const bytes = [...all].filter(([digest]) => !stayLayers.has(digest)).reduce((a, [, n]) => a + n, 0);
+    const images = kept.length - stay.length;
+    if (!least || images < least.images || (images === least.images && bytes < least.bytes)) least = { platform, images, bytes };
+  }
+  warnings.push(`platform unknown, so images of every platform are kept (${specific.length} serve only some platforms): --platform would leave out at least ${least!.images} images, ${(least!.bytes / 2 ** 20).toFixed(1)} MiB on disk per node`);
+}
+
+function warnUnknownNames(opts: PlanOptions, known: string[], warnings: string[]): void {
   const names = new Set(known);
   for (const n of [...opts.controlPlaneOnly, ...opts.allNodes]) {
     if (!names.has(n)) warnings.push(`--control-plane-only/--all-nodes name ${n} is not a component of this release`);

@@ -1,50 +1,55 @@
 /**
- * Which nodes need each component image: a pure function of the release's manifests.
+ * Which nodes need each component image: a pure function of the release's manifests and the
+ * cluster's profile, feature set, capabilities and platform.
  *
- * The rule is conservative, because an image missing on a node during an upgrade is what
- * prestage exists to prevent: an image is control-plane-only when every reference to it in
- * the included manifests is a container image of a workload pinned to master/control-plane
- * nodes. DaemonSets without such a pin, env vars and any other reference (operands the
- * operator starts anywhere), node OS images and images nothing references go to all nodes.
+ * 1. Only manifests the CVO applies count (inclusion.ts). An image only they reference, or
+ *    that no manifest references, is in no set (`none`, listed as skipped).
+ * 2. With a platform, an image that serves only other platforms is in no set (platform.ts).
+ * 3. An image is control-plane-only when every applied reference puts it there: a container
+ *    of a workload pinned to master/control-plane nodes, or an operand its operator is known
+ *    to run there (operands.ts). DaemonSets, unpinned workloads, operands no rule places and
+ *    any other reference go to all nodes, as do the node OS images.
  */
 import type { ComponentImage } from '../release/image-references.js';
 import type { ManifestDocument } from '../release/payload.js';
+import { notAppliedBecause, type InclusionOptions } from './inclusion.js';
+import { operandPlacement } from './operands.js';
+import { platformsInName, platformsOfComponent, type Platform } from './platform.js';
 
-export type ComponentRole = 'control-plane' | 'all';
+export { DEFAULT_PROFILE } from './inclusion.js';
+
+/** `none`: the cluster never runs it (not applied, or another platform). */
+export type ComponentRole = 'control-plane' | 'all' | 'none';
 
 export interface Classification {
   readonly role: ComponentRole;
   readonly evidence: readonly string[];
+  /** The platforms the image serves, when the release ties it to some; absent = every platform. */
+  readonly platforms?: readonly Platform[];
 }
 
-export interface ClassifyOptions {
-  /** Cluster profile for `include.release.openshift.io/<profile>`. */
-  readonly profile: string;
-  /** Feature set for `release.openshift.io/feature-set` (`Default` unless the cluster changed it). */
-  readonly featureSet: string;
+export interface ClassifyOptions extends InclusionOptions {
+  /** Undefined: unknown, keep images of every platform. */
+  readonly platform?: Platform;
   /** Component names forced control-plane-only / all-nodes by the user. */
   readonly controlPlaneOnly: readonly string[];
   readonly allNodes: readonly string[];
 }
 
-export const DEFAULT_PROFILE = 'self-managed-high-availability';
-
 /** The node OS images: every node boots from them. */
 const NODE_OS_IMAGE = /^(machine-os-content|rhel-coreos.*|rhcos.*|centos-stream-coreos.*|fedora-coreos.*)$/;
 const CONTROL_PLANE_LABELS = new Set(['node-role.kubernetes.io/master', 'node-role.kubernetes.io/control-plane']);
 const DIGEST_IN_TEXT = /@(sha256:[a-f0-9]{64})/g;
+/** `--images=prometheus=<pullspec>` (cluster-monitoring-operator's way of naming operands). */
+const IMAGE_ARG = /^-{1,2}images?=([\w.-]+)=\S*@(sha256:[a-f0-9]{64})/;
 
-type Reference =
-  | { kind: 'container'; pinned: boolean; where: string }
-  | { kind: 'other'; where: string };
-
-export function isIncluded(doc: Record<string, unknown>, profile: string, featureSet: string): boolean {
-  const annotations = (doc.metadata as { annotations?: Record<string, unknown> } | undefined)?.annotations ?? {};
-  if (annotations[`include.release.openshift.io/${profile}`] !== 'true') return false;
-  if (annotations['exclude.release.openshift.io/internal-openshift-hosted'] === 'true') return false;
-  const sets = annotations['release.openshift.io/feature-set'];
-  if (typeof sets === 'string' && !sets.split(',').map((s) => s.trim()).includes(featureSet)) return false;
-  return true;
+interface Reference {
+  readonly kind: 'container' | 'operand' | 'other';
+  /** Where this reference runs the image. */
+  readonly role: Exclude<ComponentRole, 'none'>;
+  /** Platforms the reference's name or manifest ties the image to; empty = none said. */
+  readonly platforms: readonly Platform[];
+  readonly evidence: string;
 }
 
 export function classifyComponents(
@@ -52,74 +57,141 @@ export function classifyComponents(
   documents: readonly ManifestDocument[],
   opts: ClassifyOptions,
 ): Map<string, Classification> {
-  const byDigest = new Map(components.map((c) => [c.digest, c]));
-  const references = new Map<string, Reference[]>();
-  const excludedOnly = new Map<string, number>();
+  const known = new Set(components.map((c) => c.digest));
+  const applied = new Map<string, Reference[]>();
+  const notApplied = new Map<string, string[]>();
   for (const { file, doc } of documents) {
-    const included = isIncluded(doc, opts.profile, opts.featureSet);
+    const why = notAppliedBecause(doc, opts);
     for (const [digest, ref] of referencesIn(doc, file)) {
-      if (!byDigest.has(digest)) continue;
-      if (!included) {
-        excludedOnly.set(digest, (excludedOnly.get(digest) ?? 0) + 1);
+      if (!known.has(digest)) continue;
+      if (why !== undefined) {
+        push(notApplied, digest, `${file}: ${why}`);
         continue;
       }
-      const list = references.get(digest) ?? [];
-      list.push(ref);
-      references.set(digest, list);
+      push(applied, digest, ref);
     }
   }
-
-  const result = new Map<string, Classification>();
-  for (const c of components) {
-    result.set(c.digest, decide(c, references.get(c.digest) ?? [], excludedOnly.get(c.digest) ?? 0, opts));
-  }
-  return result;
+  return new Map(components.map((c) => [c.digest, decide(c, applied.get(c.digest) ?? [], notApplied.get(c.digest) ?? [], opts)]));
 }
 
-function decide(c: ComponentImage, refs: readonly Reference[], excluded: number, opts: ClassifyOptions): Classification {
+function push<T>(map: Map<string, T[]>, key: string, value: T): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+function decide(c: ComponentImage, refs: readonly Reference[], notApplied: readonly string[], opts: ClassifyOptions): Classification {
   const named = (list: readonly string[]) => c.names.some((n) => list.includes(n));
   if (named(opts.allNodes)) return { role: 'all', evidence: ['forced to all nodes by --all-nodes'] };
   if (named(opts.controlPlaneOnly)) return { role: 'control-plane', evidence: ['forced control-plane-only by --control-plane-only'] };
   if (c.names.some((n) => NODE_OS_IMAGE.test(n))) return { role: 'all', evidence: ['node OS image: every node boots from it'] };
   if (refs.length === 0) {
-    const why = excluded > 0
-      ? `referenced only by manifests not included for profile ${opts.profile}`
-      : 'no included manifest references it';
-    return { role: 'all', evidence: [`${why}; kept on all nodes (the default)`] };
+    if (notApplied.length > 0) {
+      const shown = [...new Set(notApplied)].sort();
+      return { role: 'none', evidence: [`referenced only by manifests the cluster does not apply (${shown.slice(0, 3).join('; ')}${shown.length > 3 ? `; ${shown.length - 3} more` : ''})`] };
+    }
+    return { role: 'none', evidence: ['no release manifest references it, so the cluster never runs it (installer, CI and client tools)'] };
   }
-  const evidence = [...new Set(refs.map(describe))].sort();
-  const controlPlaneOnly = refs.every((r) => r.kind === 'container' && r.pinned);
-  return { role: controlPlaneOnly ? 'control-plane' : 'all', evidence };
+
+  const served = platformsServed(c, refs);
+  const evidence = [...new Set(refs.map((r) => r.evidence))].sort();
+  if (served) {
+    if (opts.platform && !served.platforms.includes(opts.platform)) {
+      return { role: 'none', evidence: [`serves only ${served.platforms.join(', ')} (${served.why}), not --platform ${opts.platform}`], platforms: served.platforms };
+    }
+    evidence.push(`serves ${served.platforms.join(', ')} (${served.why})`);
+  }
+  const role: ComponentRole = refs.every((r) => r.role === 'control-plane') ? 'control-plane' : 'all';
+  return { role, evidence, ...(served ? { platforms: served.platforms } : {}) };
 }
 
-function describe(ref: Reference): string {
-  if (ref.kind === 'container') return `container of ${ref.where}${ref.pinned ? ', pinned to control-plane nodes' : ', may run on any node'}`;
-  return `referenced from ${ref.where}, so it may run on any node`;
+/**
+ * The platforms an image serves: what every applied reference says; failing that (some operand
+ * reference names none), the component name. An unpinned-to-a-platform container reference
+ * means the image runs on every platform.
+ */
+function platformsServed(c: ComponentImage, refs: readonly Reference[]): { platforms: Platform[]; why: string } | undefined {
+  if (refs.some((r) => r.kind === 'container' && r.platforms.length === 0)) return undefined;
+  if (refs.every((r) => r.platforms.length > 0)) {
+    const platforms = [...new Set(refs.flatMap((r) => r.platforms))].sort();
+    return { platforms, why: [...new Set(refs.map((r) => r.evidence.split(':')[0]!))].sort().join('; ') };
+  }
+  const byName = platformsOfComponent(c.names);
+  return byName ? { platforms: [...byName.platforms], why: byName.why } : undefined;
 }
 
 /** Every component digest a document mentions, and how. */
 function* referencesIn(doc: Record<string, unknown>, file: string): Generator<[string, Reference]> {
   const kind = String(doc.kind ?? 'object');
   const meta = (doc.metadata ?? {}) as { name?: unknown; namespace?: unknown };
-  const object = `${kind} ${meta.namespace ? `${String(meta.namespace)}/` : ''}${String(meta.name ?? '?')} (${file})`;
+  const namespace = typeof meta.namespace === 'string' ? meta.namespace : '';
+  const object = `${kind} ${namespace ? `${namespace}/` : ''}${String(meta.name ?? '?')} (${file})`;
+  const manifestPlatforms = platformsInName(`${file} ${String(meta.name ?? '')}`);
+  const operand = (key: string, digest: string, label: string): [string, Reference] => {
+    const placed = operandPlacement({ key, namespace });
+    const own = platformsInName(key);
+    return [digest, { kind: 'operand', role: placed.role, platforms: own.length > 0 ? own : manifestPlatforms, evidence: `${label} of ${object}: ${placed.why}` }];
+  };
+  const handled = new Set<unknown>();
+
   const podSpec = podSpecOf(doc);
-  const containerFields = new Set<unknown>();
   if (podSpec) {
     const pinned = pinnedToControlPlane(podSpec);
     for (const list of ['initContainers', 'containers'] as const) {
       const containers = podSpec[list];
       if (!Array.isArray(containers)) continue;
-      for (const ctr of containers as Array<Record<string, unknown>>) {
-        if (typeof ctr?.image !== 'string') continue;
-        containerFields.add(ctr);
-        for (const digest of digestsIn(ctr.image)) yield [digest, { kind: 'container', pinned, where: object }];
+      for (const ctr of containers as Array<Record<string, any>>) {
+        if (typeof ctr?.image === 'string') {
+          for (const digest of digestsIn(ctr.image)) {
+            yield [digest, { kind: 'container', role: pinned ? 'control-plane' : 'all', platforms: manifestPlatforms, evidence: `container of ${object}${pinned ? ', pinned to control-plane nodes' : ', may run on any node'}` }];
+          }
+          handled.add(ctr.image);
+        }
+        for (const e of Array.isArray(ctr?.env) ? ctr.env : []) {
+          if (typeof e?.name !== 'string' || typeof e?.value !== 'string') continue;
+          for (const digest of digestsIn(e.value)) yield operand(e.name, digest, `env ${e.name}`);
+          handled.add(e.value);
+        }
+        for (const arg of [...(Array.isArray(ctr?.args) ? ctr.args : []), ...(Array.isArray(ctr?.command) ? ctr.command : [])]) {
+          const m = typeof arg === 'string' ? IMAGE_ARG.exec(arg) : null;
+          if (!m) continue;
+          yield operand(m[1]!, m[2]!, `arg --images=${m[1]}`);
+          handled.add(arg);
+        }
       }
     }
   }
-  // Everything else: env vars, args, ConfigMaps, custom resources. The operator decides where those run.
-  for (const [path, value, parent] of strings(doc, '')) {
-    if (containerFields.has(parent) && path.endsWith('.image')) continue;
-    for (const digest of digestsIn(value)) yield [digest, { kind: 'other', where: `${envName(path, doc) ?? path} of ${object}` }];
+  if (kind === 'ConfigMap' && doc.data && typeof doc.data === 'object') {
+    for (const [dataKey, text] of Object.entries(doc.data as Record<string, unknown>)) {
+      if (typeof text !== 'string') continue;
+      const json = jsonObject(text);
+      if (json) {
+        for (const [key, value] of Object.entries(json)) {
+          if (typeof value === 'string') for (const digest of digestsIn(value)) yield operand(key, digest, `${dataKey} key ${key}`);
+        }
+        handled.add(text);
+      } else if (digestsIn(text).length > 0) {
+        for (const digest of digestsIn(text)) yield operand(dataKey, digest, `data key ${dataKey}`);
+        handled.add(text);
+      }
+    }
+  }
+  // Anything else (custom resources, annotations): no placement known, so any node.
+  for (const [path, value] of strings(doc, '')) {
+    if (handled.has(value)) continue;
+    for (const digest of digestsIn(value)) {
+      yield [digest, { kind: 'other', role: 'all', platforms: manifestPlatforms, evidence: `referenced from ${path} of ${object}, so it may run on any node` }];
+    }
+  }
+}
+
+function jsonObject(text: string): Record<string, unknown> | undefined {
+  if (!text.trimStart().startsWith('{')) return undefined;
+  try {
+    const value: unknown = JSON.parse(text);
+    return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
   }
 }
 
@@ -154,24 +226,16 @@ export function pinnedToControlPlane(podSpec: Record<string, any>): boolean {
   );
 }
 
-function* strings(value: unknown, path: string, parent?: unknown): Generator<[string, string, unknown]> {
+function* strings(value: unknown, path: string): Generator<[string, string]> {
   if (typeof value === 'string') {
-    yield [path, value, parent];
+    yield [path, value];
   } else if (Array.isArray(value)) {
-    for (const [i, v] of value.entries()) yield* strings(v, `${path}[${i}]`, value);
+    for (const [i, v] of value.entries()) yield* strings(v, `${path}[${i}]`);
   } else if (value && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value)) yield* strings(v, path ? `${path}.${k}` : k, value);
+    for (const [k, v] of Object.entries(value)) yield* strings(v, path ? `${path}.${k}` : k);
   }
 }
 
 function digestsIn(text: string): string[] {
   return [...text.matchAll(DIGEST_IN_TEXT)].map((m) => m[1]!);
-}
-
-/** `...env[3].value` → `env OVN_IMAGE` when the env entry has a name. */
-function envName(path: string, doc: Record<string, unknown>): string | undefined {
-  const m = /^(.*\.env\[\d+\])\.value$/.exec(path);
-  if (!m) return undefined;
-  const entry = m[1]!.split(/\.|(?=\[)/).reduce<any>((o, key) => (o === undefined ? o : o[key.startsWith('[') ? Number(key.slice(1, -1)) : key]), doc);
-  return typeof entry?.name === 'string' ? `env ${entry.name}` : undefined;
 }

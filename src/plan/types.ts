@@ -63,6 +63,26 @@ export interface PlannedSet {
   readonly estimate: SetEstimate;
 }
 
+/** A release image the cluster never runs under the planned inclusion and platform: in no set. */
+export interface SkippedImage {
+  readonly name: string;
+  readonly names: readonly string[];
+  readonly pullSpec: string;
+  readonly digest: string;
+  readonly why: string;
+}
+
+/** What the plan assumed about the cluster (the CVO's inclusion inputs and the platform). */
+export interface PlanCluster {
+  readonly profile: string;
+  readonly featureSet: string;
+  /** Enabled capabilities, sorted. */
+  readonly capabilities: readonly string[];
+  readonly exclude: readonly string[];
+  /** `null`: unknown, images of every platform kept. */
+  readonly platform: string | null;
+}
+
 export interface PlanRelease {
   readonly pullSpec: string;
   readonly digest: string;
@@ -78,7 +98,10 @@ export interface Plan {
   readonly kind: 'Plan';
   readonly release: PlanRelease;
   readonly profile: string;
+  readonly cluster: PlanCluster;
   readonly images: readonly PlannedImage[];
+  /** Release images in no set, with why. */
+  readonly skipped: readonly SkippedImage[];
   readonly sets: readonly PlannedSet[];
   readonly warnings: readonly string[];
 }

@@ -45,7 +45,13 @@ export const DEFAULT_LIMITS: PayloadLimits = { maxEntryBytes: 32 * 1024 * 1024, 
 
 const PREFIX = 'release-manifests/';
 
+/** The architectures OpenShift releases are built for (Go names; x86_64 and aarch64 are accepted too). */
+export const RELEASE_ARCHITECTURES = ['amd64', 'arm64', 'ppc64le', 's390x'];
+
 export async function readRelease(client: RegistryClient, pullSpec: string, arch: string, limits: PayloadLimits = DEFAULT_LIMITS): Promise<ReleaseFacts> {
+  if (!RELEASE_ARCHITECTURES.includes(normaliseArch(arch))) {
+    throw new BadInputError(`--arch ${arch} is not an OpenShift architecture; use one of ${RELEASE_ARCHITECTURES.join(', ')}`);
+  }
   const ref = parseReference(pullSpec);
   const named = formatReference(ref);
   let image;
@@ -55,6 +61,7 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
     if (err instanceof ManifestNotFoundError) throw new BadInputError(`release image ${named} not found; check the pullspec (and --mirror when reading from a mirror)`);
     throw err;
   }
+  if (image.listDigest === undefined) await checkSingleArch(client, ref, image.manifest.config, arch, named);
   const last = image.manifest.layers.at(-1);
   if (!last) throw new BadInputError(`${named} is not an OpenShift release image: it has no layers`);
   if (!/gzip/.test(last.mediaType)) {
@@ -90,6 +97,25 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
     documents: parseDocuments(files, warnings),
     warnings,
   };
+}
+
+/**
+ * A single-arch release (`4.16.3-x86_64`) serves one architecture, named in its config; planning
+ * it for another would pin images no node of that architecture can run.
+ */
+async function checkSingleArch(client: RegistryClient, ref: ImageReference, config: Descriptor, arch: string, named: string): Promise<void> {
+  if (config.size > 1024 * 1024) return;
+  const parts: Buffer[] = [];
+  for await (const chunk of client.blobStream(ref, config) as AsyncIterable<Buffer>) parts.push(chunk);
+  let architecture: unknown;
+  try {
+    architecture = (JSON.parse(Buffer.concat(parts).toString('utf8')) as { architecture?: unknown }).architecture;
+  } catch {
+    return;
+  }
+  if (typeof architecture === 'string' && architecture !== '' && normaliseArch(architecture) !== normaliseArch(arch)) {
+    throw new BadInputError(`${named} is a single-architecture release for ${architecture}, not ${arch}; plan it with --arch ${architecture}, or plan the -multi release`);
+  }
 }
 
 /** Where the manifests layer comes from, and how much of it to accept. */

@@ -30,9 +30,10 @@ export function renderPlanTable(plan: Plan, wide = false): string {
   const out: string[] = [];
   const r = plan.release;
   out.push(`Release ${r.version} (${r.multiArch ? `multi, planned for ${r.architecture}` : r.architecture})  ${r.pullSpec}`);
-  out.push(`Channels: ${r.channels.join(', ') || 'unknown'}   Profile: ${plan.profile}`);
+  out.push(`Channels: ${r.channels.join(', ') || 'unknown'}   Profile: ${plan.profile}   Platform: ${plan.cluster.platform ?? 'unknown'}`);
   const roles = { cp: plan.images.filter((i) => i.role === 'control-plane').length, all: plan.images.filter((i) => i.role === 'all').length };
-  out.push(`Images: ${plan.images.length} (${roles.cp} control-plane only, ${roles.all} all nodes${plan.images.length - roles.cp - roles.all ? `, ${plan.images.length - roles.cp - roles.all} workers only` : ''})`);
+  const skipped = plan.skipped.length > 0 ? `; ${plan.skipped.length} skipped, in no set (-o wide lists why)` : '';
+  out.push(`Images: ${plan.images.length} (${roles.cp} control-plane only, ${roles.all} all nodes${plan.images.length - roles.cp - roles.all ? `, ${plan.images.length - roles.cp - roles.all} workers only` : ''})${skipped}`);
   out.push('');
   out.push(table(
     [['SET', 'ROLE', 'IMAGES', 'COMPRESSED', 'ON DISK', 'SIZES'], ...plan.sets.map((s) => [s.name, s.role, String(s.images.length), formatBytes(s.compressedBytes), formatBytes(s.diskBytes), estimateText(s)])],
@@ -45,6 +46,11 @@ export function renderPlanTable(plan: Plan, wide = false): string {
     out.push('');
     out.push(`${set.name}: ${wide ? 'all images' : `largest ${shown.length} of ${images.length} images (-o wide lists all)`}`);
     out.push(table([['IMAGE', 'ROLE', 'COMPRESSED', 'ON DISK', 'METHOD', ...(wide ? ['EVIDENCE'] : [])], ...shown.map((i) => imageRow(i, wide))], new Set([2, 3])));
+  }
+  if (wide && plan.skipped.length > 0) {
+    out.push('');
+    out.push(`Skipped (${plan.skipped.length}): in no set`);
+    out.push(table([['IMAGE', 'WHY'], ...plan.skipped.map((i) => [i.name, i.why])]));
   }
   if (plan.warnings.length > 0) {
     out.push('');

@@ -1,0 +1,60 @@
+/**
+ * Where an operator runs the operands it names in env vars, `images.json` keys and
+ * `--images=` args. The manifests do not say; these rules encode what the release-4.16
+ * operators do, each with the reason it gives as evidence. An operand no rule matches may run
+ * on any node (the safe default).
+ */
+import type { ComponentRole } from './classify.js';
+
+/** How a manifest names an operand: the env var, ConfigMap key or arg name, and the namespace of the naming object. */
+export interface OperandReference {
+  readonly key: string;
+  readonly namespace: string;
+}
+
+interface OperandRule {
+  readonly namespace?: RegExp;
+  readonly key: RegExp;
+  readonly role: Exclude<ComponentRole, 'none'>;
+  readonly why: string;
+}
+
+const STORAGE = /^openshift-cluster-storage-operator$/;
+
+const RULES: readonly OperandRule[] = [
+  { key: /^infraImage$/, role: 'all', why: 'CRI-O\'s pause image: every pod on every node starts from it' },
+  { key: /^[a-z][A-Za-z]*Operator$/, role: 'control-plane', why: 'the operator\'s own image, listed for itself: its own workloads place it' },
+  { key: /^cloudControllerManager/, role: 'control-plane', why: 'cloud controller managers run in a Deployment pinned to control-plane nodes' },
+  { key: /^cloudNodeManager/, role: 'all', why: 'cloud node managers run in a DaemonSet on every node' },
+  { key: /^clusterAPIController/, role: 'control-plane', why: 'Machine API providers run in the machine-api-controllers Deployment on control-plane nodes' },
+  { namespace: /^openshift-machine-api$/, key: /^(baremetal|ironic|imageCustomization|machineOS)/, role: 'control-plane', why: 'the bare-metal operator runs metal3 on a control-plane node' },
+  { namespace: STORAGE, key: /^(NODE_DRIVER_REGISTRAR|LIVENESS_PROBE)_IMAGE$/, role: 'all', why: 'CSI node sidecars run in the driver\'s node DaemonSet on every node' },
+  { namespace: STORAGE, key: /^(PROVISIONER|ATTACHER|RESIZER|SNAPSHOTTER)_IMAGE$/, role: 'control-plane', why: 'CSI controller sidecars run in the driver\'s controller Deployment on control-plane nodes' },
+  { namespace: STORAGE, key: /_(OPERATOR|WEBHOOK)_IMAGE$/, role: 'control-plane', why: 'CSI driver operators and webhooks run in Deployments pinned to control-plane nodes' },
+  { namespace: STORAGE, key: /_DRIVER_IMAGE$/, role: 'all', why: 'a CSI driver runs in its node DaemonSet on every node' },
+  { key: /_(POD|WORKLOAD)_IDENTITY_WEBHOOK_IMAGE$/, role: 'control-plane', why: 'the pod identity webhook runs in a Deployment on control-plane nodes' },
+  { namespace: /^openshift-network-operator$/, key: /^(MULTUS_ADMISSION_CONTROLLER|CLOUD_NETWORK_CONFIG_CONTROLLER)_IMAGE$/, role: 'control-plane', why: 'the network operator runs it in a Deployment pinned to control-plane nodes' },
+  { namespace: /^openshift-network-operator$/, key: /_IMAGE$/, role: 'all', why: 'the network operator runs its node agents as DaemonSets on every node' },
+  {
+    namespace: /^openshift-(etcd|kube-apiserver|kube-controller-manager|kube-scheduler)-operator$/,
+    key: /IMAGE/,
+    role: 'control-plane',
+    why: 'the operator runs it as a static pod of the control plane',
+  },
+  {
+    namespace: /^openshift-(apiserver|authentication|controller-manager)-operator$/,
+    key: /IMAGE/,
+    role: 'control-plane',
+    why: 'the operator runs it in a Deployment pinned to control-plane nodes',
+  },
+];
+
+export interface OperandPlacement {
+  readonly role: Exclude<ComponentRole, 'none'>;
+  readonly why: string;
+}
+
+export function operandPlacement(ref: OperandReference): OperandPlacement {
+  const rule = RULES.find((r) => r.key.test(ref.key) && (!r.namespace || r.namespace.test(ref.namespace)));
+  return rule ? { role: rule.role, why: rule.why } : { role: 'all', why: 'its operator may start it on any node' };
+}
