@@ -108,6 +108,22 @@ build_kube_scheduler() { build_kube_command kube-scheduler; }
 build_crio() { CGO_ENABLED=1 go_build crio github.com/cri-o/cri-o/cmd/crio '' -tags "$CRIO_TAGS"; }
 # pinns (C, in the cri-o module's source) pins namespaces for pod sandboxes. The proof tests
 # create no sandboxes, but CRI-O refuses to start without it, so build the real one.
+# OpenShift's own CRDs, as they ship in the Go module github.com/openshift/api: the MCO's
+# (PinnedImageSet, MachineConfigNode, MachineConfigPool) and the cluster's (ClusterVersion,
+# Infrastructure). release-4.16 serves PinnedImageSet and MachineConfigNode at v1alpha1 under
+# TechPreviewNoUpgrade; release-4.21 at v1. Only their CRD manifest folders are kept.
+OPENSHIFT_API_MODULE=github.com/openshift/api
+declare -A OPENSHIFT_API=([release-4.16]=v0.0.0-20260113171308-0677a8879a46 [release-4.21]=v0.0.0-20260710095909-1cb630ce7109)
+build_openshift_api() { # $out is a directory here
+  local source folder
+  source=$(cd "$TOOLS" && go mod download -json "$OPENSHIFT_API_MODULE@$openshift_api_version" | awk -F'"' '$2 == "Dir" { print $4 }')
+  [[ -d $source ]] || die "go mod download $OPENSHIFT_API_MODULE@$openshift_api_version gave no directory"
+  for folder in machineconfiguration/v1 machineconfiguration/v1alpha1 config/v1; do
+    mkdir -p "$out/$folder"
+    cp "$source/$folder"/zz_generated.crd-manifests/*.yaml "$out/$folder/"
+  done
+}
+
 build_pinns() {
   local source
   source=$(cd "$TOOLS/crio" && go mod download -json github.com/cri-o/cri-o | awk -F'"' '$2 == "Dir" { print $4 }')
@@ -139,9 +155,24 @@ build kube-controller-manager "$kube_version" build_kube_controller_manager
 build kube-scheduler "$kube_version" build_kube_scheduler
 build crio "$crio_version" build_crio
 build pinns "$crio_version" build_pinns
+openshift_api=()
+for release in "${!OPENSHIFT_API[@]}"; do
+  openshift_api_version=${OPENSHIFT_API[$release]}
+  dir=$CACHE/openshift-api-$openshift_api_version
+  if [[ -d $dir/crds ]]; then
+    log "openshift-api $openshift_api_version ($release): cached"
+  else
+    out=$dir/.crds.partial.$$
+    rm -rf "$out"; mkdir -p "$out"
+    build_openshift_api || die "fetching $OPENSHIFT_API_MODULE@$openshift_api_version failed"
+    mv "$out" "$dir/crds"
+    log "openshift-api $openshift_api_version ($release): fetched"
+  fi
+  openshift_api+=("\"$release\": \"$dir/crds\"")
+done
 
 log "total $((SECONDS - started))s (built: ${built[*]:-nothing, all cached}) in $CACHE"
 if $json; then
-  printf '{%s, "conmon": "%s", "crun": "%s", "runc": "%s", "cniPlugins": "%s", "busybox": "%s", "versions": {"etcd": "%s", "kube-apiserver": "%s", "crio": "%s"}}\n' \
-    "$(IFS=,; echo "${paths[*]}")" "$(command -v conmon)" "$(command -v crun)" "$(command -v runc || echo /usr/sbin/runc)" /usr/lib/cni /bin/busybox "$etcd_version" "$kube_version" "$crio_version"
+  printf '{%s, "openshiftApi": {%s}, "conmon": "%s", "crun": "%s", "runc": "%s", "cniPlugins": "%s", "busybox": "%s", "versions": {"etcd": "%s", "kube-apiserver": "%s", "crio": "%s"}}\n' \
+    "$(IFS=,; echo "${paths[*]}")" "$(IFS=,; echo "${openshift_api[*]}")" "$(command -v conmon)" "$(command -v crun)" "$(command -v runc || echo /usr/sbin/runc)" /usr/lib/cni /bin/busybox "$etcd_version" "$kube_version" "$crio_version"
 fi

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeClient } from '../src/cluster/kube.js';
 import { MCO_PATHS, mcoPaths } from '../src/cluster/mco/backend.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
-import { installMcoCrds, MCO_4_16_CRDS } from './mco/crds.js';
+import { installMcoCrds, OPENSHIFT_4_16 } from './mco/crds.js';
 import { testPlan, writePlan } from './mco/plans.js';
 import { DEFAULT_POOLS } from './mco/simulator.js';
 import { runCli } from './support/cli.js';
@@ -28,7 +28,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'prestage-mco-alpha-'));
   cluster = await startCluster({ workers: 1 });
   client = new KubeClient(cluster.kubeConfig);
-  await installMcoCrds(client, MCO_4_16_CRDS);
+  await installMcoCrds(client, OPENSHIFT_4_16);
   for (const pool of DEFAULT_POOLS) await client.request('POST', PATHS.machineConfigPools, { body: pool });
   for (const [node, pool] of Object.entries(NODES)) {
     await client.request('POST', PATHS.machineConfigNodes, {

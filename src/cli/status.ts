@@ -18,11 +18,12 @@ export function renderStatusTable(snapshot: ProgressSnapshot): string {
           n.imagesTotal ? `${n.imagesDone ?? 0}/${n.imagesTotal}` : '',
           n.bytes ? `${formatBytes(n.pulledBytes ?? 0)}/${formatBytes(n.bytes)}` : '',
           n.error ?? '',
+          n.note ?? n.unreported ?? '',
         ])
-      : [['-', set.name, `-/-/${set.generation}`, set.exists ? 'no target nodes' : 'not found', '', '', '']],
+      : [['-', set.name, `-/-/${set.generation}`, set.exists ? 'no target nodes' : 'not found', '', '', '', '']],
   );
-  const header = ['NODE', 'SET', 'GENERATION (CURRENT/DESIRED/SET)', 'STATE', 'IMAGES', 'BYTES', 'ERROR'];
-  // IMAGES and BYTES only where the backend reports them (the agent does, MCO does not).
+  const header = ['NODE', 'SET', 'GENERATION (CURRENT/DESIRED/SET)', 'STATE', 'IMAGES', 'BYTES', 'ERROR', 'NOTE'];
+  // IMAGES and BYTES only where the backend reports them (the agent does, MCO does not); NOTE when any.
   const shown = header.map((_, c) => c < 4 || c === 6 || rows.some((r) => r[c])).map((keep, c) => (keep ? c : -1)).filter((c) => c >= 0);
   return `${table([header, ...rows].map((r) => shown.map((c) => r[c]!)))}\n`;
 }

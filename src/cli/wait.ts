@@ -65,7 +65,8 @@ export class WaitPrinter {
 function nodeLine(e: NodeEvent): string {
   const images = e.imagesTotal ? ` ${e.imagesDone ?? 0}/${e.imagesTotal} images` : '';
   const bytes = e.bytes ? ` ${formatBytes(e.pulledBytes ?? 0)}/${formatBytes(e.bytes)}` : '';
-  return `${e.time} ${e.set} ${e.node}: ${e.phase} (generation ${e.currentGeneration}/${e.desiredGeneration})${images}${bytes}${e.error ? `: ${e.error}` : ''}`;
+  const message = e.error ?? (e.note ? `note: ${e.note}` : undefined);
+  return `${e.time} ${e.set} ${e.node}: ${e.phase} (generation ${e.currentGeneration}/${e.desiredGeneration})${images}${bytes}${message ? `: ${message}` : ''}`;
 }
 
 function setLine(e: SetEvent): string {

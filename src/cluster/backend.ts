@@ -43,6 +43,13 @@ export interface NodeSetProgress {
   readonly currentGeneration: number;
   /** The node's error for this set (degraded), as the node reported it. */
   readonly error?: string;
+  /** What the node reports while it still works on the set (not a failure of this set). */
+  readonly note?: string;
+  /**
+   * Set while nothing reports this node at all (no status object): why, and what to check.
+   * `wait` fails with it once it lasts --fail-after, instead of waiting silently.
+   */
+  readonly unreported?: string;
   readonly imagesTotal?: number;
   readonly imagesDone?: number;
   /** Bytes to pull and pulled so far, where the backend reports them (the agent does, MCO does not). */

@@ -25,6 +25,8 @@ export interface NodeEvent {
   readonly desiredGeneration: number;
   readonly currentGeneration: number;
   readonly error?: string;
+  /** What the node reports while it works on (e.g. MCO's sync deadline, another set's error). */
+  readonly note?: string;
   readonly imagesDone?: number;
   readonly imagesTotal?: number;
   readonly pulledBytes?: number;
@@ -51,6 +53,8 @@ export interface Failure {
   readonly node: string;
   readonly error: string;
   readonly degradedMs: number;
+  /** Nothing reported the node at all (no status object), rather than a reported failure. */
+  readonly unreported: boolean;
 }
 
 interface SetTrend {
@@ -65,8 +69,8 @@ export class WaitTracker {
   private readonly nodes = new Map<string, NodeSetProgress>();
   private readonly sets = new Map<string, SetEvent>();
   private readonly trends = new Map<string, SetTrend>();
-  /** `set/node` → since when degraded, and the first error of this streak. */
-  private readonly degraded = new Map<string, { since: number; error: string }>();
+  /** `set/node` → since when degraded (or unreported), and the first error of this streak. */
+  private readonly degraded = new Map<string, { since: number; error: string; unreported: boolean }>();
   latest: ProgressSnapshot = { sets: [] };
 
   constructor(private readonly failAfterMs: number) {}
@@ -82,9 +86,9 @@ export class WaitTracker {
         seen.add(key);
         const before = this.nodes.get(key);
         this.nodes.set(key, n);
-        if (n.phase === 'degraded') {
-          if (!this.degraded.has(key)) this.degraded.set(key, { since: now, error: n.error ?? 'degraded' });
-        } else this.degraded.delete(key);
+        const streak = n.phase === 'degraded' ? { error: n.error ?? 'degraded', unreported: false } : n.unreported ? { error: n.unreported, unreported: true } : undefined;
+        if (!streak) this.degraded.delete(key);
+        else if (this.degraded.get(key)?.unreported !== streak.unreported) this.degraded.set(key, { since: now, ...streak });
         if (!before || nodeChanged(before, n)) events.push(nodeEvent(n, time));
       }
       for (const key of [...this.nodes.keys()]) {
@@ -108,11 +112,11 @@ export class WaitTracker {
   /** The node degraded longest past --fail-after, with the first error it reported. */
   failure(now: number): Failure | undefined {
     let worst: Failure | undefined;
-    for (const [key, { since, error }] of this.degraded) {
+    for (const [key, { since, error, unreported }] of this.degraded) {
       const degradedMs = now - since;
       if (degradedMs >= this.failAfterMs && (!worst || degradedMs > worst.degradedMs)) {
         const [set, node] = key.split('/') as [string, string];
-        worst = { set, node, error, degradedMs };
+        worst = { set, node, error, degradedMs, unreported };
       }
     }
     return worst;
@@ -160,12 +164,12 @@ export class WaitTracker {
 }
 
 function nodeChanged(a: NodeSetProgress, b: NodeSetProgress): boolean {
-  return a.phase !== b.phase || a.desiredGeneration !== b.desiredGeneration || a.currentGeneration !== b.currentGeneration || a.error !== b.error || a.imagesDone !== b.imagesDone || a.pulledBytes !== b.pulledBytes;
+  return a.phase !== b.phase || a.desiredGeneration !== b.desiredGeneration || a.currentGeneration !== b.currentGeneration || a.error !== b.error || a.note !== b.note || a.imagesDone !== b.imagesDone || a.pulledBytes !== b.pulledBytes;
 }
 
 function nodeEvent(n: NodeSetProgress, time: string): NodeEvent {
-  const { node, set, phase, desiredGeneration, currentGeneration, error, imagesDone, imagesTotal, pulledBytes, bytes } = n;
-  return JSON.parse(JSON.stringify({ type: 'node', time, set, node, phase, desiredGeneration, currentGeneration, error, imagesDone, imagesTotal, pulledBytes, bytes })) as NodeEvent;
+  const { node, set, phase, desiredGeneration, currentGeneration, error, note, imagesDone, imagesTotal, pulledBytes, bytes } = n;
+  return JSON.parse(JSON.stringify({ type: 'node', time, set, node, phase, desiredGeneration, currentGeneration, error, note, imagesDone, imagesTotal, pulledBytes, bytes })) as NodeEvent;
 }
 
 export interface WaitOptions {
@@ -191,7 +195,12 @@ export async function waitForSets(backend: PinningBackend, sets: readonly string
       };
       const judge = () => {
         const failure = tracker.failure(Date.now());
-        if (failure) return finish(new SetFailedError(`set ${failure.set} failed on node ${failure.node} (degraded for ${Math.round(failure.degradedMs / 1000)} s): ${failure.error}`));
+        if (failure) {
+          const seconds = Math.round(failure.degradedMs / 1000);
+          return finish(new SetFailedError(failure.unreported
+            ? `set ${failure.set}: node ${failure.node} has not reported for ${seconds} s: ${failure.error}`
+            : `set ${failure.set} failed on node ${failure.node} (degraded for ${seconds} s): ${failure.error}`));
+        }
         if (tracker.ready()) return finish();
         clearTimeout(failTimer);
         const next = tracker.nextFailureCheck();
@@ -222,7 +231,7 @@ export async function waitForSets(backend: PinningBackend, sets: readonly string
 function pendingSummary(tracker: WaitTracker): string {
   const parts = tracker.latest.sets.filter((s) => !setReady(s)).map((s) => {
     const waiting = s.nodes.filter((n) => n.phase !== 'done');
-    const shown = waiting.slice(0, 3).map((n) => `${n.node} ${n.phase}`).join(', ');
+    const shown = waiting.slice(0, 3).map((n) => `${n.node} ${n.phase}${n.note ? `: ${n.note}` : ''}`).join(', ');
     return `${s.name} ${s.nodes.length - waiting.length}/${s.nodes.length} nodes done${s.nodes.length ? ` (waiting on ${shown}${waiting.length > 3 ? ', ...' : ''})` : ', targets no nodes'}`;
   });
   return parts.join('; ') || 'no progress seen';

@@ -27,6 +27,8 @@ export interface TestbedBinaries {
   readonly cniPlugins: string;
   /** A static busybox: the test images' only binary. */
   readonly busybox: string;
+  /** OpenShift's CRD folders from github.com/openshift/api, per release branch of the module. */
+  readonly openshiftApi: { readonly 'release-4.16': string; readonly 'release-4.21': string };
   readonly versions: { readonly etcd: string; readonly 'kube-apiserver': string; readonly crio: string };
 }
 

@@ -62,6 +62,10 @@ export abstract class NodePlayer {
     return this;
   }
 
+  protected behaviourOf(node: string): NodeBehaviour {
+    return this.behaviours.get(node) ?? this.defaultBehaviour;
+  }
+
   behave(node: string, behaviour: NodeBehaviour): void {
     this.behaviours.set(node, behaviour);
   }
@@ -73,7 +77,7 @@ export abstract class NodePlayer {
 
   /** One pull of one generation: after each pull time, fail (and try again) or succeed once. */
   protected pull(node: string, onFailure: (message: string, attempt: number) => void, onSuccess: () => void): void {
-    const behaviour = this.behaviours.get(node) ?? this.defaultBehaviour;
+    const behaviour = this.behaviourOf(node);
     const since = Date.now();
     const attempt = (n: number) => {
       const failing = behaviour.failWith !== undefined && (behaviour.failForMs === undefined || Date.now() - since < behaviour.failForMs);

@@ -1,21 +1,57 @@
 /**
- * A small Machine Config Operator for tests, on the real API server, playing MCO as FACTS §3
- * describes it: the controller lists each pool's PinnedImageSets (by the pool's
- * machineConfigSelector) in `spec.pinnedImageSets` and keeps one MachineConfigNode per node;
- * each node's daemon sets `desiredGeneration` to the set's generation, then after a delay
- * either sets `currentGeneration` (pulled and pinned) or records the failure in
- * `lastFailedGeneration`/`lastFailedGenerationError` with a `PinnedImageSetsDegraded`
- * (PrefetchFailed) condition and keeps retrying, as MCO does.
+ * The Machine Config Operator for tests, on the real API server with OpenShift's own CRDs,
+ * behaving as MCO's source does (FACTS §3; machine-config-operator pkg/daemon/pinned_image_set.go),
+ * with its timings divided by `timeScale`, never changed in kind:
+ * - the controller lists each pool's PinnedImageSets (by `machineConfigSelector`) in the pool's
+ *   `spec.pinnedImageSets`, keeps one MachineConfigNode per node, and the pool's
+ *   `poolSynchronizersStatus` (PinnedImageSets) with a PinnedImageSetsDegraded condition;
+ * - each node's daemon runs ONE sync for all sets of its pool, under a deadline (2 minutes):
+ *   1 pull worker and a 1 s pause per image on masters, 5 workers elsewhere, 5 tries per image;
+ * - a sync that misses its deadline writes `requeue: prefetching images incomplete after
+ *   timeout: 2m0s` as the failure of every unfinished set and requeues; the next sync's apply
+ *   leaves the failure fields out (server-side apply drops them) while PinnedImageSetsDegraded
+ *   stays True until a sync completes; pulled images are kept across syncs;
+ * - any sync error (a bad image in any set, a node-wide error) is written into EVERY unfinished
+ *   set of the pool;
+ * - status is written by server-side apply, field manager `machine-config-operator`, with
+ *   `status.configVersion`; at v1alpha1 (4.16) unfinished entries carry zero generations.
  */
 import type { Informer } from '../../src/cluster/informer.js';
 import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../../src/cluster/kube.js';
-import { MCO_PATHS } from '../../src/cluster/mco/backend.js';
-import { mergeConditions, NodePlayer, type Condition, type NodeBehaviour } from './node-player.js';
+import { MCO_GROUP, MCO_V1, mcoPaths, type McoVersions } from '../../src/cluster/mco/backend.js';
+import { mergeConditions, NodePlayer, type Condition, type NodeBehaviour as BaseBehaviour } from './node-player.js';
 
-export type { NodeBehaviour } from './node-player.js';
+export interface NodeBehaviour extends BaseBehaviour {
+  /** Time of one image's pull (default: `pullMs` spread over the sync's images). */
+  readonly imageMs?: number;
+  /** Images whose every pull fails (manifest unknown): 5 tries, then the sync fails naming it. */
+  readonly badImages?: readonly string[];
+}
+
+export interface McoSimulatorOptions {
+  /** The versions the cluster serves: v1 (4.19+) or v1alpha1 (4.16-4.18). */
+  readonly versions?: McoVersions;
+  /** MCO's durations (2 min sync deadline, 1 s master pause, 1-8 s pull retries) divided by this. */
+  readonly timeScale?: number;
+}
+
+/** MCO's own constants (pkg/daemon/pinned_image_set.go, 4.16-4.21). */
+const PREFETCH_TIMEOUT_MS = 120_000;
+const PREFETCH_TIMEOUT_TEXT = '2m0s';
+const MASTER_PAUSE_MS = 1_000;
+const WORKERS = 5;
+const PULL_TRIES = 5;
+/** wait.Backoff{Duration: 1s, Factor: 2, Cap: 10s}: sleeps between the 5 tries. */
+const PULL_RETRY_SLEEPS_MS = [1_000, 2_000, 4_000, 8_000];
+const FIELD_MANAGER = 'machine-config-operator';
 
 interface Pool extends KubeObject {
   spec: { nodeSelector?: LabelSelector; machineConfigSelector?: LabelSelector; pinnedImageSets?: Array<{ name: string }> };
+  status?: Record<string, unknown>;
+}
+
+interface PinnedImageSet extends KubeObject {
+  spec: { pinnedImages: Array<{ name: string }> };
 }
 
 interface SetStatus {
@@ -24,94 +60,242 @@ interface SetStatus {
   currentGeneration?: number;
   lastFailedGeneration?: number;
   lastFailedGenerationError?: string;
+  lastFailedGenerationErrors?: string[];
 }
 
 interface MachineConfigNode extends KubeObject {
   status?: { pinnedImageSets?: SetStatus[]; conditions?: Condition[] };
 }
 
+/** One node's daemon: what it has pulled and finished, and its running sync. */
+interface Daemon {
+  readonly pulled: Set<string>;
+  /** Set uid → the generation whose images are all pulled (MCO's cache). */
+  readonly complete: Map<string, number>;
+  conditions: Condition[];
+  /** The sets (name, uid, generation) the running or last sync started with. */
+  started?: string;
+  sync?: AbortController;
+  /** First sync of a failing behaviour, for `failForMs`. */
+  failingSince?: number;
+}
+
 export const DEFAULT_POOLS = ['master', 'worker'].map((role) => ({
-  apiVersion: 'machineconfiguration.openshift.io/v1',
+  apiVersion: `${MCO_GROUP}/v1`,
   kind: 'MachineConfigPool',
   metadata: { name: role },
   spec: {
     nodeSelector: { matchLabels: { [`node-role.kubernetes.io/${role}`]: '' } },
-    machineConfigSelector: { matchLabels: { 'machineconfiguration.openshift.io/role': role } },
+    machineConfigSelector: { matchLabels: { [`${MCO_GROUP}/role`]: role } },
   },
 }));
 
 export class McoSimulator extends NodePlayer {
+  private readonly paths: ReturnType<typeof mcoPaths>;
   private readonly informers: Record<'sets' | 'pools' | 'nodes' | 'mcns', Informer>;
-  /** `node/set/generation` already pulling: one pull per generation. */
-  private readonly started = new Set<string>();
+  private readonly daemons = new Map<string, Daemon>();
+  private readonly poolStatus = new Map<string, string>();
 
-  private constructor(client: KubeClient, defaultBehaviour: NodeBehaviour = { pullMs: 300 }) {
+  private constructor(
+    client: KubeClient,
+    defaultBehaviour: NodeBehaviour,
+    private readonly versions: McoVersions,
+    private readonly timeScale: number,
+  ) {
     super(client, defaultBehaviour);
-    this.informers = { sets: this.informer(MCO_PATHS.pinnedImageSets), pools: this.informer(MCO_PATHS.machineConfigPools), nodes: this.informer(MCO_PATHS.nodes), mcns: this.informer(MCO_PATHS.machineConfigNodes) };
+    this.paths = mcoPaths(versions);
+    this.informers = { sets: this.informer(this.paths.pinnedImageSets), pools: this.informer(this.paths.machineConfigPools), nodes: this.informer(this.paths.nodes), mcns: this.informer(this.paths.machineConfigNodes) };
   }
 
-  static async start(client: KubeClient, defaultBehaviour?: NodeBehaviour): Promise<McoSimulator> {
+  static async start(client: KubeClient, defaultBehaviour: NodeBehaviour = { pullMs: 300 }, options: McoSimulatorOptions = {}): Promise<McoSimulator> {
+    const versions = options.versions ?? MCO_V1;
     for (const pool of DEFAULT_POOLS) {
-      if (!(await client.find(`${MCO_PATHS.machineConfigPools}/${pool.metadata.name}`))) await client.request('POST', MCO_PATHS.machineConfigPools, { body: pool });
+      if (!(await client.find(`${mcoPaths(versions).machineConfigPools}/${pool.metadata.name}`))) await client.request('POST', mcoPaths(versions).machineConfigPools, { body: pool });
     }
-    return new McoSimulator(client, defaultBehaviour).run();
+    return new McoSimulator(client, defaultBehaviour, versions, options.timeScale ?? 10).run();
+  }
+
+  override stop(): void {
+    for (const daemon of this.daemons.values()) daemon.sync?.abort();
+    super.stop();
   }
 
   protected reconcile(): void {
     if (this.abort.signal.aborted) return;
-    const sets = [...this.informers.sets.items.values()];
+    const sets = [...this.informers.sets.items.values()] as PinnedImageSet[];
     const pools = [...this.informers.pools.items.values()] as Pool[];
-    for (const pool of pools) {
-      const names = sets.filter((s) => pool.spec.machineConfigSelector && matchesSelector(s.metadata.labels, pool.spec.machineConfigSelector)).map((s) => ({ name: s.metadata.name })).sort((a, b) => a.name.localeCompare(b.name));
-      if (JSON.stringify(pool.spec.pinnedImageSets ?? []) !== JSON.stringify(names)) {
-        this.write(`pool/${pool.metadata.name}`, () => this.mergePatch(`${MCO_PATHS.machineConfigPools}/${pool.metadata.name}`, { spec: { pinnedImageSets: names } }));
-      }
-    }
+    for (const pool of pools) this.controlPool(pool, sets);
     for (const node of this.informers.nodes.items.values()) {
       const name = node.metadata.name;
       const pool = pools.find((p) => p.metadata.name === (node.metadata.labels?.['node-role.kubernetes.io/master'] !== undefined ? 'master' : 'worker'));
       if (!pool) continue;
-      const mcn = this.informers.mcns.items.get(name) as MachineConfigNode | undefined;
-      if (!mcn) {
-        this.write(`mcn/${name}`, async () => {
-          if (this.informers.mcns.items.has(name)) return;
-          await this.client.request('POST', MCO_PATHS.machineConfigNodes, {
-            body: { apiVersion: 'machineconfiguration.openshift.io/v1', kind: 'MachineConfigNode', metadata: { name }, spec: { node: { name }, pool: { name: pool.metadata.name }, configVersion: { desired: 'rendered-0' } } },
-          }).catch((error: { status?: number }) => { if (error.status !== 409) throw error; });
-        });
+      if (!this.informers.mcns.items.has(name)) {
+        this.createMachineConfigNode(name, pool.metadata.name);
         continue;
       }
-      for (const set of sets.filter((s) => pool.spec.machineConfigSelector && matchesSelector(s.metadata.labels, pool.spec.machineConfigSelector))) {
-        this.daemon(name, set.metadata.name, set.metadata.generation ?? 1, mcn);
-      }
+      // The daemon works from the pool's list, which the controller fills: nothing before it.
+      const poolSets = (pool.spec.pinnedImageSets ?? []).flatMap((ref) => sets.filter((s) => s.metadata.name === ref.name));
+      if (poolSets.length === 0) continue;
+      const started = JSON.stringify(poolSets.map((s) => [s.metadata.name, s.metadata.uid, s.metadata.generation]));
+      const daemon = this.daemonOf(name);
+      if (daemon.started !== started) this.startSync(name, pool.metadata.name, poolSets, started);
     }
   }
 
-  /** The node daemon for one set: take the new generation, then succeed or fail after the pull time. */
-  private daemon(node: string, set: string, generation: number, mcn: MachineConfigNode): void {
-    const entry = mcn.status?.pinnedImageSets?.find((s) => s.name === set);
-    if ((entry?.desiredGeneration ?? 0) < generation) {
-      this.updateSet(node, set, (s) => ({ ...s, desiredGeneration: generation }), { type: 'PinnedImageSetsProgressing', status: 'True', reason: 'ImagePrefetch', message: `pulling images of ${set}` });
-      return;
+  /** The controller's part: a pool's set list, and its PinnedImageSets synchronizer status. */
+  private controlPool(pool: Pool, sets: readonly PinnedImageSet[]): void {
+    const names = sets.filter((s) => pool.spec.machineConfigSelector && matchesSelector(s.metadata.labels, pool.spec.machineConfigSelector)).map((s) => ({ name: s.metadata.name })).sort((a, b) => a.name.localeCompare(b.name));
+    if (JSON.stringify(pool.spec.pinnedImageSets ?? []) !== JSON.stringify(names)) {
+      this.write(`pool/${pool.metadata.name}`, () => this.mergePatch(`${this.paths.machineConfigPools}/${pool.metadata.name}`, { spec: { pinnedImageSets: names } }));
     }
-    const key = `${node}/${set}/${generation}`;
-    if (this.started.has(key) || entry?.currentGeneration === generation) return;
-    this.started.add(key);
-    this.pull(
-      node,
-      (message) => this.updateSet(node, set, (s) => ({ ...s, lastFailedGeneration: generation, lastFailedGenerationError: message }), { type: 'PinnedImageSetsDegraded', status: 'True', reason: 'PrefetchFailed', message }),
-      () => this.updateSet(node, set, (s) => ({ ...s, currentGeneration: generation }), { type: 'PinnedImageSetsDegraded', status: 'False', reason: 'AsExpected', message: '' }, { type: 'PinnedImageSetsProgressing', status: 'False', reason: 'AsExpected', message: '' }),
-    );
-  }
-
-  /** Read-modify-write of one node's status from the latest cached object (after queued writes). */
-  private updateSet(node: string, set: string, change: (s: SetStatus) => SetStatus, ...conditions: Array<Omit<Condition, 'lastTransitionTime'>>): void {
-    this.write(`mcn/${node}`, async () => {
-      const fresh = await this.client.get<MachineConfigNode>(`${MCO_PATHS.machineConfigNodes}/${node}`);
-      const entries = fresh.status?.pinnedImageSets ?? [];
-      const current = entries.find((s) => s.name === set) ?? { name: set };
-      const pinnedImageSets = [...entries.filter((s) => s.name !== set), change(current)].sort((a, b) => a.name.localeCompare(b.name));
-      await this.mergePatch(`${MCO_PATHS.machineConfigNodes}/${node}/status`, { status: { pinnedImageSets, conditions: mergeConditions(fresh.status?.conditions ?? [], conditions) } });
+    const members = [...this.informers.nodes.items.values()].filter((n) => pool.spec.nodeSelector && matchesSelector(n.metadata.labels, pool.spec.nodeSelector));
+    const mcns = members.map((n) => this.informers.mcns.items.get(n.metadata.name) as MachineConfigNode | undefined);
+    // A node is updated when every entry of its MCN has current == desired > 0 (MCO's controller).
+    const updated = mcns.filter((m) => (m?.status?.pinnedImageSets ?? []).length > 0 && m!.status!.pinnedImageSets!.every((e) => (e.desiredGeneration ?? 0) > 0 && e.currentGeneration === e.desiredGeneration)).length;
+    const degraded = mcns.filter((m) => m?.status?.conditions?.some((c) => c.type === 'PinnedImageSetsDegraded' && c.status === 'True')).length;
+    const synchronizer = { poolSynchronizerType: 'PinnedImageSets', machineCount: members.length, updatedMachineCount: updated, readyMachineCount: updated, availableMachineCount: updated, unavailableMachineCount: degraded, observedGeneration: pool.metadata.generation ?? 1 };
+    const condition = degraded > 0
+      ? { type: 'PinnedImageSetsDegraded', status: 'True' as const, reason: 'PinnedImageSetsDegraded', message: `${degraded} nodes are reporting degraded status on image pinning` }
+      : { type: 'PinnedImageSetsDegraded', status: 'False' as const, reason: '', message: '' };
+    const key = JSON.stringify([synchronizer, condition]);
+    if (this.poolStatus.get(pool.metadata.name) === key) return;
+    this.poolStatus.set(pool.metadata.name, key);
+    this.write(`pool-status/${pool.metadata.name}`, async () => {
+      const previous = ((await this.client.get<Pool>(`${this.paths.machineConfigPools}/${pool.metadata.name}`)).status?.['conditions'] ?? []) as Condition[];
+      await this.client.apply(`${this.paths.machineConfigPools}/${pool.metadata.name}/status`, {
+        apiVersion: `${MCO_GROUP}/v1`,
+        kind: 'MachineConfigPool',
+        metadata: { name: pool.metadata.name },
+        status: { poolSynchronizersStatus: [synchronizer], conditions: mergeConditions(previous.filter((c) => c.type === 'PinnedImageSetsDegraded'), [condition]) },
+      } as KubeObject, { fieldManager: FIELD_MANAGER });
     });
   }
+
+  private createMachineConfigNode(name: string, pool: string): void {
+    this.write(`mcn/${name}`, async () => {
+      if (this.informers.mcns.items.has(name)) return;
+      await this.client.request('POST', this.paths.machineConfigNodes, {
+        body: { apiVersion: `${MCO_GROUP}/${this.versions.machineConfigNodes}`, kind: 'MachineConfigNode', metadata: { name }, spec: { node: { name }, pool: { name: pool }, configVersion: { desired: `rendered-${pool}-0` } } },
+      }).catch((error: { status?: number }) => { if (error.status !== 409) throw error; });
+    });
+  }
+
+  private daemonOf(node: string): Daemon {
+    let daemon = this.daemons.get(node);
+    if (!daemon) this.daemons.set(node, (daemon = { pulled: new Set(), complete: new Map(), conditions: [] }));
+    return daemon;
+  }
+
+  /** A new sync cancels the running one (MCO's resetWorkload), as a set or pool change does. */
+  private startSync(node: string, pool: string, sets: readonly PinnedImageSet[], started: string): void {
+    const daemon = this.daemonOf(node);
+    daemon.started = started;
+    daemon.sync?.abort();
+    const sync = new AbortController();
+    daemon.sync = sync;
+    this.runSync(node, pool, sets, daemon, sync.signal).catch((error: Error) => {
+      if (!sync.signal.aborted && !this.abort.signal.aborted) this.errors.push(error);
+    });
+  }
+
+  private async runSync(node: string, pool: string, sets: readonly PinnedImageSet[], daemon: Daemon, signal: AbortSignal): Promise<void> {
+    const behaviour = this.behaviourOf(node) as NodeBehaviour;
+    const deadline = Date.now() + PREFETCH_TIMEOUT_MS / this.timeScale;
+    const unfinished = sets.filter((s) => daemon.complete.get(s.metadata.uid!) !== s.metadata.generation);
+    await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsProgressing', status: 'True', reason: 'ImagePrefetch', message: `node is prefetching images: ${node}` });
+
+    let error: string | undefined;
+    const failing = behaviour.failWith !== undefined && (behaviour.failForMs === undefined || Date.now() - (daemon.failingSince ??= Date.now()) < behaviour.failForMs);
+    if (failing) {
+      await sleep(behaviour.pullMs, signal);
+      error = behaviour.failWith;
+    } else {
+      daemon.failingSince = undefined;
+      const images = [...new Set(unfinished.flatMap((s) => s.spec.pinnedImages.map((i) => i.name)))].filter((image) => !daemon.pulled.has(image));
+      error = await this.prefetch(node, images, behaviour, daemon, deadline, signal);
+    }
+    if (signal.aborted) return;
+    if (error === undefined) {
+      for (const set of sets) daemon.complete.set(set.metadata.uid!, set.metadata.generation ?? 1);
+      await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsProgressing', status: 'False', reason: 'AsExpected', message: 'All pinned image sets complete' });
+      await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsDegraded', status: 'False', reason: 'AsExpected', message: 'All is good' });
+      return;
+    }
+    await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsDegraded', status: 'True', reason: 'PrefetchFailed', message: error }, error);
+    // The work queue requeues the pool: at once after a deadline, after a pull's time otherwise.
+    await sleep(error.startsWith('requeue:') ? 0 : behaviour.pullMs, signal);
+    if (!signal.aborted && daemon.sync?.signal === signal) this.startSync(node, pool, sets, daemon.started!);
+  }
+
+  /** Pulls `images` with MCO's worker count until done or the deadline; the last error, or the deadline's. */
+  private async prefetch(node: string, images: readonly string[], behaviour: NodeBehaviour, daemon: Daemon, deadline: number, signal: AbortSignal): Promise<string | undefined> {
+    const master = this.informers.nodes.items.get(node)?.metadata.labels?.['node-role.kubernetes.io/master'] !== undefined;
+    const imageMs = behaviour.imageMs ?? behaviour.pullMs / Math.max(1, images.length);
+    const queue = [...images];
+    let error: string | undefined;
+    const worker = async () => {
+      for (let image = queue.shift(); image !== undefined && !signal.aborted; image = queue.shift()) {
+        if (Date.now() >= deadline) return;
+        const bad = behaviour.badImages?.includes(image) ?? false;
+        const pulling = bad ? PULL_TRIES * imageMs + PULL_RETRY_SLEEPS_MS.reduce((a, b) => a + b, 0) / this.timeScale : imageMs;
+        if (Date.now() + pulling > deadline) {
+          await sleep(deadline - Date.now(), signal);
+          return;
+        }
+        await sleep(pulling, signal);
+        if (bad) error = `failed to pull image "${image}" (${PULL_TRIES} tries): timed out waiting for the condition: rpc error: code = Unknown desc = reading manifest ${image.split('@')[1]} in ${image.split('@')[0]}: manifest unknown`;
+        else daemon.pulled.add(image);
+        if (master) await sleep(Math.min(MASTER_PAUSE_MS / this.timeScale, Math.max(0, deadline - Date.now())), signal);
+      }
+    };
+    await Promise.all(Array.from({ length: master ? 1 : WORKERS }, worker));
+    if (queue.length > 0 || images.some((i) => !daemon.pulled.has(i) && !behaviour.badImages?.includes(i))) {
+      return `requeue: prefetching images incomplete after timeout: ${PREFETCH_TIMEOUT_TEXT}`;
+    }
+    return error;
+  }
+
+  /**
+   * One status apply, as MCO's upgrademonitor writes it: every set of the pool, finished ones
+   * with currentGeneration, unfinished ones with the error when there is one; fields left out
+   * are dropped by server-side apply.
+   */
+  private async applyStatus(node: string, pool: string, sets: readonly PinnedImageSet[], daemon: Daemon, condition: Omit<Condition, 'lastTransitionTime'>, error?: string): Promise<void> {
+    daemon.conditions = mergeConditions(daemon.conditions, [condition]);
+    const alpha = this.versions.machineConfigNodes === 'v1alpha1';
+    const pinnedImageSets = sets.map((set): SetStatus => {
+      const generation = set.metadata.generation ?? 1;
+      const entry: SetStatus = { name: set.metadata.name, desiredGeneration: generation };
+      if (daemon.complete.get(set.metadata.uid!) === generation) return { ...entry, currentGeneration: generation, ...(alpha ? { lastFailedGeneration: 0 } : {}) };
+      if (error !== undefined) return { ...entry, ...(alpha ? { currentGeneration: 0, lastFailedGeneration: generation, lastFailedGenerationErrors: [error] } : { lastFailedGeneration: generation, lastFailedGenerationError: error }) };
+      return alpha ? { ...entry, currentGeneration: 0, lastFailedGeneration: 0 } : entry;
+    });
+    await new Promise<void>((resolve) => this.write(`mcn/${node}`, async () => {
+      try {
+        await this.client.apply(`${this.paths.machineConfigNodes}/${node}/status`, {
+          apiVersion: `${MCO_GROUP}/${this.versions.machineConfigNodes}`,
+          kind: 'MachineConfigNode',
+          metadata: { name: node },
+          status: { configVersion: { desired: `rendered-${pool}-0`, current: `rendered-${pool}-0` }, conditions: daemon.conditions, pinnedImageSets },
+        } as KubeObject, { fieldManager: FIELD_MANAGER });
+      } finally {
+        resolve();
+      }
+    }));
+  }
 }
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted || ms <= 0) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+export type { MachineConfigNode };

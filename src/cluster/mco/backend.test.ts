@@ -1,40 +1,75 @@
 import { describe, expect, it } from 'vitest';
 import type { KubeObject } from '../kube.js';
-import { mcoPaths, projectMco, type McoVersions } from './backend.js';
+import { judgeMcoError, MCO_V1, mcoPaths, projectMco, type McoVersions } from './backend.js';
 
 const ALPHA: McoVersions = { pinnedImageSets: 'v1alpha1', machineConfigNodes: 'v1alpha1' };
+const OURS = 'quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:' + 'a'.repeat(64);
+const THEIRS = 'quay.io/example/app@sha256:' + 'b'.repeat(64);
 
-/** One worker pool, one worker node, one set at generation 2, and the node's entry for it. */
-function view(entry: Record<string, unknown>) {
-  const paths = mcoPaths(ALPHA);
+/** One worker pool, one worker node, set `s` (ours, generation 2) and set `other`, and the node's entry for `s`. */
+function view(entry: Record<string, unknown> | undefined, versions: McoVersions, conditions: unknown[] = []) {
+  const paths = mcoPaths(versions);
   const byName = (...objects: KubeObject[]) => new Map(objects.map((o) => [o.metadata.name, o]));
+  const worker = { 'machineconfiguration.openshift.io/role': 'worker' };
   return new Map([
-    [paths.pinnedImageSets, byName({ metadata: { name: 's', generation: 2, labels: { 'machineconfiguration.openshift.io/role': 'worker' } } })],
-    [paths.machineConfigPools, byName({ metadata: { name: 'worker' }, spec: { nodeSelector: { matchLabels: { 'node-role.kubernetes.io/worker': '' } }, machineConfigSelector: { matchLabels: { 'machineconfiguration.openshift.io/role': 'worker' } } } })],
+    [paths.pinnedImageSets, byName(
+      { metadata: { name: 's', generation: 2, labels: worker }, spec: { pinnedImages: [{ name: OURS }] } } as KubeObject,
+      { metadata: { name: 'other', generation: 1, labels: worker }, spec: { pinnedImages: [{ name: THEIRS }] } } as KubeObject,
+    )],
+    [paths.machineConfigPools, byName({ metadata: { name: 'worker' }, spec: { nodeSelector: { matchLabels: { 'node-role.kubernetes.io/worker': '' } }, machineConfigSelector: { matchLabels: worker } } } as KubeObject)],
     [paths.nodes, byName({ metadata: { name: 'w0', labels: { 'node-role.kubernetes.io/worker': '' } } })],
-    [paths.machineConfigNodes, byName({ metadata: { name: 'w0' }, status: { pinnedImageSets: [{ name: 's', ...entry }] } })],
+    [paths.machineConfigNodes, entry === undefined ? new Map() : byName({ metadata: { name: 'w0' }, status: { conditions, pinnedImageSets: [{ name: 's', ...entry }] } } as KubeObject)],
   ]);
 }
 
-const nodeOf = (entry: Record<string, unknown>) => projectMco(view(entry), ['s'], ALPHA).sets[0]!.nodes[0]!;
+const nodeOf = (entry: Record<string, unknown> | undefined, versions: McoVersions = ALPHA, conditions: unknown[] = []) => projectMco(view(entry, versions, conditions), ['s'], versions).sets[0]!.nodes[0]!;
+const degradedCondition = (message: string) => ({ type: 'PinnedImageSetsDegraded', status: 'True', reason: 'PrefetchFailed', message, lastTransitionTime: '2026-01-01T00:00:00Z' });
+const pullError = (image: string) => `failed to pull image "${image}" (5 tries): timed out waiting for the condition: rpc error: code = Unknown desc = manifest unknown`;
 
-describe('projectMco reads every MachineConfigNode shape MCO has written', () => {
+describe('projectMco reads the MachineConfigNode shapes MCO writes', () => {
   it('v1: lastFailedGenerationError at the desired generation is degraded', () => {
-    expect(nodeOf({ desiredGeneration: 2, currentGeneration: 1, lastFailedGeneration: 2, lastFailedGenerationError: 'ENOSPC' })).toMatchObject({ phase: 'degraded', error: 'ENOSPC' });
+    expect(nodeOf({ desiredGeneration: 2, currentGeneration: 1, lastFailedGeneration: 2, lastFailedGenerationError: 'ENOSPC' }, MCO_V1)).toMatchObject({ phase: 'degraded', error: 'ENOSPC' });
   });
 
-  it('v1alpha1 of 4.16: a list of strings or of { message }, joined', () => {
+  it('v1alpha1 (4.16-4.18): lastFailedGenerationErrors, a list of strings, joined', () => {
     expect(nodeOf({ desiredGeneration: 2, lastFailedGeneration: 2, lastFailedGenerationErrors: ['a', 'b'] })).toMatchObject({ phase: 'degraded', error: 'a; b' });
-    expect(nodeOf({ desiredGeneration: 2, lastFailedGeneration: 2, lastFailedGenerationErrors: [{ message: 'c' }] })).toMatchObject({ phase: 'degraded', error: 'c' });
+  });
+
+  it("4.16's zero generations on a rewritten entry are no failure", () => {
+    expect(nodeOf({ desiredGeneration: 2, currentGeneration: 0, lastFailedGeneration: 0 })).toMatchObject({ phase: 'progressing', currentGeneration: 0 });
   });
 
   it('a failure of an older generation does not make the new one degraded', () => {
     expect(nodeOf({ desiredGeneration: 2, currentGeneration: 1, lastFailedGeneration: 1, lastFailedGenerationErrors: ['old'] })).toMatchObject({ phase: 'progressing' });
   });
 
-  it('later v1alpha1: lastPinnedImageSetError with no failed generation is degraded until current catches up', () => {
-    expect(nodeOf({ desiredGeneration: 2, currentGeneration: 1, lastPinnedImageSetError: 'pull failed' })).toMatchObject({ phase: 'degraded', error: 'pull failed' });
-    expect(nodeOf({ desiredGeneration: 2, currentGeneration: 2, lastPinnedImageSetError: 'pull failed' })).toMatchObject({ phase: 'done' });
-    expect(nodeOf({ desiredGeneration: 2, currentGeneration: 1 })).toMatchObject({ phase: 'progressing' });
+  it('the sync deadline is progress: the failure fields, then the Degraded condition the next sync leaves behind', () => {
+    const requeue = 'requeue: prefetching images incomplete after timeout: 2m0s';
+    expect(nodeOf({ desiredGeneration: 2, lastFailedGeneration: 2, lastFailedGenerationError: requeue }, MCO_V1)).toMatchObject({ phase: 'progressing', note: `MCO sync deadline passed, pulling on (${requeue})` });
+    expect(nodeOf({ desiredGeneration: 2 }, MCO_V1, [degradedCondition(requeue)])).toMatchObject({ phase: 'progressing' });
+  });
+
+  it("another set's image error is named as foreign and does not fail this set", () => {
+    const node = nodeOf({ desiredGeneration: 2, lastFailedGeneration: 2, lastFailedGenerationError: pullError(THEIRS) }, MCO_V1);
+    expect(node).toMatchObject({ phase: 'progressing' });
+    expect(node.error).toBeUndefined();
+    expect(node.note).toBe(`error from set other (image ${THEIRS}), not from this set; MCO finishes no set of the pool until it is fixed`);
+  });
+
+  it("an error naming this set's image, or naming no image (disk, NotReady), fails it", () => {
+    expect(nodeOf({ desiredGeneration: 2, lastFailedGeneration: 2, lastFailedGenerationError: pullError(OURS) }, MCO_V1)).toMatchObject({ phase: 'degraded', error: pullError(OURS) });
+    expect(nodeOf({ desiredGeneration: 2 }, MCO_V1, [degradedCondition('Error: storage available is less than minimum required')])).toMatchObject({ phase: 'degraded', error: 'Error: storage available is less than minimum required' });
+  });
+
+  it('a targeted node without a MachineConfigNode is pending and says no daemon reports it', () => {
+    expect(nodeOf(undefined, MCO_V1)).toMatchObject({ phase: 'pending', unreported: expect.stringMatching(/^no MachineConfigNode for this node: no MCO daemon reports it/) });
+  });
+});
+
+describe('judgeMcoError', () => {
+  const owners = (image: string) => (image === THEIRS ? ['other'] : []);
+  it('an image removed during sync counts against the set holding it', () => {
+    expect(judgeMcoError(`failed to pull image: image removed during sync: ${OURS}`, new Set([OURS]), owners)).toEqual({ failure: true });
+    expect(judgeMcoError(`failed to pull image: image removed during sync: ${THEIRS}`, new Set([OURS]), owners)).toMatchObject({ failure: false });
   });
 });

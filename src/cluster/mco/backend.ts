@@ -4,9 +4,11 @@
  * the nodes of those pools (by each pool's `nodeSelector`); progress is each node's
  * MachineConfigNode `status.pinnedImageSets[]` and its PinnedImageSets* conditions.
  *
- * OpenShift 4.19+ serves PinnedImageSet and MachineConfigNode at v1. 4.16-4.18 serve them only
- * at v1alpha1 (TechPreview), where a set's error was first a list (`lastFailedGenerationErrors`),
- * later one string; the backend uses the version the cluster serves and reads every shape.
+ * OpenShift 4.19+ serves PinnedImageSet and MachineConfigNode at v1 (a set's error is
+ * `lastFailedGenerationError`); 4.16-4.18 only at v1alpha1 under TechPreviewNoUpgrade (a list,
+ * `lastFailedGenerationErrors`). The backend uses the version the cluster serves. How MCO's
+ * daemon writes them (FACTS §3) shapes the reading: one sync per node for all sets of its pool,
+ * its deadline written as a failure, and its one error copied into every set.
  */
 import { toPinnedImageSetObject } from '../desired-sets.js';
 import { MANAGED_BY_LABEL, type DesiredSet, type NodeSetProgress, type PinningBackend, type ProgressSnapshot, type SetProgress } from '../backend.js';
@@ -40,17 +42,16 @@ interface MachineConfigPool extends KubeObject {
   spec?: { nodeSelector?: LabelSelector; machineConfigSelector?: LabelSelector };
 }
 
-/** Every shape MCO has written: v1, and the v1alpha1 ones of 4.16-4.18. */
+/** A set's entry in a MachineConfigNode, as MCO writes it at v1 (4.19+) and v1alpha1 (4.16-4.18). */
 interface MachineConfigNodeSetStatus {
   name: string;
   desiredGeneration?: number;
   currentGeneration?: number;
   lastFailedGeneration?: number;
+  /** v1. */
   lastFailedGenerationError?: string;
-  /** v1alpha1, 4.16-4.17: strings; briefly `{ message }` objects. */
-  lastFailedGenerationErrors?: Array<string | { message?: string }>;
-  /** v1alpha1, later: one string and no failed generation. */
-  lastPinnedImageSetError?: string;
+  /** v1alpha1; MCO 4.16 writes `lastFailedGeneration: 0` and no errors on entries it rewrites. */
+  lastFailedGenerationErrors?: string[];
 }
 
 interface MachineConfigNode extends KubeObject {
@@ -60,17 +61,23 @@ interface MachineConfigNode extends KubeObject {
   };
 }
 
+interface PinnedImageSet extends KubeObject {
+  spec?: { pinnedImages?: Array<{ name: string }> };
+}
+
 export function mcoBackend(client: KubeClient, versions: McoVersions = MCO_V1): PinningBackend {
   const paths = mcoPaths(versions);
   return observedBackend(client, {
     kind: 'mco',
     setsPath: paths.pinnedImageSets,
     toObject: (set: DesiredSet) => toPinnedImageSetObject(set, `${MCO_GROUP}/${versions.pinnedImageSets}`),
-    imagesOf: (object) => ((object['spec'] as { pinnedImages?: Array<{ name: string }> } | undefined)?.pinnedImages ?? []).map((i) => i.name),
+    imagesOf,
     collections: [paths.pinnedImageSets, paths.machineConfigPools, paths.machineConfigNodes, paths.nodes],
     project: (view, names) => projectMco(view, names, versions),
   });
 }
+
+const imagesOf = (object: KubeObject): string[] => ((object as PinnedImageSet).spec?.pinnedImages ?? []).map((i) => i.name);
 
 /** Pure: the progress of `names` (default: prestage-managed sets) in one view of the cluster. */
 export function projectMco(view: ClusterView, names: readonly string[] | undefined, versions: McoVersions = MCO_V1): ProgressSnapshot {
@@ -81,14 +88,16 @@ export function projectMco(view: ClusterView, names: readonly string[] | undefin
   const mcns = view.get(paths.machineConfigNodes)! as ReadonlyMap<string, MachineConfigNode>;
   const wanted = names ?? [...sets.values()].filter((s) => s.metadata.labels?.[MANAGED_BY_LABEL] === 'prestage').map((s) => s.metadata.name);
   const poolOfNode = new Map(nodes.map((node) => [node.metadata.name, poolOf(node, pools)]));
+  const setsOfImage = (image: string) => [...sets.values()].filter((s) => imagesOf(s).includes(image)).map((s) => s.metadata.name).sort();
   return {
     sets: [...new Set(wanted)].sort().map((name): SetProgress => {
       const set = sets.get(name);
       if (!set) return { name, exists: false, generation: 0, nodes: [] };
       const generation = set.metadata.generation ?? 1;
+      const own = new Set(imagesOf(set));
       const setPools = new Set(pools.filter((p) => p.spec?.machineConfigSelector && matchesSelector(set.metadata.labels, p.spec.machineConfigSelector)).map((p) => p.metadata.name));
       const targets = nodes.filter((n) => setPools.has(poolOfNode.get(n.metadata.name) ?? '')).map((n) => n.metadata.name).sort();
-      return { name, exists: true, generation, nodes: targets.map((node) => nodeProgress(node, name, generation, mcns.get(node))) };
+      return { name, exists: true, generation, nodes: targets.map((node) => nodeProgress(node, name, generation, mcns.get(node), own, setsOfImage)) };
     }),
   };
 }
@@ -107,24 +116,46 @@ function poolOf(node: KubeObject, pools: readonly MachineConfigPool[]): string |
   return matching.find((name) => name !== 'worker') ?? matching[0];
 }
 
-function nodeProgress(node: string, set: string, generation: number, mcn: MachineConfigNode | undefined): NodeSetProgress {
+const NO_DAEMON = 'no MachineConfigNode for this node: no MCO daemon reports it (on 4.16-4.18 PinnedImageSets need TechPreviewNoUpgrade; check the machine-config-daemon pod on the node)';
+
+function nodeProgress(node: string, set: string, generation: number, mcn: MachineConfigNode | undefined, own: ReadonlySet<string>, setsOfImage: (image: string) => string[]): NodeSetProgress {
   const entry = mcn?.status?.pinnedImageSets?.find((s) => s.name === set);
   const desiredGeneration = entry?.desiredGeneration ?? 0;
   const currentGeneration = entry?.currentGeneration ?? 0;
   const base = { node, set, desiredGeneration, currentGeneration };
+  if (!mcn) return { ...base, phase: 'pending', unreported: NO_DAEMON };
   if (desiredGeneration < generation) return { ...base, phase: 'pending' };
   if (currentGeneration === desiredGeneration) return { ...base, phase: 'done' };
-  const error = entry && setError(entry);
-  // Failed at this generation; the latest v1alpha1 shape has no failed generation, only the error.
-  const failedNow = entry?.lastFailedGeneration !== undefined ? entry.lastFailedGeneration >= desiredGeneration : Boolean(entry?.lastPinnedImageSetError);
-  if (failedNow) return { ...base, phase: 'degraded', error: error || 'failed' };
-  // MCO also reports one node-wide condition for all sets: use it when the set has no error of its own.
-  const degraded = mcn?.status?.conditions?.find((c) => c.type === 'PinnedImageSetsDegraded' && c.status === 'True');
-  if (degraded) return { ...base, phase: 'degraded', error: degraded.message || degraded.reason || 'PinnedImageSetsDegraded' };
-  return { ...base, phase: 'progressing' };
+  // MCO writes the error of its one sync into every unfinished set of the pool, and keeps the
+  // node's PinnedImageSetsDegraded condition True after the next sync drops the entry's fields.
+  const failed = (entry?.lastFailedGeneration ?? 0) >= desiredGeneration ? entryError(entry!) : undefined;
+  const degraded = mcn.status?.conditions?.find((c) => c.type === 'PinnedImageSetsDegraded' && c.status === 'True');
+  const error = failed ?? (degraded ? degraded.message || degraded.reason || 'PinnedImageSetsDegraded' : undefined);
+  if (error === undefined) return { ...base, phase: 'progressing' };
+  const verdict = judgeMcoError(error, own, setsOfImage);
+  return verdict.failure ? { ...base, phase: 'degraded', error } : { ...base, phase: 'progressing', note: verdict.note };
 }
 
-function setError(entry: MachineConfigNodeSetStatus): string | undefined {
-  const listed = (entry.lastFailedGenerationErrors ?? []).map((e) => (typeof e === 'string' ? e : e.message ?? '')).filter(Boolean);
-  return entry.lastFailedGenerationError || (listed.length > 0 ? listed.join('; ') : undefined) || entry.lastPinnedImageSetError || undefined;
+function entryError(entry: MachineConfigNodeSetStatus): string {
+  return entry.lastFailedGenerationError || (entry.lastFailedGenerationErrors ?? []).filter(Boolean).join('; ') || 'failed';
+}
+
+/** MCO's text when a sync passed its deadline (2 min; 5 min from 4.22): the daemon requeues and pulls on. */
+const DEADLINE_REQUEUE = /^requeue: prefetching images incomplete after timeout/;
+/** The images MCO's errors name (pkg/daemon/pinned_image_set.go). */
+const IMAGE_IN_ERROR = /failed to pull image "([^"]+)"|image removed during sync: (\S+)/g;
+
+/**
+ * Whose failure an MCO error is, for one set. A deadline requeue is progress; an error that
+ * names images fails the set only when one of them is its own (MCO copies one error into every
+ * set of the pool); an error that names no image (disk check, node not ready) is the node's,
+ * so every set on it fails.
+ */
+export function judgeMcoError(error: string, own: ReadonlySet<string>, setsOfImage: (image: string) => readonly string[]): { failure: true } | { failure: false; note: string } {
+  if (DEADLINE_REQUEUE.test(error)) return { failure: false, note: `MCO sync deadline passed, pulling on (${error})` };
+  const images = [...error.matchAll(IMAGE_IN_ERROR)].map((m) => (m[1] ?? m[2])!);
+  if (images.length === 0 || images.some((image) => own.has(image))) return { failure: true };
+  const image = images[0]!;
+  const owners = setsOfImage(image);
+  return { failure: false, note: `error from ${owners.length ? `set ${owners.join(', ')}` : 'another set'} (image ${image}), not from this set; MCO finishes no set of the pool until it is fixed` };
 }
