@@ -17,7 +17,7 @@ import { PLAN_API_VERSION } from '../plan/types.js';
 import { isDigest } from '../registry/reference.js';
 import { ensureFreeSpace } from './disk-space.js';
 import { BLOBS_DIR, BUNDLE_FILE, INDEX_FILE, OCI_LAYOUT_FILE, PARTIAL_DIR, blobPath, parseBundleFiles, partialPath, type Bundle, type LayoutFiles } from './layout.js';
-import type { BlobInventory } from './verify.js';
+import { hashBlobs, type BlobInventory } from './verify.js';
 
 export const ARCHIVE_INDEX_FILE = 'parts.json';
 const LAYOUT_FILES = [OCI_LAYOUT_FILE, BUNDLE_FILE, INDEX_FILE] as const;
@@ -277,7 +277,8 @@ export async function inventoryOfArchive(archive: OpenedArchive): Promise<{ bund
 
 /**
  * Unpack into `dest` (a layout), each blob verified as written and renamed into place; blobs
- * already there with the right size are skipped, so an interrupted unpack continues.
+ * already there that still hash to their name are skipped, so an interrupted unpack
+ * continues and a damaged one is repaired.
  */
 export async function unpackArchive(archive: OpenedArchive, dest: string): Promise<void> {
   await mkdir(join(dest, BLOBS_DIR), { recursive: true });
@@ -290,7 +291,7 @@ export async function unpackArchive(archive: OpenedArchive, dest: string): Promi
       return;
     }
     if (!isDigest(entry.digest)) throw new BadInputError(`bad blob name ${entry.digest}`);
-    if ((await stat(blobPath(dest, entry.digest)).catch(() => undefined))?.size === size) {
+    if ((await stat(blobPath(dest, entry.digest)).catch(() => undefined))?.size === size && (await hashBlobs(dest, [entry.digest])).verified.has(entry.digest)) {
       body.resume();
       return;
     }

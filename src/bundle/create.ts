@@ -1,7 +1,8 @@
 /**
  * `bundle create`: write everything a plan needs into an OCI layout, each blob once, each
- * digest verified as written. Resumable: complete blobs are skipped, partial ones continue
- * with a Range request from their last byte.
+ * digest verified as written. Resumable: blobs kept from an earlier run are re-hashed (a
+ * damaged one is fetched again), partial ones continue with a Range request from their last
+ * byte. A directory holding another release's bundle is left alone unless forced.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -9,7 +10,7 @@ import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promis
 import { join } from 'node:path';
 import pLimit from 'p-limit';
 import { writeFileAtomic } from '../atomic-file.js';
-import { DigestMismatchError } from '../errors.js';
+import { BadInputError, DigestMismatchError } from '../errors.js';
 import { PLAN_API_VERSION, type Plan } from '../plan/types.js';
 import type { RegistryClient } from '../registry/client.js';
 import { MediaType, type Descriptor } from '../registry/manifest.js';
@@ -21,6 +22,7 @@ import {
   blobFileName, blobPath, partialPath, type BundleBlobRef, type BundleMetadata, type LayoutIndex,
 } from './layout.js';
 import { TransferProgress } from './progress.js';
+import { hashBlobs } from './verify.js';
 
 export interface PreviousBundle {
   /** What `--since` named, recorded in the bundle. */
@@ -31,6 +33,10 @@ export interface PreviousBundle {
 
 export interface CreateOptions {
   readonly dir: string;
+  /** Replace a bundle of another release (or a layout prestage did not write) in `dir`. */
+  readonly force: boolean;
+  /** The tag the release was named by, if any; pushed with the release's conventional tag. */
+  readonly releaseTag?: string;
   readonly allPlatforms: boolean;
   readonly previous?: PreviousBundle;
   /** Blobs downloaded at once. */
@@ -51,6 +57,8 @@ export interface CreateReport {
   readonly fetchedBytes: number;
   readonly fetchedBlobs: number;
   readonly resumedBlobs: number;
+  /** Blobs kept from an earlier run that no longer matched their digest, fetched again. */
+  readonly repairedBlobs: number;
   readonly previousBlobs: number;
   readonly seconds: number;
 }
@@ -66,20 +74,30 @@ interface BlobTask {
 type Transfer = { readonly manifest: BundleManifest } | { readonly blob: BlobTask };
 
 export async function createBundle(client: RegistryClient, plan: Plan, opts: CreateOptions): Promise<CreateReport> {
-  const content = await collectContent(client, plan, opts.allPlatforms);
   const { dir } = opts;
+  if (!opts.force) await refuseOtherContent(dir, plan);
+  const content = await collectContent(client, plan, opts.allPlatforms);
   await mkdir(join(dir, BLOBS_DIR), { recursive: true });
   await mkdir(join(dir, PARTIAL_DIR), { recursive: true });
   // A layout with an index is complete: an index for other content goes until this run ends.
   const index = `${JSON.stringify(layoutIndex(content), null, 2)}\n`;
   if ((await readFile(join(dir, INDEX_FILE), 'utf8').catch(() => undefined)) !== index) await rm(join(dir, INDEX_FILE), { force: true });
-
-  // What earlier runs left: complete blobs (trusted by name and size) and partial downloads.
-  const complete = await fileSizes(join(dir, BLOBS_DIR));
-  const partial = await fileSizes(join(dir, PARTIAL_DIR));
   const manifests = uniqueManifests(content);
-  const missingManifests = manifests.filter((m) => complete.get(blobFileName(m.digest)) !== m.bytes.length);
   const external = new Set([...content.blobs.keys()].filter((d) => opts.previous?.blobs.has(d)));
+  // Written before any blob, so an interrupted run still says whose bundle this is.
+  await writeFileAtomic(join(dir, BUNDLE_FILE), `${JSON.stringify(bundleMetadata(plan, opts, content, external), null, 2)}\n`, join(dir, PARTIAL_DIR));
+
+  // What earlier runs left: complete blobs (re-hashed: a file of the right size can still be
+  // damaged, and push and verify send users here to repair it) and partial downloads.
+  const wanted = new Set([...manifests.map((m) => m.digest), ...content.blobs.keys()].filter((d) => !external.has(d)).map(blobFileName));
+  const onDisk = await readdir(join(dir, BLOBS_DIR));
+  const kept = onDisk.filter((name) => wanted.has(name)).map((hex) => `sha256:${hex}`);
+  if (kept.length > 0) opts.progressTo.write(`checking ${kept.length} blobs kept from an earlier run\n`);
+  const rehashed = await hashBlobs(dir, kept);
+  for (const digest of rehashed.corrupt) await rm(blobPath(dir, digest), { force: true });
+  const complete = new Map([...rehashed.verified].map(([digest, size]) => [blobFileName(digest), size]));
+  const partial = await fileSizes(join(dir, PARTIAL_DIR));
+  const missingManifests = manifests.filter((m) => complete.get(blobFileName(m.digest)) !== m.bytes.length);
   const tasks: BlobTask[] = [];
   for (const [digest, { descriptor, from }] of content.blobs) {
     if (external.has(digest) || complete.get(blobFileName(digest)) === descriptor.size) continue;
@@ -116,11 +134,9 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
     progress.finish();
   }
   // The layout holds this plan's blobs only: drop what an earlier run for other content left.
-  const wanted = new Set([...manifests.map((m) => m.digest), ...content.blobs.keys()].filter((d) => !external.has(d)).map(blobFileName));
-  for (const name of complete.keys()) if (!wanted.has(name)) await rm(join(dir, BLOBS_DIR, name), { force: true });
+  for (const name of onDisk) if (!wanted.has(name)) await rm(join(dir, BLOBS_DIR, name), { force: true });
   await syncDir(join(dir, BLOBS_DIR));
 
-  await writeFileAtomic(join(dir, BUNDLE_FILE), `${JSON.stringify(bundleMetadata(plan, opts, content, external), null, 2)}\n`, join(dir, PARTIAL_DIR));
   await writeFileAtomic(join(dir, INDEX_FILE), index, join(dir, PARTIAL_DIR));
   // Everything in .partial/ was either renamed into blobs/ or is a leftover temp file.
   await rm(join(dir, PARTIAL_DIR), { recursive: true, force: true });
@@ -132,6 +148,7 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
     fetchedBytes,
     fetchedBlobs: tasks.length,
     resumedBlobs: tasks.filter((t) => t.partialBytes > 0).length,
+    repairedBlobs: rehashed.corrupt.size,
     previousBlobs: external.size,
     seconds: progress.elapsedSeconds(),
   };
@@ -148,12 +165,48 @@ function layoutIndex(content: BundleContent): LayoutIndex {
   };
 }
 
+/**
+ * Refuse to turn `dir` into this release's bundle when that would delete another one: a
+ * bundle of another release or architecture, or an OCI layout prestage did not write.
+ */
+async function refuseOtherContent(dir: string, plan: Plan): Promise<void> {
+  const text = await readFile(join(dir, BUNDLE_FILE), 'utf8').catch(() => undefined);
+  const wanted = `${plan.release.version} ${plan.release.architecture} (${plan.release.pullSpec})`;
+  if (text === undefined) {
+    const blobs = await readdir(join(dir, BLOBS_DIR)).catch(() => []);
+    if (blobs.length > 0 || (await stat(join(dir, INDEX_FILE)).catch(() => undefined))) {
+      throw new BadInputError(`${dir} holds an OCI layout that is not a prestage bundle; creating release ${wanted} there would delete its blobs: choose another --to, or pass --force to replace it`);
+    }
+    return;
+  }
+  let held: Partial<BundleMetadata>;
+  try {
+    held = JSON.parse(text) as Partial<BundleMetadata>;
+  } catch {
+    throw new BadInputError(`${join(dir, BUNDLE_FILE)} is not JSON, so whose bundle ${dir} holds is unknown: choose another --to, or pass --force to replace it`);
+  }
+  if (held.release?.pullSpec === plan.release.pullSpec && held.architecture === plan.release.architecture) return;
+  throw new BadInputError(`${dir} holds the bundle of release ${held.release?.version} ${held.architecture} (${held.release?.pullSpec}); creating release ${wanted} there would delete it: choose another --to, or pass --force to replace it`);
+}
+
+/**
+ * The release's tags for the mirror: the one it was named by, and OpenShift's own
+ * `<version>-<arch>` (`-multi` for a multi-arch release) that `plan RELEASE:TAG --mirror` reads.
+ */
+export function releaseTags(release: Plan['release'], namedBy?: string): string[] {
+  const arch = release.multiArch ? 'multi' : (OPENSHIFT_ARCH[release.architecture] ?? release.architecture);
+  return [...new Set([`${release.version}-${arch}`, ...(namedBy !== undefined ? [namedBy] : [])])];
+}
+
+/** Go architecture names as OpenShift's release tags spell them. */
+const OPENSHIFT_ARCH: Readonly<Record<string, string>> = { amd64: 'x86_64', arm64: 'aarch64' };
+
 function bundleMetadata(plan: Plan, opts: CreateOptions, content: BundleContent, external: ReadonlySet<string>): BundleMetadata {
   const previousBlobs: BundleBlobRef[] = [...external].sort().map((digest) => ({ digest, size: content.blobs.get(digest)!.descriptor.size }));
   return {
     apiVersion: PLAN_API_VERSION,
     kind: 'Bundle',
-    release: { pullSpec: plan.release.pullSpec, version: plan.release.version },
+    release: { pullSpec: plan.release.pullSpec, version: plan.release.version, tags: releaseTags(plan.release, opts.releaseTag) },
     architecture: plan.release.architecture,
     allPlatforms: opts.allPlatforms,
     ...(opts.previous ? { previous: { source: opts.previous.source, blobs: previousBlobs } } : {}),

@@ -1,8 +1,11 @@
 /**
- * Refuse to start a transfer that cannot fit: oc-mirror's users find out hours in. Free space
- * is what an unprivileged writer may use (`bavail`), not what the filesystem has left.
+ * Refuse to start a transfer that cannot fit or cannot be written: oc-mirror's users find out
+ * hours in. Free space is what an unprivileged writer may use (`bavail`), not what the
+ * filesystem has left.
  */
-import { statfs } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, stat, statfs } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { BadInputError } from '../errors.js';
 import { formatBytes } from '../render/table.js';
 
@@ -28,5 +31,24 @@ export async function ensureFreeSpace(dir: string, needed: number, fix: string, 
   const short = spaceShortfall(needed, fs);
   if (short > 0) {
     throw new BadInputError(`not enough free space in ${dir}: ${formatBytes(needed)} more is needed, ${formatBytes(freeBytes(fs))} is free (short by ${formatBytes(short)}); free up space there ${fix}`);
+  }
+}
+
+const NOT_WRITABLE: Readonly<Record<string, string>> = { EROFS: 'read-only file system', EACCES: 'permission denied', EPERM: 'permission denied' };
+
+/**
+ * Check that `dir` (or, while it does not exist, the directory it would be created in) can be
+ * written, before any work that would fail there later; nothing is created. `fix` names the
+ * flag that picks another place, e.g. "pass --work-dir DIR".
+ */
+export async function ensureWritableDir(dir: string, what: string, fix: string): Promise<void> {
+  let existing = dir;
+  while ((await stat(existing).catch(() => undefined)) === undefined && dirname(existing) !== existing) existing = dirname(existing);
+  try {
+    await access(existing, constants.W_OK);
+  } catch (err) {
+    const reason = NOT_WRITABLE[(err as NodeJS.ErrnoException).code ?? ''];
+    if (!reason) throw err;
+    throw new BadInputError(`cannot write ${what} into ${dir} (${reason}); ${fix}`);
   }
 }

@@ -42,7 +42,8 @@ export interface BundleBlobRef {
 export interface BundleMetadata {
   readonly apiVersion: typeof PLAN_API_VERSION;
   readonly kind: 'Bundle';
-  readonly release: { readonly pullSpec: string; readonly version: string };
+  /** `tags`: what `push` tags the release image as in the mirror (absent in bundles written before tags were pushed). */
+  readonly release: { readonly pullSpec: string; readonly version: string; readonly tags?: readonly string[] };
   /** The platform whose manifests (and blobs) were kept from manifest lists, unless `allPlatforms`. */
   readonly architecture: string;
   readonly allPlatforms: boolean;

@@ -1,11 +1,14 @@
 /**
  * Where a bundle's images go in the site's mirror registry, and the cluster configuration
- * that sends CRI-O there: `REGISTRY/PREFIX/<source repository path>`, a `source=mirror`
- * mapping, and an ImageDigestMirrorSet. PinnedImageSets keep the source pullspecs; the
- * ImageDigestMirrorSet makes those digest pulls resolve through the mirror.
+ * that sends CRI-O there: `REGISTRY/PREFIX/<source repository path>`, or with a
+ * `SOURCE=REGISTRY/PATH` target the source prefix replaced exactly as `--mirror` and an
+ * ImageDigestMirrorSet replace it; a `source=mirror` mapping, and an ImageDigestMirrorSet.
+ * PinnedImageSets keep the source pullspecs; the ImageDigestMirrorSet makes those digest
+ * pulls resolve through the mirror.
  */
 import yaml from 'js-yaml';
 import { BadInputError } from '../errors.js';
+import { applyMirrors, parseMirrorRule, type MirrorRule } from '../registry/mirrors.js';
 import { formatReference, parseReference, type ImageReference } from '../registry/reference.js';
 
 export interface MirrorTarget {
@@ -13,6 +16,8 @@ export interface MirrorTarget {
   readonly registry: string;
   /** Repository path prefix inside it; may be empty. */
   readonly prefix: string;
+  /** `SOURCE=MIRROR` targets: images under `rule.source` go where the same `--mirror` rule reads them. */
+  readonly rule?: MirrorRule;
 }
 
 export interface MirroredImage {
@@ -23,6 +28,10 @@ export interface MirroredImage {
 }
 
 export function parseMirrorTarget(text: string): MirrorTarget {
+  if (text.includes('=')) {
+    const rule = parseMirrorRule(text);
+    return { ...parseMirrorTarget(rule.mirror), rule };
+  }
   const trimmed = text.trim().replace(/\/+$/, '');
   const host = trimmed.split('/')[0] ?? '';
   let probe: ImageReference | undefined;
@@ -37,9 +46,17 @@ export function parseMirrorTarget(text: string): MirrorTarget {
   return { registry: probe.registry, prefix: probe.repository.slice(0, -'probe'.length).replace(/\/$/, '') };
 }
 
-/** `quay.io/openshift-release-dev/ocp-v4.0-art-dev` → `<prefix>/openshift-release-dev/ocp-v4.0-art-dev`. */
+/**
+ * `quay.io/openshift-release-dev/ocp-v4.0-art-dev` → `<prefix>/openshift-release-dev/ocp-v4.0-art-dev`,
+ * or with rule `quay.io/openshift-release-dev=<registry>/ocp`, `ocp/ocp-v4.0-art-dev`.
+ */
 export function mirrorRepository(source: ImageReference, target: MirrorTarget): string {
-  return target.prefix ? `${target.prefix}/${source.repository}` : source.repository;
+  if (!target.rule) return target.prefix ? `${target.prefix}/${source.repository}` : source.repository;
+  const moved = applyMirrors(source, [target.rule]);
+  if (moved === source) {
+    throw new BadInputError(`${formatReference(source)} is not under ${target.rule.source}, so push target ${target.rule.source}=${target.rule.mirror} has no place for it; push to REGISTRY[/PREFIX] instead, which keeps every source repository path`);
+  }
+  return moved.repository;
 }
 
 export function mirroredImage(sourcePullSpec: string, target: MirrorTarget): MirroredImage {

@@ -2,8 +2,9 @@
  * `bundle push`: copy a bundle into the site's mirror registry. Per image: its blobs (HEAD
  * first; mount from another repository of the target when this run already put the blob
  * there; else upload, streamed from the file and hashed on the way), then its platform
- * manifests, then the list that names them, all by digest. A second push finds everything
- * and sends nothing.
+ * manifests, then the list that names them, all by digest; last, the release image's tags,
+ * so the release can be read from the mirror by its tag as from the source. A second push
+ * finds everything and sends nothing.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -32,6 +33,9 @@ export interface PushReport {
   readonly images: readonly MirroredImage[];
   readonly blobs: { uploaded: number; mounted: number; present: number };
   readonly manifests: { pushed: number; present: number };
+  /** The release image by tag in the mirror (`mirror/…/ocp-release:4.16.3-x86_64`), written or found there. */
+  readonly releaseTags: readonly string[];
+  readonly tags: { written: number; present: number };
   readonly bytesUploaded: number;
   readonly seconds: number;
 }
@@ -160,7 +164,26 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
   while (running.size > 0) await Promise.allSettled([...running]);
   progress.finish();
   if (failure) throw failure.error;
-  return { images: mirrored, ...report, bytesUploaded: client.counters.bytesUploaded, seconds: progress.elapsedSeconds() };
+  const tags = await pushReleaseTags(bundle, images, client);
+  return { images: mirrored, ...report, ...tags, bytesUploaded: client.counters.bytesUploaded, seconds: progress.elapsedSeconds() };
+}
+
+/** Tag the release image once everything it names is in the mirror; a tag already there is left as is. */
+async function pushReleaseTags(bundle: Bundle, images: readonly ImageToPush[], client: PushClient): Promise<Pick<PushReport, 'releaseTags' | 'tags'>> {
+  const { release } = bundle.metadata;
+  const image = images.find((i) => i.pullSpec === release.pullSpec);
+  const tags = { written: 0, present: 0 };
+  if (!image) return { releaseTags: [], tags };
+  const top = image.manifests.at(-1)!;
+  for (const tag of release.tags ?? []) {
+    if ((await client.manifestDigest(image.repository, tag)) === top.digest) {
+      tags.present++;
+    } else {
+      await client.putManifest(image.repository, top.digest, top.bytes, top.mediaType, tag);
+      tags.written++;
+    }
+  }
+  return { releaseTags: (release.tags ?? []).map((tag) => `${client.registry}/${image.repository}:${tag}`), tags };
 }
 
 /** The bundle's images with their manifests (read and verified) and blobs, in the mirror's terms. */

@@ -43,25 +43,29 @@ export interface BlobInventory {
   read(digest: string): Promise<Buffer>;
 }
 
-/** Hash every file under blobs/sha256, a few at a time (disk-bound). */
+/** Hash every file under blobs/sha256. */
 export async function inventoryOfDir(dir: string): Promise<BlobInventory> {
   const names = await readdir(join(dir, BLOBS_DIR)).catch(() => [] as string[]);
+  const { verified, corrupt } = await hashBlobs(dir, names.map((hex) => `sha256:${hex}`).filter(isDigest));
+  return { verified, corrupt, read: (digest) => readFile(blobPath(dir, digest)) };
+}
+
+/** Re-hash the named blob files of a layout, a few at a time (disk-bound): which match their name, with sizes. */
+export async function hashBlobs(dir: string, digests: readonly string[]): Promise<{ verified: Map<string, number>; corrupt: Set<string> }> {
   const verified = new Map<string, number>();
   const corrupt = new Set<string>();
   const limit = pLimit(4);
-  await Promise.all(names.map((hex) => limit(async () => {
-    const digest = `sha256:${hex}`;
-    if (!isDigest(digest)) return;
+  await Promise.all(digests.map((digest) => limit(async () => {
     const hash = createHash('sha256');
     let size = 0;
-    for await (const chunk of createReadStream(join(dir, BLOBS_DIR, hex))) {
+    for await (const chunk of createReadStream(blobPath(dir, digest))) {
       hash.update(chunk as Buffer);
       size += (chunk as Buffer).length;
     }
     if (`sha256:${hash.digest('hex')}` === digest) verified.set(digest, size);
     else corrupt.add(digest);
   })));
-  return { verified, corrupt, read: (digest) => readFile(blobPath(dir, digest)) };
+  return { verified, corrupt };
 }
 
 /** Walk the bundle's references against what its blobs turned out to be. */

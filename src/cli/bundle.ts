@@ -10,6 +10,7 @@ import type { Argv } from 'yargs';
 import { writeFileAtomic } from '../atomic-file.js';
 import { archiveDirFor, ARCHIVE_INDEX_FILE, inventoryOfArchive, openArchive, parseSize, tarBytes, unpackArchive, writeArchive } from '../bundle/archive.js';
 import { createBundle, type PreviousBundle } from '../bundle/create.js';
+import { ensureWritableDir } from '../bundle/disk-space.js';
 import { planBlobs, previousBundleBlobs, readPlanFile } from '../bundle/inputs.js';
 import { readBundle, type Bundle } from '../bundle/layout.js';
 import { parseMirrorTarget, renderImageDigestMirrorSet, renderMapping } from '../bundle/mirror.js';
@@ -20,6 +21,7 @@ import { buildPlan } from '../plan/build.js';
 import type { Plan } from '../plan/types.js';
 import type { RegistryClient } from '../registry/client.js';
 import { loadPullSecrets } from '../registry/credentials.js';
+import { parseReference } from '../registry/reference.js';
 import { DEFAULT_RETRY, type TransportOptions } from '../registry/transport.js';
 import { PushClient } from '../registry/upload.js';
 import { formatBytes } from '../render/table.js';
@@ -29,6 +31,11 @@ import { registryClientFrom, withRegistryOptions, type RegistryFlags } from './r
 
 const MAPPING_FILE = 'mapping.txt';
 const IDMS_FILE = 'image-digest-mirror-set.yaml';
+/** Exit codes as src/errors.ts defines them, in what they mean for bundles. */
+const EXIT_CODES = 'Exit codes: 0 ok; 2 bad input (flags, files, a damaged or unwritable bundle, another release\'s bundle in --to); '
+  + '3 registry or network failure after retries (access denied, TLS, corrupt content); 70 internal error (a bug). '
+  + '1 (a set failed) and 4 (cluster) do not occur in bundle commands.';
+const RELEASE_EXAMPLE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
 
 export function bundleCommand(ctx: CommandContext) {
   return {
@@ -56,23 +63,35 @@ function createCommand(ctx: CommandContext) {
           .option('since', { type: 'string', describe: 'Leave out blobs a previous bundle carried: its directory, its parts, a plan file or a release pullspec' })
           .option('all-platforms', { type: 'boolean', default: false, describe: 'Keep every platform of manifest lists (registries that require complete lists)' })
           .option('max-archive-size', { type: 'string', describe: 'Also write the bundle as tar parts of at most SIZE (e.g. 4G) into <to>.parts/' })
-          .option('parallel', { type: 'number', default: 8, describe: 'Blobs downloaded at once' }),
+          .option('parallel', { type: 'number', default: 8, describe: 'Blobs downloaded at once' })
+          .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --to' })
+          .example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --registry-config pull-secret.json`, 'Bundle a release; rerun the same command to resume or repair it')
+          .example('$0 bundle create plan.json --to ocp-4.16.3 --max-archive-size 4G', 'Bundle a plan file, also as 4 GiB tar parts in ocp-4.16.3.parts/')
+          .example('$0 bundle create plan-4.16.4.json --to ocp-4.16.4 --since ocp-4.16.3', 'Carry only what the 4.16.3 bundle did not')
+          .epilogue(EXIT_CODES),
       )),
     handler: async (args: any) => {
       const maxPartBytes = args['max-archive-size'] !== undefined ? parseSize(args['max-archive-size']) : undefined;
+      const sourceIsFile = isFile(args.source);
+      await ensureWritableDir(args.to, 'the bundle', 'choose another --to');
+      if (maxPartBytes) await ensureWritableDir(archiveDirFor(args.to), 'the bundle parts', 'choose another --to');
       const client = registryClientFrom(args, (line) => ctx.log.warn(line));
       try {
-        const plan = isFile(args.source) ? await readPlanFile(args.source) : await buildPlan(client, planOptionsFrom(args, args.source));
+        const plan = sourceIsFile ? await readPlanFile(args.source) : await buildPlan(client, planOptionsFrom(args, args.source));
         const previous = args.since !== undefined ? await previousBundle(args.since, client, args) : undefined;
+        const namedBy = sourceIsFile ? undefined : parseReference(args.source).tag;
         const report = await createBundle(client, plan, {
           dir: args.to,
+          force: args.force,
+          ...(namedBy !== undefined ? { releaseTag: namedBy } : {}),
           allPlatforms: args['all-platforms'],
           ...(previous ? { previous } : {}),
           concurrency: args.parallel,
           ...(maxPartBytes ? { extraBytes: (layout: { bytes: number; files: number }) => tarBytes(layout.bytes, layout.files) } : {}),
           progressTo: ctx.stderr,
         });
-        const fetched = `fetched ${formatBytes(report.fetchedBytes)} in ${report.fetchedBlobs} blobs${report.resumedBlobs ? ` (${report.resumedBlobs} resumed)` : ''} in ${report.seconds.toFixed(1)} s`;
+        const again = [report.resumedBlobs ? `${report.resumedBlobs} resumed` : '', report.repairedBlobs ? `${report.repairedBlobs} damaged, fetched again` : ''].filter(Boolean).join(', ');
+        const fetched = `fetched ${formatBytes(report.fetchedBytes)} in ${report.fetchedBlobs} blobs${again ? ` (${again})` : ''} in ${report.seconds.toFixed(1)} s`;
         const fromPrevious = report.previousBlobs ? `; ${report.previousBlobs} blobs left to the previous bundle` : '';
         ctx.stdout.write(`bundle ${args.to}: ${report.images} images, ${report.blobs} blobs, ${formatBytes(report.bytes)}; ${fetched}${fromPrevious}\n`);
         if (maxPartBytes) {
@@ -91,7 +110,12 @@ function verifyCommand(ctx: CommandContext) {
   return {
     command: 'verify <bundle>',
     describe: 'Re-hash every blob and check every image is complete; exit 2 naming each missing or corrupt blob',
-    builder: (y: Argv) => y.positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive' }),
+    builder: (y: Argv) =>
+      y
+        .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive' })
+        .example('$0 bundle verify ocp-4.16.3', 'Check a bundle directory')
+        .example('$0 bundle verify /media/usb/ocp-4.16.3.parts', 'Check tar parts where they are, without unpacking')
+        .epilogue(EXIT_CODES),
     handler: async (args: any) => {
       const path: string = args.bundle;
       const { bundle, inventory } = isArchive(path)
@@ -101,7 +125,7 @@ function verifyCommand(ctx: CommandContext) {
       for (const problem of report.problems) ctx.stdout.write(`${describeProblem(problem)}\n`);
       if (report.problems.length > 0) {
         const count = (kind: string) => report.problems.filter((p) => p.problem === kind).length;
-        throw new BadInputError(`bundle ${path} is damaged: ${count('missing')} missing and ${count('corrupt')} corrupt blobs (listed on stdout); delete the corrupt blob files and rerun \`prestage bundle create\` with the same arguments`);
+        throw new BadInputError(`bundle ${path} is damaged: ${count('missing')} missing and ${count('corrupt')} corrupt blobs (listed on stdout); rerun \`prestage bundle create\` with the same arguments, which fetches them again`);
       }
       const fromPrevious = report.fromPrevious ? `; ${report.fromPrevious} blobs provided by the previous bundle (${bundle.metadata.previous?.source})` : '';
       ctx.stdout.write(`bundle ${path}: ${report.images} images, ${report.blobs} blobs, ${formatBytes(report.bytes)} verified${fromPrevious}\n`);
@@ -119,12 +143,18 @@ function pushCommand(ctx: CommandContext) {
           .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive (unpacked beside it first)' })
           .positional('target', { type: 'string', demandOption: true, describe: 'Mirror REGISTRY[/PREFIX]; images go to REGISTRY/PREFIX/<source repository>' })
           .option('output-dir', { type: 'string', default: '.', describe: `Where to write ${MAPPING_FILE} and ${IDMS_FILE}` })
-          .option('parallel', { type: 'number', default: 8, describe: 'Blob and manifest operations at once' }),
+          .option('work-dir', { type: 'string', describe: 'Where to unpack tar parts (into DIR/<name>) when they sit on read-only media; default: beside parts.json' })
+          .option('parallel', { type: 'number', default: 8, describe: 'Blob and manifest operations at once' })
+          .example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file mirror-ca.pem', 'Images go to mirror.example.com:5000/ocp/openshift-release-dev/...; read them with --mirror quay.io=mirror.example.com:5000/ocp')
+          .example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Images go where --mirror quay.io/openshift-release-dev=mirror.example.com:5000/ocp reads them: mirror.example.com:5000/ocp/ocp-release:4.16.3-x86_64, ...')
+          .example('$0 bundle push /media/usb/ocp-4.16.3.parts mirror.example.com:5000/ocp --work-dir /var/tmp/prestage', 'Unpack parts from read-only media on a writable disk, then push')
+          .epilogue(EXIT_CODES),
       ),
     handler: async (args: any) => {
-      if (args.mirror.length > 0) throw new BadInputError('--mirror does not apply to bundle push; name the mirror registry as the TARGET argument');
+      if (args.mirror.length > 0) throw new BadInputError('--mirror does not apply to bundle push; name the mirror registry as the TARGET argument (REGISTRY[/PREFIX] or SOURCE=REGISTRY/PATH)');
       const target = parseMirrorTarget(args.target);
-      const bundle = await openForPush(args.bundle, ctx);
+      await ensureWritableDir(args['output-dir'], `${MAPPING_FILE} and ${IDMS_FILE}`, 'choose a writable --output-dir');
+      const bundle = await openForPush(args.bundle, args['work-dir'], ctx);
       const client = new PushClient(target.registry, transportOptionsFrom(args, (line) => ctx.log.warn(line)));
       try {
         const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr });
@@ -132,7 +162,9 @@ function pushCommand(ctx: CommandContext) {
         await writeFileAtomic(join(args['output-dir'], MAPPING_FILE), renderMapping(report.images));
         await writeFileAtomic(join(args['output-dir'], IDMS_FILE), renderImageDigestMirrorSet(name, report.images));
         const { blobs, manifests } = report;
-        ctx.stdout.write(`pushed ${report.images.length} images to ${args.target}: blobs ${blobs.uploaded} uploaded (${formatBytes(report.bytesUploaded)}), ${blobs.mounted} mounted, ${blobs.present} present; manifests ${manifests.pushed} pushed, ${manifests.present} present; in ${report.seconds.toFixed(1)} s\n`);
+        const { tags } = report;
+        ctx.stdout.write(`pushed ${report.images.length} images to ${args.target}: blobs ${blobs.uploaded} uploaded (${formatBytes(report.bytesUploaded)}), ${blobs.mounted} mounted, ${blobs.present} present; manifests ${manifests.pushed} pushed, ${manifests.present} present; tags ${tags.written} written, ${tags.present} present; in ${report.seconds.toFixed(1)} s\n`);
+        if (report.releaseTags.length > 0) ctx.stdout.write(`release ${report.releaseTags.join(' ')}\n`);
         ctx.stdout.write(`wrote ${join(args['output-dir'], MAPPING_FILE)} and ${join(args['output-dir'], IDMS_FILE)} (ImageDigestMirrorSet ${name})\n`);
       } finally {
         await client.close();
@@ -152,11 +184,18 @@ async function previousBundle(since: string, client: RegistryClient, args: any):
   return { source: since, blobs: planBlobs(plan) };
 }
 
-/** A layout directory as is; an archive is unpacked beside its parts (resuming an earlier unpack). */
-async function openForPush(path: string, ctx: CommandContext): Promise<Bundle> {
+/**
+ * A layout directory as is (push only reads it); an archive is unpacked beside its parts, or
+ * under `--work-dir` when they sit on read-only media, resuming an earlier unpack.
+ */
+async function openForPush(path: string, workDir: string | undefined, ctx: CommandContext): Promise<Bundle> {
   if (!isArchive(path)) return readBundle(path);
   const archive = await openArchive(path);
-  const dir = join(archive.dir, archive.index.layout);
+  const dir = join(workDir ?? archive.dir, archive.index.layout);
+  const room = `with room for ${formatBytes(archive.index.bytes)}`;
+  await ensureWritableDir(dir, 'the unpacked bundle', workDir === undefined
+    ? `pass --work-dir DIR, a writable directory ${room}, to unpack the parts there`
+    : `choose a writable --work-dir ${room}`);
   ctx.stderr.write(`unpacking ${archive.index.parts.length} parts into ${dir}\n`);
   await unpackArchive(archive, dir);
   return readBundle(dir);

@@ -1,7 +1,7 @@
 /**
  * The write side of the registry API for one target registry: blob presence (HEAD),
- * cross-repository mounts, monolithic blob uploads streamed from the caller, and manifests
- * put by digest. Same transport as reads (auth, TLS, retries, concurrency), with tokens
+ * cross-repository mounts, monolithic blob uploads streamed from the caller, manifests put
+ * by digest, and tags. Same transport as reads (auth, TLS, retries, concurrency), with tokens
  * scoped `pull,push`.
  */
 import type { Readable } from 'node:stream';
@@ -50,6 +50,13 @@ export class PushClient {
     return res.status === 200;
   }
 
+  /** The digest a tag (or digest) names in `repository`, from HEAD's Docker-Content-Digest; undefined when absent. */
+  async manifestDigest(repository: string, reference: string): Promise<string | undefined> {
+    const res = await this.send(repository, `${repository}/manifests/${reference}`, { method: 'HEAD', headers: { accept: MANIFEST_ACCEPT }, accept: [404] });
+    const digest = res.headers['docker-content-digest'];
+    return res.status === 200 && typeof digest === 'string' ? digest : undefined;
+  }
+
   /**
    * Mount a blob from another repository of this registry without sending its bytes.
    * False when the registry would not (it then opened an upload session, which is cancelled).
@@ -89,15 +96,18 @@ export class PushClient {
         if (transient === undefined || attempt >= attempts) {
           throw asRegistryError(err, this.registry, `upload of ${blob.digest} to ${repository}${transient ? ` after ${attempt} attempts` : ''}`);
         }
-        this.opts.onEvent?.({ kind: 'retry', url: `${this.registry}/v2/${repository}/blobs/uploads/`, attempt, delayMs: 0, reason: transient });
+        this.opts.onEvent?.({ kind: 'retry', registry: this.registry, url: `${this.registry}/v2/${repository}/blobs/uploads/`, attempt, delayMs: 0, reason: transient });
         await sleep(Math.random() * Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1)));
       }
     }
   }
 
-  /** Put a manifest by digest (children before the lists that name them); the registry must store these exact bytes. */
-  async putManifest(repository: string, digest: string, bytes: Buffer, mediaType: string): Promise<void> {
-    const res = await this.send(repository, `${repository}/manifests/${digest}`, {
+  /**
+   * Put a manifest by digest (children before the lists that name them), or by `tag`; the
+   * registry must store these exact bytes.
+   */
+  async putManifest(repository: string, digest: string, bytes: Buffer, mediaType: string, tag?: string): Promise<void> {
+    const res = await this.send(repository, `${repository}/manifests/${tag ?? digest}`, {
       method: 'PUT',
       headers: { 'content-type': mediaType },
       body: () => bytes,
