@@ -22,6 +22,14 @@ describe('mirror targets', () => {
     expect(mirroredImage(ART, parseMirrorTarget('mirror.local')).mirror).toBe(`mirror.local/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`);
   });
 
+  it('places images as the --mirror rule SOURCE=REGISTRY/PATH reads them, refusing one outside SOURCE', () => {
+    const target = parseMirrorTarget('quay.io/openshift-release-dev=mirror.example.com:5000/ocp');
+    expect(target).toMatchObject({ registry: 'mirror.example.com:5000', prefix: 'ocp' });
+    expect(mirroredImage(ART, target).mirror).toBe(`mirror.example.com:5000/ocp/ocp-v4.0-art-dev@${DIGEST}`);
+    expect(() => mirroredImage(`quay.io/other/app@${DIGEST}`, target)).toThrow(/quay\.io\/other\/app@sha256:a+ is not under quay\.io\/openshift-release-dev/);
+    expect(() => parseMirrorTarget('quay.io=ocp')).toThrow(/invalid push target "ocp"/);
+  });
+
   it('refuses two source registries that would share one mirror repository', () => {
     const target = parseMirrorTarget('mirror.local/m');
     const images = [ART, `registry.redhat.io/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`].map((s) => mirroredImage(s, target));
