@@ -107,11 +107,11 @@ function decide(c: ComponentImage, refs: readonly Reference[], notApplied: reado
 
 /**
  * The platforms an image serves: what every applied reference says; failing that (some operand
- * reference names none), the component name. An unpinned-to-a-platform container reference
- * means the image runs on every platform.
+ * reference names none), the component name. A container of an applied workload runs on
+ * every platform.
  */
 function platformsServed(c: ComponentImage, refs: readonly Reference[]): { platforms: Platform[]; why: string } | undefined {
-  if (refs.some((r) => r.kind === 'container' && r.platforms.length === 0)) return undefined;
+  if (refs.some((r) => r.kind === 'container')) return undefined;
   if (refs.every((r) => r.platforms.length > 0)) {
     const platforms = [...new Set(refs.flatMap((r) => r.platforms))].sort();
     return { platforms, why: [...new Set(refs.map((r) => r.evidence.split(':')[0]!))].sort().join('; ') };
@@ -143,7 +143,8 @@ function* referencesIn(doc: Record<string, unknown>, file: string): Generator<[s
       for (const ctr of containers as Array<Record<string, any>>) {
         if (typeof ctr?.image === 'string') {
           for (const digest of digestsIn(ctr.image)) {
-            yield [digest, { kind: 'container', role: pinned ? 'control-plane' : 'all', platforms: manifestPlatforms, evidence: `container of ${object}${pinned ? ', pinned to control-plane nodes' : ', may run on any node'}` }];
+            // The CVO applies a workload on every platform, whatever its name says.
+            yield [digest, { kind: 'container', role: pinned ? 'control-plane' : 'all', platforms: [], evidence: `container of ${object}${pinned ? ', pinned to control-plane nodes' : ', may run on any node'}` }];
           }
           handled.add(ctr.image);
         }

@@ -1,0 +1,81 @@
+/**
+ * `npm run accuracy`: how close `prestage plan` comes to what each role of a real cluster runs,
+ * on the fixture release served by a real registry. The truth comes from the fixture's truth
+ * columns (where each component really runs, its platforms, its capability), never from the
+ * planner's rules. Prints, for AWS with the default capabilities: the worker set against the
+ * truth (missing, extra), the control-plane set's missing images, the bytes a worker saves
+ * against everything-on-every-node; and for `--capability-set None`, capability-gated images
+ * planned (must be 0). Exits 1 when a target is missed.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pushFixture } from '../fixtures/push.js';
+import { buildReleaseFixture, type RoleTruth } from '../fixtures/release.js';
+import { registryClientFrom } from '../src/cli/registry-options.js';
+import { buildPlan, type PlanOptions } from '../src/plan/build.js';
+import { DEFAULT_FEATURE_SET, DEFAULT_PROFILE } from '../src/plan/inclusion.js';
+import type { Plan } from '../src/plan/types.js';
+import { startRegistry } from '../test/harness/index.js';
+
+const fixture = buildReleaseFixture();
+const { truth } = fixture;
+const storage = await mkdtemp(join(tmpdir(), 'prestage-accuracy-'));
+const registry = await startRegistry({ storageDir: join(storage, 'storage') });
+let failed = false;
+try {
+  await pushFixture(registry.url, fixture);
+  const plan = async (extra: Partial<PlanOptions>): Promise<Plan> => {
+    const client = registryClientFrom({ 'tls-verify': false, mirror: [`quay.io=${registry.host}`], retries: 3, 'max-concurrency': 16, 'stall-timeout': 60 });
+    try {
+      return await buildPlan(client, {
+        release: `quay.io/${truth.releaseRepository}:${truth.release.tag}`,
+        arch: 'amd64', profile: DEFAULT_PROFILE, featureSet: DEFAULT_FEATURE_SET, capabilitySet: 'vCurrent', additionalCapabilities: [], exclude: [],
+        controlPlaneOnly: [], allNodes: [], extraImages: [], extraRole: 'all', namePrefix: 'prestage', ...extra,
+      });
+    } finally {
+      await client.close();
+    }
+  };
+  const setImages = (p: Plan, role: 'worker' | 'control-plane') => new Set(p.sets.filter((s) => s.role === role).flatMap((s) => s.images));
+  const diskOf = (p: Plan, role: 'worker' | 'control-plane') => p.sets.filter((s) => s.role === role).reduce((a, s) => a + s.diskBytes, 0);
+  const nameOf = new Map(truth.components.map((c) => [c.pullSpec, c.name]));
+  const compare = (planned: Set<string>, wanted: readonly string[]) => ({
+    missing: wanted.filter((p) => !planned.has(p)).map((p) => nameOf.get(p) ?? p),
+    extra: [...planned].filter((p) => !wanted.includes(p)).map((p) => nameOf.get(p) ?? p).sort(),
+  });
+  const report = (label: string, p: Plan, want: RoleTruth): void => {
+    const worker = compare(setImages(p, 'worker'), want.worker);
+    const cp = compare(setImages(p, 'control-plane'), want.controlPlane);
+    const extraPct = (100 * worker.extra.length) / want.worker.length;
+    console.log(`${label}`);
+    console.log(`  worker set: ${setImages(p, 'worker').size} images, truth ${want.worker.length}: ${worker.missing.length} missing${worker.missing.length ? ` (${worker.missing.join(', ')})` : ''}, ${worker.extra.length} extra (${extraPct.toFixed(1)}%)${worker.extra.length ? `: ${worker.extra.join(', ')}` : ''}`);
+    console.log(`  control-plane set: ${setImages(p, 'control-plane').size} images, truth ${want.controlPlane.length}: ${cp.missing.length} missing${cp.missing.length ? ` (${cp.missing.join(', ')})` : ''}, ${cp.extra.length} extra`);
+    console.log(`  skipped: ${p.skipped.length} images in no set`);
+    if (worker.missing.length > 0 || cp.missing.length > 0 || extraPct > 10) failed = true;
+  };
+
+  const everything = await plan({ allNodes: truth.components.map((c) => c.name) });
+  const aws = await plan({ platform: 'AWS' });
+  report('AWS, capability set vCurrent:', aws, truth.roles.awsDefault);
+  const all = diskOf(everything, 'worker');
+  const worker = diskOf(aws, 'worker');
+  console.log(`  bytes per worker: ${mib(worker)} against ${mib(all)} for every image on every node: ${mib(all - worker)} saved (${((100 * (all - worker)) / all).toFixed(0)}%)`);
+
+  const none = await plan({ platform: 'AWS', capabilitySet: 'None' });
+  report('AWS, capability set None:', none, truth.roles.awsNone);
+  const gated = none.images.filter((i) => truth.components.find((c) => c.pullSpec === i.pullSpec)?.capability !== undefined && !truth.roles.awsNone.controlPlane.includes(i.pullSpec));
+  console.log(`  capability-gated images planned: ${gated.length}${gated.length ? ` (${gated.map((i) => i.name).join(', ')})` : ''}`);
+  if (gated.length > 0) failed = true;
+
+  const unknown = await plan({});
+  console.log(`platform unknown, capability set vCurrent: worker set ${setImages(unknown, 'worker').size} images, ${mib(diskOf(unknown, 'worker'))}; ${unknown.warnings.find((w) => w.startsWith('platform unknown')) ?? 'no platform warning'}`);
+} finally {
+  await registry.stop();
+  await rm(storage, { recursive: true, force: true });
+}
+process.exitCode = failed ? 1 : 0;
+
+function mib(bytes: number): string {
+  return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+}
