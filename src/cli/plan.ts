@@ -5,6 +5,8 @@ import { checkOutputDir, renderYaml, writeGitOpsDir } from '../render/pinned-ima
 import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';
+import { RetrySummary } from '../registry/retry-summary.js';
+import { planProgress } from './plan-progress.js';
 import { registryClientFrom, withRegistryOptions } from './registry-options.js';
 
 export function planCommand(ctx: CommandContext) {
@@ -14,14 +16,20 @@ export function planCommand(ctx: CommandContext) {
         y
           .positional('release', { type: 'string', demandOption: true, describe: 'Release pullspec, e.g. quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64' })
           .option('output', { alias: 'o', choices: ['table', 'wide', 'json', 'yaml'] as const, default: 'table' as const, describe: 'Output format' })
-          .option('output-dir', { type: 'string', describe: 'Write one PinnedImageSet YAML per set plus kustomization.yaml here' }),
+          .option('output-dir', { type: 'string', describe: 'Write one PinnedImageSet YAML per set plus kustomization.yaml here' })
+          .option('progress', { type: 'boolean', describe: 'Progress on stderr (default: when stderr is a terminal)' }),
       )),
     handler: async (args: any) => {
       // Found now, not after minutes of registry reads.
       if (args['output-dir'] !== undefined) await checkOutputDir(args['output-dir']);
-      const client = registryClientFrom(args, (line) => ctx.log.warn(line));
+      // Retries are summed per registry and reported only when the plan succeeds: a fatal
+      // error is the one line printed.
+      const retries = new RetrySummary();
+      const client = registryClientFrom(args, (_line, event) => retries.record(event));
+      const progress = planProgress(ctx.stderr, args.progress, client.counters);
       try {
-        const plan = await buildPlan(client, planOptionsFrom(args, args.release));
+        const plan = await buildPlan(client, planOptionsFrom(args, args.release), (p) => progress.update(p)).finally(() => progress.stop());
+        for (const line of retries.lines()) ctx.log.warn(line);
         if (args['output-dir']) {
           const files = await writeGitOpsDir(plan, args['output-dir']);
           ctx.stderr.write(`wrote ${files.map((f) => `${args['output-dir']}/${f}`).join(', ')}\n`);

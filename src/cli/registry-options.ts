@@ -4,7 +4,7 @@ import { RegistryClient } from '../registry/client.js';
 import { loadPullSecrets } from '../registry/credentials.js';
 import { parseMirrorRule } from '../registry/mirrors.js';
 import { integerAtLeast, positiveSeconds } from './flag-values.js';
-import { DEFAULT_RETRY } from '../registry/transport.js';
+import { DEFAULT_RETRY, type RetryEvent } from '../registry/transport.js';
 
 export interface RegistryFlags {
   'registry-config'?: string;
@@ -23,7 +23,7 @@ export function withRegistryOptions<T>(y: Argv<T>): Argv<T & RegistryFlags> {
       type: 'string',
       describe: 'Pull secret / auth.json (default: $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json, ~/.docker/config.json)',
     })
-    .option('ca-file', { type: 'string', describe: 'Extra PEM CA bundle trusted for registries' })
+    .option('ca-file', { type: 'string', describe: 'Extra PEM CA bundle trusted for registries, beside the OS trust store ($SSL_CERT_FILE, /etc/ssl/certs/ca-certificates.crt, /etc/pki/tls/certs/ca-bundle.crt)' })
     .option('tls-verify', { type: 'boolean', default: true, describe: 'Verify TLS; false also allows plain HTTP registries' })
     .option('mirror', { type: 'string', array: true, default: [] as string[], describe: 'Fetch SOURCE from MIRROR (SOURCE=MIRROR, repeatable); pullspecs keep SOURCE' })
     .option('retries', { type: 'number', default: DEFAULT_RETRY.attempts - 1, coerce: integerAtLeast('retries', 0), describe: 'Retries on throttling and transient failures' })
@@ -31,7 +31,8 @@ export function withRegistryOptions<T>(y: Argv<T>): Argv<T & RegistryFlags> {
     .option('stall-timeout', { type: 'number', default: 60, coerce: positiveSeconds('stall-timeout'), describe: 'Seconds without data before a transfer is retried' }) as unknown as Argv<T & RegistryFlags>;
 }
 
-export function registryClientFrom(flags: RegistryFlags, onRetry?: (line: string) => void): RegistryClient {
+/** `onRetry` sees each retry as a line and as an event (a RetrySummary collapses them). */
+export function registryClientFrom(flags: RegistryFlags, onRetry?: (line: string, event: RetryEvent) => void): RegistryClient {
   return new RegistryClient({
     pullSecrets: loadPullSecrets(flags['registry-config']),
     tlsVerify: flags['tls-verify'],
@@ -40,6 +41,6 @@ export function registryClientFrom(flags: RegistryFlags, onRetry?: (line: string
     retry: { ...DEFAULT_RETRY, attempts: flags.retries + 1 },
     concurrency: flags['max-concurrency'],
     stallTimeoutMs: flags['stall-timeout'] * 1000,
-    ...(onRetry ? { onEvent: (e) => { if (e.kind === 'retry') onRetry(`retry ${e.attempt} in ${e.delayMs} ms: ${e.reason} (${e.url})`); } } : {}),
+    ...(onRetry ? { onEvent: (e) => { if (e.kind === 'retry') onRetry(`retry ${e.attempt} in ${e.delayMs} ms: ${e.reason} (${e.url})`, e); } } : {}),
   });
 }

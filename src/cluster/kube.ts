@@ -4,9 +4,12 @@
  * Everything else in prestage speaks paths and plain objects, so the backends and tests read like the API they use.
  */
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
-import { request as httpRequest, type Agent, type IncomingMessage } from 'node:http';
+import { Agent as HttpAgent, request as httpRequest, type Agent, type IncomingMessage } from 'node:http';
+import { HttpProxyAgent, HttpsProxyAgent } from 'hpagent';
 import { createInterface } from 'node:readline';
 import { ClusterError } from '../errors.js';
+import { proxyFor } from '../net/proxy.js';
+import { systemTrust } from '../net/trust.js';
 import type { ClusterCredentials } from './kubeconfig.js';
 
 export interface ObjectMeta {
@@ -130,9 +133,7 @@ export class KubeClient {
     await this.config.applyToHTTPSOptions(options);
     // One keep-alive agent so requests share connections (client-node would make one per call);
     // behind a kubeconfig proxy-url, client-node's proxy agent.
-    this.agent ??= this.config.getCurrentCluster()?.proxyUrl || url.protocol === 'http:'
-      ? options.agent
-      : new HttpsAgent({ ca: options.ca, cert: options.cert, key: options.key, rejectUnauthorized: options.rejectUnauthorized, servername: options.servername, keepAlive: true });
+    this.agent ??= this.config.getCurrentCluster()?.proxyUrl ? options.agent : agentFor(url, options);
     options.agent = this.agent;
     const payload = body === undefined ? undefined : JSON.stringify(body);
     if (payload !== undefined) options.headers = { ...options.headers, 'content-type': contentType ?? 'application/json', 'content-length': Buffer.byteLength(payload) };
@@ -148,6 +149,17 @@ export class KubeClient {
       req.end(payload);
     });
   }
+}
+
+/**
+ * As kubectl: through HTTPS_PROXY/HTTP_PROXY unless NO_PROXY names the server, trusting the
+ * kubeconfig's CA, or the OS trust store when it names none.
+ */
+function agentFor(url: URL, tls: RequestOptions): Agent {
+  const proxy = proxyFor(url);
+  if (url.protocol === 'http:') return proxy ? new HttpProxyAgent({ proxy, keepAlive: true }) : new HttpAgent({ keepAlive: true });
+  const options = { ca: tls.ca ?? [...systemTrust().certificates], cert: tls.cert, key: tls.key, rejectUnauthorized: tls.rejectUnauthorized, servername: tls.servername, keepAlive: true };
+  return proxy ? new HttpsProxyAgent({ ...options, proxy }) : new HttpsAgent(options);
 }
 
 function unreachable(server: string, error: Error): KubeApiError {

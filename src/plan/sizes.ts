@@ -50,9 +50,15 @@ export async function measureImages(
   refs: readonly ImageReference[],
   arch: string,
   warnings: string[],
+  onMeasured?: (done: number, total: number) => void,
 ): Promise<MeasuredImage[]> {
   const layerSizes: LayerSizeCache = new Map();
-  return Promise.all(refs.map((ref) => measureImage(client, ref, arch, warnings, layerSizes)));
+  let done = 0;
+  return Promise.all(refs.map(async (ref) => {
+    const measured = await measureImage(client, ref, arch, warnings, layerSizes);
+    onMeasured?.(++done, refs.length);
+    return measured;
+  }));
 }
 
 /**
@@ -90,9 +96,28 @@ export async function measureImage(
 
 export type LayerSize = Pick<PlannedLayer, 'diskBytes' | 'method'>;
 
+/**
+ * One warning line per cause, however many layers share it (a registry that ignores Range
+ * would otherwise warn once per layer); the line is rewritten in place as layers join it.
+ * Keyed by the caller's warnings list, so every caller keeps its own.
+ */
+const estimateLines = new WeakMap<string[], Map<string, { index: number; layers: string[] }>>();
+
+function warnEstimate(warnings: string[], why: string, digest: string): void {
+  let causes = estimateLines.get(warnings);
+  if (!causes) estimateLines.set(warnings, (causes = new Map()));
+  let cause = causes.get(why);
+  if (!cause) causes.set(why, (cause = { index: warnings.push('') - 1, layers: [] }));
+  cause.layers.push(digest);
+  const n = cause.layers.length;
+  warnings[cause.index] = n === 1
+    ? `layer ${digest.slice(0, 19)}: ${why}; disk size estimated as 2x compressed`
+    : `${n} layers: ${why}; disk sizes estimated as 2x compressed (-o wide lists them)`;
+}
+
 async function sizeLayer(client: RegistryClient, ref: ImageReference, layer: Descriptor, warnings: string[]): Promise<LayerSize> {
   const estimate = (why: string): LayerSize => {
-    warnings.push(`layer ${layer.digest.slice(0, 19)}: ${why}; disk size estimated as 2x compressed`);
+    warnEstimate(warnings, why, layer.digest);
     return { diskBytes: layer.size * 2, method: 'estimate-2x' };
   };
   switch (layerKind(layer.mediaType)) {
@@ -104,7 +129,7 @@ async function sizeLayer(client: RegistryClient, ref: ImageReference, layer: Des
       const trailer = await client.readBlobTail(ref, layer, 4);
       if (!trailer) return estimate('the registry did not honour a Range request');
       const disk = diskBytesFromTrailer(layer.size, trailer);
-      if (disk === undefined) return estimate('its gzip trailer is inconsistent with its size (several gzip members, or over 4 GiB)');
+      if (disk === undefined) return estimate('the gzip trailer does not fit the layer size (several gzip members, or over 4 GiB)');
       return { diskBytes: disk, method: 'gzip-isize' };
     }
   }

@@ -154,9 +154,12 @@ export class RegistryClient {
         }
         if (received < blob.size) throw Object.assign(new Error(`short body: ${received} of ${blob.size} bytes`), { code: 'ECONNRESET' });
       } catch (err) {
-        if (transientReason(err) === undefined) throw asRegistryError(err, ref.registry, `blob ${blob.digest}`);
+        const reason = transientReason(err);
+        if (reason === undefined) throw asRegistryError(err, ref.registry, `blob ${blob.digest}`);
         lastError = err;
-        await sleep(Math.random() * Math.min(this.opts.retry.maxDelayMs, this.opts.retry.baseDelayMs * 2 ** (attempt - 1)));
+        const delayMs = Math.round(Math.random() * Math.min(this.opts.retry.maxDelayMs, this.opts.retry.baseDelayMs * 2 ** (attempt - 1)));
+        this.opts.onEvent?.({ kind: 'retry', registry: transport.registry, url: `${transport.registry}/v2/${repository}/blobs/${blob.digest.slice(0, 19)}…`, attempt, delayMs, reason: `${reason} at byte ${received}` });
+        await sleep(delayMs);
         continue;
       }
       break;

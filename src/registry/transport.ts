@@ -4,13 +4,14 @@
  * retries with backoff on throttling and transient failures, and a per-registry bound on
  * concurrent requests.
  */
-import { readFileSync } from 'node:fs';
 import { Readable } from 'node:stream';
-import { rootCertificates } from 'node:tls';
+import { createSecureContext } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, request, type Dispatcher } from 'undici';
+import { Agent, Pool, ProxyAgent, request, type Dispatcher } from 'undici';
 import pLimit, { type LimitFunction } from 'p-limit';
-import { BadInputError, PrestageError, RegistryError } from '../errors.js';
+import { PrestageError, RegistryError } from '../errors.js';
+import { proxyFor, redactProxy } from '../net/proxy.js';
+import { readBundle, systemTrust } from '../net/trust.js';
 import { apiHost } from './reference.js';
 import { findCredential, type Credential, type PullSecret } from './credentials.js';
 
@@ -25,7 +26,7 @@ export interface TransportOptions {
   readonly pullSecrets: readonly PullSecret[];
   /** false: accept any certificate and fall back to plain HTTP (podman's --tls-verify=false). */
   readonly tlsVerify: boolean;
-  /** Extra CA bundle (PEM) trusted in addition to the system CAs. */
+  /** Extra CA bundle (PEM) trusted in addition to the OS trust store. */
   readonly caFile?: string;
   readonly retry: RetryPolicy;
   /** Concurrent requests per registry. */
@@ -38,8 +39,10 @@ export interface TransportOptions {
   readonly onEvent?: (event: TransportEvent) => void;
 }
 
+export type RetryEvent = Extract<TransportEvent, { kind: 'retry' }>;
+
 export type TransportEvent =
-  | { kind: 'retry'; url: string; attempt: number; delayMs: number; reason: string }
+  | { kind: 'retry'; registry: string; url: string; attempt: number; delayMs: number; reason: string }
   | { kind: 'token'; realm: string; scope: string };
 
 export const DEFAULT_RETRY: RetryPolicy = { attempts: 5, baseDelayMs: 500, maxDelayMs: 30_000 };
@@ -86,25 +89,26 @@ interface CachedToken {
   expiresAt: number;
 }
 
-/** One Agent per option set: TLS settings live on the dispatcher. */
-export function createDispatcher(opts: Pick<TransportOptions, 'tlsVerify' | 'caFile' | 'stallTimeoutMs' | 'connectTimeoutMs'>): Agent {
-  let ca: string[] | undefined;
-  if (opts.caFile) {
-    let pem: string;
-    try {
-      pem = readFileSync(opts.caFile, 'utf8');
-    } catch (err) {
-      throw new BadInputError(`cannot read --ca-file ${opts.caFile}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
-    }
-    if (!pem.includes('BEGIN CERTIFICATE')) throw new BadInputError(`--ca-file ${opts.caFile} holds no PEM certificate`);
-    // Node replaces the default roots when `ca` is set; keep them.
-    ca = [...rootCertificates, pem];
-  }
+/**
+ * One dispatcher per option set: TLS settings live on it. Origins named by the proxy
+ * environment (src/net/proxy.ts) go through a tunnel; trust is the OS store plus --ca-file.
+ */
+export function createDispatcher(opts: Pick<TransportOptions, 'tlsVerify' | 'caFile' | 'stallTimeoutMs' | 'connectTimeoutMs'>): Dispatcher {
+  const ca = [...systemTrust().certificates, ...(opts.caFile ? [readBundle(opts.caFile, '--ca-file')] : [])];
+  const tls = {
+    rejectUnauthorized: opts.tlsVerify,
+    // Parsed once for every connection: an OS store holds about 150 certificates.
+    secureContext: createSecureContext({ ca }),
+    ...(opts.connectTimeoutMs !== undefined ? { timeout: opts.connectTimeoutMs } : {}),
+  };
+  const pool = { headersTimeout: opts.stallTimeoutMs, bodyTimeout: opts.stallTimeoutMs, connections: 32 };
   return new Agent({
-    connect: { rejectUnauthorized: opts.tlsVerify, ...(ca ? { ca } : {}), ...(opts.connectTimeoutMs !== undefined ? { timeout: opts.connectTimeoutMs } : {}) },
-    headersTimeout: opts.stallTimeoutMs,
-    bodyTimeout: opts.stallTimeoutMs,
-    connections: 32,
+    ...pool,
+    connect: tls,
+    factory: (origin, options) => {
+      const proxy = proxyFor(new URL(origin));
+      return proxy ? new ProxyAgent({ ...pool, uri: proxy.href, requestTls: tls, proxyTls: tls }) : new Pool(origin, options);
+    },
   });
 }
 
@@ -168,14 +172,16 @@ export class RegistryTransport {
         const transient = transientReason(err);
         if (transient === undefined || attempt >= attempts) {
           if (transient !== undefined) {
-            throw new RegistryError(`${this.registry}: ${transient} for ${shortPath(path)} after ${attempts} attempts; the registry or network is failing, retry later or raise --retries`, { cause: err });
+            const through = routeOf(this.registry);
+            const network = through === 'direct' ? 'the registry or network' : `the registry, the network or the proxy ${through}`;
+            throw new RegistryError(`${this.registry}: ${transient} for ${shortPath(path)} after ${attempts} attempts; ${network} is failing, retry later or raise --retries`, { cause: err });
           }
           throw asRegistryError(err, this.registry, shortPath(path));
         }
         const backoff = Math.random() * Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
         const retryAfter = err instanceof RetryableStatus ? err.retryAfterMs : undefined;
         const delayMs = Math.round(retryAfter !== undefined ? Math.min(retryAfter, MAX_RETRY_AFTER_MS) + backoff / 10 : backoff);
-        this.opts.onEvent?.({ kind: 'retry', url: `${this.registry}/v2/${shortPath(path)}`, attempt, delayMs, reason: transient });
+        this.opts.onEvent?.({ kind: 'retry', registry: this.registry, url: `${this.registry}/v2/${shortPath(path)}`, attempt, delayMs, reason: transient });
         await sleep(delayMs);
       }
     }
@@ -343,11 +349,30 @@ export function asRegistryError(err: unknown, registry: string, what: string): P
   for (let e: unknown = err; e instanceof Error; e = e.cause) {
     const code = (e as NodeJS.ErrnoException).code ?? '';
     if (TLS_TRUST_CODES.test(code)) {
-      return new RegistryError(`${registry}: TLS certificate not trusted (${code}) for ${what}; pass --ca-file with the registry's CA, or --tls-verify=false`, { cause: err });
+      return new RegistryError(`${registry}: TLS certificate not trusted (${code}) for ${what}; trusted are the OS store (${systemTrust().source}) and --ca-file: pass --ca-file with the registry's CA, or --tls-verify=false`, { cause: err });
+    }
+    if (isPlainHttpAnswer(e)) {
+      return new RegistryError(`${registry}: answers plain HTTP, not HTTPS, for ${what}; if that registry has no TLS, pass --tls-verify=false (which allows plain HTTP)`, { cause: err });
+    }
+    const tunnel = /Proxy response \((\d+)\)/.exec(e.message);
+    if (tunnel) {
+      return new RegistryError(`${registry}: proxy ${routeOf(registry)} refused to connect to the registry (HTTP ${tunnel[1]}) for ${what}; check the proxy's access rules, or add ${apiHost(registry)} to NO_PROXY`, { cause: err });
     }
     if (code === 'ENOTFOUND') return new RegistryError(`${registry}: host not found for ${what}; check the registry name, DNS, or use --mirror`, { cause: err });
   }
   return new RegistryError(`${registry}: ${err instanceof Error ? err.message : String(err)} for ${what}`, { cause: err });
+}
+
+/** OpenSSL's reading of an HTTP answer as a TLS record. */
+function isPlainHttpAnswer(e: Error): boolean {
+  const code = (e as NodeJS.ErrnoException).code ?? '';
+  return code === 'ERR_SSL_WRONG_VERSION_NUMBER' || code === 'ERR_SSL_PACKET_LENGTH_TOO_LONG' || (code === 'EPROTO' && /wrong version number|packet length too long/i.test(e.message));
+}
+
+/** How requests to a registry travel, for messages: the proxy (never its credentials) or direct. */
+export function routeOf(registry: string): string {
+  const proxy = proxyFor(new URL(`https://${apiHost(registry)}/`));
+  return proxy ? redactProxy(proxy) : 'direct';
 }
 
 function isTlsHandshakeFailure(err: unknown): boolean {

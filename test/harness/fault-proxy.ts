@@ -51,7 +51,9 @@ export type Fault =
   /** Send the headers and `afterBytes` of the body, then go silent until the client gives up. */
   | { kind: 'stall'; afterBytes: number }
   /** Flip every bit of one body byte (default: the middle one); the length stays right. */
-  | { kind: 'corrupt'; atByte?: number };
+  | { kind: 'corrupt'; atByte?: number }
+  /** Drop the request's `Range` header, as registries and caches without range support do: the whole body, 200. */
+  | { kind: 'ignore-range' };
 
 export interface FaultRule {
   /** A regex tested on the request target, or a predicate; default: every request. */
@@ -242,7 +244,9 @@ class FaultInjectingProxy implements FaultProxy {
       const [, , algorithm = '', hex = ''] = blob;
       return this.send(req, res, record, 307, { location: this.presign(target, algorithm, hex, req.headers.authorization) }, '');
     }
-    const response = await this.openUpstream(req.method ?? 'GET', target, this.upstreamHeaders(req), req);
+    const headers = this.upstreamHeaders(req);
+    if (fault?.kind === 'ignore-range') delete headers.range;
+    const response = await this.openUpstream(req.method ?? 'GET', target, headers, req);
     this.writeHead(res, record, response.statusCode ?? 502, withoutHopByHop(response.headers));
     await this.relayBody(response, res, record, fault, contentLength(response));
   }
@@ -372,7 +376,7 @@ class FaultInjectingProxy implements FaultProxy {
     fault: Fault | undefined,
     length: number | undefined,
   ): Promise<void> {
-    const cutAfter = fault && fault.kind !== 'status' && fault.kind !== 'corrupt' ? fault.afterBytes : Infinity;
+    const cutAfter = fault && 'afterBytes' in fault ? fault.afterBytes : Infinity;
     const corruptAt = fault?.kind === 'corrupt' ? fault.atByte ?? Math.floor((length ?? 0) / 2) : -1;
     let offset = 0;
     try {

@@ -12,3 +12,4 @@ export {
   type ProxyStats,
   type RequestRecord,
 } from './fault-proxy.js';
+export { startForwardProxy, type ForwardProxyHandle, type ForwardProxyOptions } from './forward-proxy.js';
