@@ -57,6 +57,10 @@ export function classifyComponents(
   documents: readonly ManifestDocument[],
   opts: ClassifyOptions,
 ): Map<string, Classification> {
+  if (documents.length === 0) {
+    // Nothing to judge by: keep everything everywhere rather than guess.
+    return new Map(components.map((c) => [c.digest, { role: 'all', evidence: ['the release has no operator manifests: no evidence, kept on all nodes'] }]));
+  }
   const known = new Set(components.map((c) => c.digest));
   const applied = new Map<string, Reference[]>();
   const notApplied = new Map<string, string[]>();

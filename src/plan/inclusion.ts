@@ -104,7 +104,7 @@ export function vocabularyOf(docs: readonly { readonly doc: Record<string, unkno
 
 /** `--profile` and `--feature-set` must be values the release's annotations use. */
 export function checkInclusionOptions(opts: InclusionOptions, vocabulary: ReleaseVocabulary): void {
-  if (!vocabulary.profiles.includes(opts.profile)) {
+  if (vocabulary.profiles.length > 0 && !vocabulary.profiles.includes(opts.profile)) {
     throw new BadInputError(`--profile ${opts.profile} is not a profile of this release; its manifests name ${vocabulary.profiles.join(', ')}`);
   }
   if (!vocabulary.featureSets.includes(opts.featureSet)) {
