@@ -1,8 +1,9 @@
 /**
- * The pinning backend contract, one suite run against both backends on a real kube-apiserver:
- * the MCO backend with the MCO CRDs and MCO played by the simulator (test/mco/simulator.ts,
- * as FACTS §3 describes it), and the agent backend with the prestage CRDs and a status writer
- * playing the node agents. apply, wait and status run through the CLI in-process.
+ * The pinning backend contract, one suite run against each backend on a real kube-apiserver:
+ * the MCO backend with OpenShift's own CRDs of 4.21 (v1) and of 4.16 (v1alpha1) and MCO's
+ * daemon played by the simulator (test/mco/simulator.ts, FACTS §3), and the agent backend with
+ * the prestage CRDs and a status writer playing the node agents. apply, wait and status run
+ * through the CLI in-process.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,10 +11,10 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
 import { KubeClient, type KubeObject } from '../src/cluster/kube.js';
-import { MCO_PATHS } from '../src/cluster/mco/backend.js';
+import { MCO_PATHS, mcoPaths } from '../src/cluster/mco/backend.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { AgentStatusWriter, installAgentCrds } from './mco/agent-status-writer.js';
-import { installMcoCrds } from './mco/crds.js';
+import { installMcoCrds, OPENSHIFT_4_16 } from './mco/crds.js';
 import { testPlan, writePlan } from './mco/plans.js';
 import { McoSimulator, type NodeBehaviour } from './mco/simulator.js';
 import { runCli } from './support/cli.js';
@@ -24,24 +25,33 @@ interface NodePlayer {
   readonly errors: Error[];
 }
 
-let cluster: TestCluster;
-let client: KubeClient;
+/** One API server: 4.21's MCO CRDs beside prestage's (detection picks MCO), or 4.16's alone. */
+interface Bed {
+  cluster: TestCluster;
+  client: KubeClient;
+  players: Partial<Record<'mco' | 'agent', NodePlayer>>;
+}
+
 let dir: string;
-const players: Record<'mco' | 'agent', NodePlayer | undefined> = { mco: undefined, agent: undefined };
+const beds: Partial<Record<'current' | 'v1alpha1', Bed>> = {};
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'prestage-wait-'));
-  cluster = await startCluster({ workers: 2 });
-  client = new KubeClient(cluster.kubeConfig);
-  await Promise.all([installMcoCrds(client), installAgentCrds(client)]);
-  players.mco = await McoSimulator.start(client, { pullMs: 300 });
-  players.agent = await AgentStatusWriter.start(client, { pullMs: 300 });
+  const current = await startCluster({ workers: 2 });
+  const currentClient = new KubeClient(current.kubeConfig);
+  await Promise.all([installMcoCrds(currentClient), installAgentCrds(currentClient)]);
+  beds.current = { cluster: current, client: currentClient, players: { mco: await McoSimulator.start(currentClient, { pullMs: 300 }), agent: await AgentStatusWriter.start(currentClient, { pullMs: 300 }) } };
+  const alpha = await startCluster({ workers: 2 });
+  const alphaClient = new KubeClient(alpha.kubeConfig);
+  await installMcoCrds(alphaClient, OPENSHIFT_4_16);
+  beds.v1alpha1 = { cluster: alpha, client: alphaClient, players: { mco: await McoSimulator.start(alphaClient, { pullMs: 300 }, { versions: { pinnedImageSets: 'v1alpha1', machineConfigNodes: 'v1alpha1' } }) } };
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
-  players.mco?.stop();
-  players.agent?.stop();
-  await cluster?.stop();
+  for (const bed of Object.values(beds)) {
+    for (const player of Object.values(bed.players)) player.stop();
+    await bed.cluster.stop();
+  }
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -56,11 +66,14 @@ function parseTable(text: string): Array<Record<string, string>> {
 const jsonLines = (text: string) => text.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
 
 describe.each([
-  { backend: 'mco' as const, setsPath: MCO_PATHS.pinnedImageSets },
-  { backend: 'agent' as const, setsPath: AGENT_PATHS.pinnedImageSets },
-])('$backend backend', ({ backend, setsPath }) => {
+  { backend: 'mco' as const, api: 'v1 (4.19+)', bed: 'current' as const, setsPath: MCO_PATHS.pinnedImageSets },
+  { backend: 'mco' as const, api: 'v1alpha1 (4.16-4.18)', bed: 'v1alpha1' as const, setsPath: mcoPaths({ pinnedImageSets: 'v1alpha1', machineConfigNodes: 'v1alpha1' }).pinnedImageSets },
+  { backend: 'agent' as const, api: 'prestage.dev/v1alpha1', bed: 'current' as const, setsPath: AGENT_PATHS.pinnedImageSets },
+])('$backend backend, $api', ({ backend, bed, setsPath }) => {
+  const cluster = { get kubeconfigPath() { return beds[bed]!.cluster.kubeconfigPath; } };
+  const client = { get: <T>(path: string) => beds[bed]!.client.get<T>(path), request: (...args: Parameters<KubeClient['request']>) => beds[bed]!.client.request(...args) };
   const kube = () => ['--kubeconfig', cluster.kubeconfigPath, '--backend', backend];
-  const player = () => players[backend]!;
+  const player = () => beds[bed]!.players[backend]!;
 
   afterEach(() => {
     for (const node of ['master-0', 'worker-0', 'worker-1']) player().behave(node, { pullMs: 300 });
@@ -208,6 +221,8 @@ describe.each([
 });
 
 describe('backend detection', () => {
+  const cluster = { get kubeconfigPath() { return beds.current!.cluster.kubeconfigPath; } };
+  const client = { find: (path: string) => beds.current!.client.find(path) };
   it('picks MCO when the cluster serves MCO PinnedImageSets, even with the prestage CRDs installed', async () => {
     await runCli(['apply', writePlan(dir, testPlan('detect')), '--kubeconfig', cluster.kubeconfigPath]);
     const result = await runCli(['status', 'detect-worker', '-o', 'yaml', '--kubeconfig', cluster.kubeconfigPath]);

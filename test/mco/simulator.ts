@@ -95,6 +95,8 @@ export class McoSimulator extends NodePlayer {
   private readonly informers: Record<'sets' | 'pools' | 'nodes' | 'mcns', Informer>;
   private readonly daemons = new Map<string, Daemon>();
   private readonly poolStatus = new Map<string, string>();
+  /** Syncs that missed their deadline, per node. */
+  readonly deadlinesMissed = new Map<string, number>();
 
   private constructor(
     client: KubeClient,
@@ -113,6 +115,10 @@ export class McoSimulator extends NodePlayer {
       if (!(await client.find(`${mcoPaths(versions).machineConfigPools}/${pool.metadata.name}`))) await client.request('POST', mcoPaths(versions).machineConfigPools, { body: pool });
     }
     return new McoSimulator(client, defaultBehaviour, versions, options.timeScale ?? 10).run();
+  }
+
+  override behave(node: string, behaviour: NodeBehaviour): void {
+    super.behave(node, behaviour);
   }
 
   override stop(): void {
@@ -136,7 +142,7 @@ export class McoSimulator extends NodePlayer {
       // The daemon works from the pool's list, which the controller fills: nothing before it.
       const poolSets = (pool.spec.pinnedImageSets ?? []).flatMap((ref) => sets.filter((s) => s.metadata.name === ref.name));
       if (poolSets.length === 0) continue;
-      const started = JSON.stringify(poolSets.map((s) => [s.metadata.name, s.metadata.uid, s.metadata.generation]));
+      const started = JSON.stringify(poolSets.map((s) => [s.metadata.name, uidOf(s), s.metadata.generation]));
       const daemon = this.daemonOf(name);
       if (daemon.started !== started) this.startSync(name, pool.metadata.name, poolSets, started);
     }
@@ -201,7 +207,7 @@ export class McoSimulator extends NodePlayer {
   private async runSync(node: string, pool: string, sets: readonly PinnedImageSet[], daemon: Daemon, signal: AbortSignal): Promise<void> {
     const behaviour = this.behaviourOf(node) as NodeBehaviour;
     const deadline = Date.now() + PREFETCH_TIMEOUT_MS / this.timeScale;
-    const unfinished = sets.filter((s) => daemon.complete.get(s.metadata.uid!) !== s.metadata.generation);
+    const unfinished = sets.filter((s) => daemon.complete.get(uidOf(s)) !== s.metadata.generation);
     await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsProgressing', status: 'True', reason: 'ImagePrefetch', message: `node is prefetching images: ${node}` });
 
     let error: string | undefined;
@@ -216,11 +222,12 @@ export class McoSimulator extends NodePlayer {
     }
     if (signal.aborted) return;
     if (error === undefined) {
-      for (const set of sets) daemon.complete.set(set.metadata.uid!, set.metadata.generation ?? 1);
+      for (const set of sets) daemon.complete.set(uidOf(set), set.metadata.generation ?? 1);
       await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsProgressing', status: 'False', reason: 'AsExpected', message: 'All pinned image sets complete' });
       await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsDegraded', status: 'False', reason: 'AsExpected', message: 'All is good' });
       return;
     }
+    if (error.startsWith('requeue:')) this.deadlinesMissed.set(node, (this.deadlinesMissed.get(node) ?? 0) + 1);
     await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsDegraded', status: 'True', reason: 'PrefetchFailed', message: error }, error);
     // The work queue requeues the pool: at once after a deadline, after a pull's time otherwise.
     await sleep(error.startsWith('requeue:') ? 0 : behaviour.pullMs, signal);
@@ -266,7 +273,7 @@ export class McoSimulator extends NodePlayer {
     const pinnedImageSets = sets.map((set): SetStatus => {
       const generation = set.metadata.generation ?? 1;
       const entry: SetStatus = { name: set.metadata.name, desiredGeneration: generation };
-      if (daemon.complete.get(set.metadata.uid!) === generation) return { ...entry, currentGeneration: generation, ...(alpha ? { lastFailedGeneration: 0 } : {}) };
+      if (daemon.complete.get(uidOf(set)) === generation) return { ...entry, currentGeneration: generation, ...(alpha ? { lastFailedGeneration: 0 } : {}) };
       if (error !== undefined) return { ...entry, ...(alpha ? { currentGeneration: 0, lastFailedGeneration: generation, lastFailedGenerationErrors: [error] } : { lastFailedGeneration: generation, lastFailedGenerationError: error }) };
       return alpha ? { ...entry, currentGeneration: 0, lastFailedGeneration: 0 } : entry;
     });
@@ -284,6 +291,8 @@ export class McoSimulator extends NodePlayer {
     }));
   }
 }
+
+const uidOf = (object: KubeObject): string => object.metadata['uid'] as string;
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

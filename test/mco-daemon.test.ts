@@ -1,0 +1,108 @@
+/**
+ * The MCO backend against MCO's real daemon behaviour (test/mco/simulator.ts, FACTS §3), on a
+ * real kube-apiserver with OpenShift's own CRDs of both API versions: 4.21 (v1) and 4.16
+ * (v1alpha1, TechPreviewNoUpgrade). Timings are MCO's divided by the simulator's timeScale.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { KubeClient } from '../src/cluster/kube.js';
+import { MCO_GROUP, MCO_V1, mcoPaths, type McoVersions } from '../src/cluster/mco/backend.js';
+import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
+import { installMcoCrds, OPENSHIFT_4_16, OPENSHIFT_4_21 } from './mco/crds.js';
+import { digestPullSpec, testPlan, writePlan } from './mco/plans.js';
+import { McoSimulator } from './mco/simulator.js';
+import { runCli } from './support/cli.js';
+
+const jsonLines = (text: string) => text.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+
+describe.each([
+  { release: OPENSHIFT_4_21, versions: MCO_V1 },
+  { release: OPENSHIFT_4_16, versions: { pinnedImageSets: 'v1alpha1', machineConfigNodes: 'v1alpha1' } as McoVersions },
+])('MCO daemon behaviour, openshift/api $release.module', ({ release, versions }) => {
+  const paths = mcoPaths(versions);
+  let cluster: TestCluster;
+  let client: KubeClient;
+  let dir: string;
+  let simulator: McoSimulator | undefined;
+  const kube = () => ['--kubeconfig', cluster.kubeconfigPath];
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'prestage-mco-daemon-'));
+    cluster = await startCluster({ workers: 2 });
+    client = new KubeClient(cluster.kubeConfig);
+    await installMcoCrds(client, release);
+  }, COLD_BUILD_TIMEOUT_MS);
+
+  afterEach(async () => {
+    expect(simulator?.errors ?? []).toEqual([]);
+    simulator?.stop();
+    simulator = undefined;
+    // Sets of one test must not ride along in the next test's syncs.
+    for (const set of (await client.get<{ items: Array<{ metadata: { name: string } }> }>(paths.pinnedImageSets)).items) await client.request('DELETE', `${paths.pinnedImageSets}/${set.metadata.name}`);
+  });
+
+  afterAll(async () => {
+    simulator?.stop();
+    await cluster?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a 190-image control-plane set pulled across ~20 sync deadlines is progressing throughout and ready at the end', async () => {
+    // MCO at 1/200 of its real time: a 600 ms deadline, 1 worker and a 5 ms pause per image on
+    // masters, 58 ms per image: about 9.5 images per sync, 20 deadlines for 190 images.
+    simulator = await McoSimulator.start(client, { pullMs: 300, imageMs: 58 }, { versions, timeScale: 200 });
+    await runCli(['apply', writePlan(dir, testPlan('big', { imageCount: 190 })), ...kube()]);
+    const result = await runCli(['wait', 'big-control-plane', '-o', 'json', '--fail-after', '2s', '--timeout', '120s', ...kube()]);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(simulator.deadlinesMissed.get('master-0')).toBeGreaterThanOrEqual(15);
+    const master = jsonLines(result.stdout).filter((e) => e['type'] === 'node' && e['node'] === 'master-0');
+    expect(master.some((e) => e['phase'] === 'progressing' && e['note'] === 'MCO sync deadline passed, pulling on (requeue: prefetching images incomplete after timeout: 2m0s)')).toBe(true);
+    expect(master.filter((e) => e['phase'] === 'degraded')).toEqual([]);
+    expect(master.at(-1)).toMatchObject({ phase: 'done', currentGeneration: 1, desiredGeneration: 1 });
+  });
+
+  it("a bad image in another set of the pool is named as that set's, and does not fail ours", async () => {
+    const bad = digestPullSpec('missing-everywhere').replace('ocp-v4.0-art-dev', 'example-app');
+    simulator = await McoSimulator.start(client, { pullMs: 300 }, { versions, timeScale: 10 });
+    for (const node of ['worker-0', 'worker-1']) simulator.behave(node, { pullMs: 300, badImages: [bad] });
+    await client.request('POST', paths.pinnedImageSets, {
+      body: { apiVersion: `${MCO_GROUP}/${versions.pinnedImageSets}`, kind: 'PinnedImageSet', metadata: { name: 'someone-elses', labels: { [`${MCO_GROUP}/role`]: 'worker' } }, spec: { pinnedImages: [{ name: bad }] } },
+    });
+    await runCli(['apply', writePlan(dir, testPlan('ours')), ...kube()]);
+    const waited = await runCli(['wait', 'ours-worker', '--fail-after', '2s', '--timeout', '8s', ...kube()]);
+    expect(waited.code).toBe(124);
+    expect(waited.stdout).toContain(`note: error from set someone-elses (image ${bad}), not from this set`);
+    expect(waited.stdout).not.toMatch(/ours-worker worker-\d: degraded/);
+    const status = await runCli(['status', 'ours-worker', ...kube()]);
+    expect(status.stdout).toMatch(/^worker-0 +ours-worker +0\/1\/1 +progressing +error from set someone-elses/m);
+
+    // Once the other set is fixed (here: deleted), MCO's next sync finishes ours.
+    await client.request('DELETE', `${paths.pinnedImageSets}/someone-elses`);
+    const ready = await runCli(['wait', 'ours-worker', '--timeout', '30s', ...kube()]);
+    expect(ready.code).toBe(0);
+  });
+
+  it('a bad image in our own set fails our set after --fail-after, naming the image', async () => {
+    const plan = testPlan('mine');
+    const bad = plan.sets[1]!.images[0]!;
+    simulator = await McoSimulator.start(client, { pullMs: 300 }, { versions, timeScale: 10 });
+    simulator.behave('worker-1', { pullMs: 300, badImages: [bad] });
+    await runCli(['apply', writePlan(dir, plan), ...kube()]);
+    const waited = await runCli(['wait', 'mine-worker', '--fail-after', '2s', '--timeout', '60s', ...kube()]);
+    expect(waited.code).toBe(1);
+    expect(waited.stderr).toMatch(new RegExp(`^prestage: error: set mine-worker failed on node worker-1 \\(degraded for \\d+ s\\): failed to pull image "${bad.replace(/[.]/g, '\\.')}" \\(5 tries\\)`));
+  });
+
+  it('a targeted node that no MCO daemon reports fails wait after --fail-after with one line saying so', async () => {
+    // A node joined after the daemons stopped: it has no MachineConfigNode.
+    await client.request('POST', '/api/v1/nodes', { body: { metadata: { name: 'worker-7', labels: { 'node-role.kubernetes.io/worker': '' } } } });
+    await runCli(['apply', writePlan(dir, testPlan('nodaemon')), ...kube()]);
+    const waited = await runCli(['wait', 'nodaemon-worker', '--fail-after', '2s', '--timeout', '60s', ...kube()]);
+    await client.request('DELETE', '/api/v1/nodes/worker-7');
+    expect(waited.code).toBe(1);
+    expect(waited.stderr).toMatch(/^prestage: error: set nodaemon-worker: node worker-7 has not reported for 2 s: no MachineConfigNode for this node: no MCO daemon reports it \(on 4\.16-4\.18 PinnedImageSets need TechPreviewNoUpgrade; check the machine-config-daemon pod on the node\)\n$/);
+  });
+});
