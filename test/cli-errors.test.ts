@@ -36,7 +36,7 @@ function runWithStdout(args: readonly string[], stdout: { fd: number } | { close
     const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'fd' in stdout ? stdout.fd : 'pipe', 'pipe'] });
     let stderr = '';
     let read = 0;
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
     child.stdout?.on('data', (chunk: Buffer) => {
       read += chunk.length;
       if ('closeAfter' in stdout && read >= stdout.closeAfter) child.stdout?.destroy();
