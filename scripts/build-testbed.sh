@@ -23,11 +23,12 @@ CACHE=${PRESTAGE_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/prestage-testbed
 CRIO_TAGS='containers_image_openpgp exclude_graphdriver_btrfs'
 # Runtime: conmon, crun (CRI-O's monitor and OCI runtime), openssl (the test PKI),
 # docker-registry (the test registry), apache2-utils (htpasswd: the Basic-auth registry's users),
-# ca-certificates (the OS trust store the TLS tests read). Build: gcc and libc6-dev (cgo, static pinns).
+# ca-certificates (the OS trust store the TLS tests read), tinyproxy (a real forward proxy for the
+# HTTPS_PROXY tests). Build: gcc and libc6-dev (cgo, static pinns).
 # The DaemonSet test (a real kubelet running containers): runc (crun 1.8.1 rejects the OCI spec
 # version CRI-O 1.34 writes), jq (its runc shim edits config.json), containernetworking-plugins
 # (a loopback CNI network, so the runtime reports NetworkReady), busybox-static (the pause image).
-DEBIAN_PACKAGES=(conmon crun openssl docker-registry apache2-utils ca-certificates gcc libc6-dev runc jq containernetworking-plugins busybox-static)
+DEBIAN_PACKAGES=(conmon crun openssl docker-registry apache2-utils ca-certificates tinyproxy gcc libc6-dev runc jq containernetworking-plugins busybox-static)
 
 json=false packages_only=false
 case ${1:-} in
