@@ -166,7 +166,7 @@ describe('bundle push from read-only media', () => {
   it('without --work-dir: one line naming --work-dir, exit 2, nothing written', async () => {
     const before = await treeHashes(parts);
     const r = await prestage(['bundle', 'push', readOnlyParts, `${mirror.host}/from-dvd`, '--tls-verify=false', '--output-dir', work]);
-    expectOneLineError(r, 2, new RegExp(`cannot write the unpacked bundle into ${readOnlyParts}/archived \\(read-only file system\\); pass --work-dir DIR, a writable directory with room for [\\d.]+ MiB, to unpack the parts there$`));
+    expectOneLineError(r, 2, new RegExp(`cannot write the unpacked bundle into ${readOnlyParts}/archived: read-only file system \\(EROFS\\); pass --work-dir DIR, a writable directory with room for [\\d.]+ MiB, to unpack the parts there$`));
     expect(await treeHashes(parts)).toEqual(before);
   });
 
@@ -184,7 +184,7 @@ describe('bundle push from read-only media', () => {
     const r = await prestage(['bundle', 'push', readOnlyLayout, `${mirror.host}/from-ro`, '--tls-verify=false', '--output-dir', work]);
     expect(r.code, r.stderr).toBe(0);
     const refused = await prestage(['bundle', 'push', readOnlyLayout, `${mirror.host}/never`, '--tls-verify=false', '--output-dir', readOnlyLayout]);
-    expectOneLineError(refused, 2, new RegExp(`cannot write mapping\\.txt and image-digest-mirror-set\\.yaml into ${readOnlyLayout} \\(read-only file system\\); choose a writable --output-dir$`));
+    expectOneLineError(refused, 2, new RegExp(`--output-dir ${readOnlyLayout}: cannot write in ${readOnlyLayout}: read-only file system \\(EROFS\\); name a writable directory$`));
     const catalog = (await (await fetch(`${mirror.url}/v2/_catalog`)).json()) as { repositories: string[] };
     expect(catalog.repositories.filter((r) => r.startsWith('never/'))).toEqual([]);
   });
@@ -243,11 +243,13 @@ describe('bundle create repairs what it kept', () => {
 
 describe('bundle help', () => {
   it('shows examples and the exit codes for each bundle command', async () => {
-    for (const command of ['create', 'verify', 'push']) {
+    for (const [command, flag] of [['create', '--since'], ['verify', '.parts'], ['push', '--work-dir']] as const) {
       const help = await prestage(['bundle', command, '--help']);
       expect(help.code).toBe(0);
-      expect(help.stdout).toMatch(new RegExp(`Examples:\\n\\s+prestage bundle ${command} `));
-      expect(help.stdout).toMatch(/Exit codes: 0 ok; 2 bad input .*; 3 registry .*; 70 internal error/);
+      expect(help.stdout).toMatch(new RegExp(`Examples:\\n  # .+\\n  prestage bundle ${command} `));
+      expect(help.stdout).toMatch(new RegExp(`\\n  prestage bundle ${command} .*${flag.replace('.', '\\.')}`));
+      expect(help.stdout).toContain('Exit codes:\n  0    ok');
+      expect(help.stdout).toContain('  70   internal error');
     }
   });
 });

@@ -3,10 +3,9 @@
  * hours in. Free space is what an unprivileged writer may use (`bavail`), not what the
  * filesystem has left.
  */
-import { constants } from 'node:fs';
-import { access, stat, statfs } from 'node:fs/promises';
-import { dirname } from 'node:path';
-import { BadInputError } from '../errors.js';
+import { mkdtemp, rmdir, stat, statfs } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { BadInputError, systemErrorText } from '../errors.js';
 import { formatBytes } from '../render/table.js';
 
 export interface FreeSpace {
@@ -34,21 +33,23 @@ export async function ensureFreeSpace(dir: string, needed: number, fix: string, 
   }
 }
 
-const NOT_WRITABLE: Readonly<Record<string, string>> = { EROFS: 'read-only file system', EACCES: 'permission denied', EPERM: 'permission denied' };
-
 /**
- * Check that `dir` (or, while it does not exist, the directory it would be created in) can be
- * written, before any work that would fail there later; nothing is created. `fix` names the
- * flag that picks another place, e.g. "pass --work-dir DIR".
+ * Check that `dir` (or, while it does not exist, the nearest directory it would be created
+ * in) can be written, before any work that would fail there later: by creating and removing a
+ * probe directory, which also catches /proc and read-only mounts that access(2) lets pass for
+ * root. `fix` says what to do instead, e.g. "pass --work-dir DIR".
  */
 export async function ensureWritableDir(dir: string, what: string, fix: string): Promise<void> {
-  let existing = dir;
-  while ((await stat(existing).catch(() => undefined)) === undefined && dirname(existing) !== existing) existing = dirname(existing);
+  let existing = resolve(dir);
+  let found = await stat(existing).catch(() => undefined);
+  while (!found) {
+    existing = dirname(existing);
+    found = await stat(existing).catch(() => undefined);
+  }
+  if (!found.isDirectory()) throw new BadInputError(`cannot write ${what} into ${dir}: ${existing} is a file, not a directory; ${fix}`);
   try {
-    await access(existing, constants.W_OK);
-  } catch (err) {
-    const reason = NOT_WRITABLE[(err as NodeJS.ErrnoException).code ?? ''];
-    if (!reason) throw err;
-    throw new BadInputError(`cannot write ${what} into ${dir} (${reason}); ${fix}`);
+    await rmdir(await mkdtemp(join(existing, '.prestage-probe-')));
+  } catch (error) {
+    throw new BadInputError(`cannot write ${what} into ${dir}: ${systemErrorText(error as NodeJS.ErrnoException)}; ${fix}`);
   }
 }

@@ -16,7 +16,7 @@ import { readBundle, type Bundle } from '../bundle/layout.js';
 import { parseMirrorTarget, renderImageDigestMirrorSet, renderMapping } from '../bundle/mirror.js';
 import { pushBundle } from '../bundle/push.js';
 import { checkBundle, describeProblem, inventoryOfDir } from '../bundle/verify.js';
-import { BadInputError } from '../errors.js';
+import { BadInputError, EXIT_CODES_HELP } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
 import type { Plan } from '../plan/types.js';
 import type { RegistryClient } from '../registry/client.js';
@@ -24,6 +24,7 @@ import { loadPullSecrets } from '../registry/credentials.js';
 import { parseReference } from '../registry/reference.js';
 import { DEFAULT_RETRY, type TransportOptions } from '../registry/transport.js';
 import { PushClient } from '../registry/upload.js';
+import { checkOutputDir } from '../render/pinned-image-sets.js';
 import { formatBytes } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';
@@ -31,10 +32,6 @@ import { registryClientFrom, withRegistryOptions, type RegistryFlags } from './r
 
 const MAPPING_FILE = 'mapping.txt';
 const IDMS_FILE = 'image-digest-mirror-set.yaml';
-/** Exit codes as src/errors.ts defines them, in what they mean for bundles. */
-const EXIT_CODES = 'Exit codes: 0 ok; 2 bad input (flags, files, a damaged or unwritable bundle, another release\'s bundle in --to); '
-  + '3 registry or network failure after retries (access denied, TLS, corrupt content); 70 internal error (a bug). '
-  + '1 (a set failed) and 4 (cluster) do not occur in bundle commands.';
 const RELEASE_EXAMPLE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
 
 export function bundleCommand(ctx: CommandContext) {
@@ -65,10 +62,10 @@ function createCommand(ctx: CommandContext) {
           .option('max-archive-size', { type: 'string', describe: 'Also write the bundle as tar parts of at most SIZE (e.g. 4G) into <to>.parts/' })
           .option('parallel', { type: 'number', default: 8, describe: 'Blobs downloaded at once' })
           .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --to' })
-          .example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --registry-config pull-secret.json`, 'Bundle a release; rerun the same command to resume or repair it')
-          .example('$0 bundle create plan.json --to ocp-4.16.3 --max-archive-size 4G', 'Bundle a plan file, also as 4 GiB tar parts in ocp-4.16.3.parts/')
-          .example('$0 bundle create plan-4.16.4.json --to ocp-4.16.4 --since ocp-4.16.3', 'Carry only what the 4.16.3 bundle did not')
-          .epilogue(EXIT_CODES),
+          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --registry-config pull-secret.json`, 'Bundle a release; rerun the same command to resume or repair it'))
+          .example(...example('$0 bundle create plan.json --to ocp-4.16.3 --max-archive-size 4G', 'Bundle a plan file, also as 4 GiB tar parts in ocp-4.16.3.parts/'))
+          .example(...example('$0 bundle create plan-4.16.4.json --to ocp-4.16.4 --since ocp-4.16.3', 'Carry only what the 4.16.3 bundle did not'))
+          .epilogue(EXIT_CODES_HELP),
       )),
     handler: async (args: any) => {
       const maxPartBytes = args['max-archive-size'] !== undefined ? parseSize(args['max-archive-size']) : undefined;
@@ -113,9 +110,9 @@ function verifyCommand(ctx: CommandContext) {
     builder: (y: Argv) =>
       y
         .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive' })
-        .example('$0 bundle verify ocp-4.16.3', 'Check a bundle directory')
-        .example('$0 bundle verify /media/usb/ocp-4.16.3.parts', 'Check tar parts where they are, without unpacking')
-        .epilogue(EXIT_CODES),
+        .example(...example('$0 bundle verify ocp-4.16.3', 'Check a bundle directory'))
+        .example(...example('$0 bundle verify /media/usb/ocp-4.16.3.parts', 'Check tar parts where they are, without unpacking'))
+        .epilogue(EXIT_CODES_HELP),
     handler: async (args: any) => {
       const path: string = args.bundle;
       const { bundle, inventory } = isArchive(path)
@@ -145,15 +142,15 @@ function pushCommand(ctx: CommandContext) {
           .option('output-dir', { type: 'string', default: '.', describe: `Where to write ${MAPPING_FILE} and ${IDMS_FILE}` })
           .option('work-dir', { type: 'string', describe: 'Where to unpack tar parts (into DIR/<name>) when they sit on read-only media; default: beside parts.json' })
           .option('parallel', { type: 'number', default: 8, describe: 'Blob and manifest operations at once' })
-          .example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file mirror-ca.pem', 'Images go to mirror.example.com:5000/ocp/openshift-release-dev/...; read them with --mirror quay.io=mirror.example.com:5000/ocp')
-          .example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Images go where --mirror quay.io/openshift-release-dev=mirror.example.com:5000/ocp reads them: mirror.example.com:5000/ocp/ocp-release:4.16.3-x86_64, ...')
-          .example('$0 bundle push /media/usb/ocp-4.16.3.parts mirror.example.com:5000/ocp --work-dir /var/tmp/prestage', 'Unpack parts from read-only media on a writable disk, then push')
-          .epilogue(EXIT_CODES),
+          .example(...example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file mirror-ca.pem', 'Images go to mirror.example.com:5000/ocp/openshift-release-dev/...; read them with --mirror quay.io=mirror.example.com:5000/ocp'))
+          .example(...example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Images go where --mirror quay.io/openshift-release-dev=mirror.example.com:5000/ocp reads them: mirror.example.com:5000/ocp/ocp-release:4.16.3-x86_64, ...'))
+          .example(...example('$0 bundle push /media/usb/ocp-4.16.3.parts mirror.example.com:5000/ocp --work-dir /var/tmp/prestage', 'Unpack parts from read-only media on a writable disk, then push'))
+          .epilogue(EXIT_CODES_HELP),
       ),
     handler: async (args: any) => {
       if (args.mirror.length > 0) throw new BadInputError('--mirror does not apply to bundle push; name the mirror registry as the TARGET argument (REGISTRY[/PREFIX] or SOURCE=REGISTRY/PATH)');
       const target = parseMirrorTarget(args.target);
-      await ensureWritableDir(args['output-dir'], `${MAPPING_FILE} and ${IDMS_FILE}`, 'choose a writable --output-dir');
+      await checkOutputDir(args['output-dir']);
       const bundle = await openForPush(args.bundle, args['work-dir'], ctx);
       const client = new PushClient(target.registry, transportOptionsFrom(args, (line) => ctx.log.warn(line)));
       try {
@@ -213,6 +210,11 @@ function transportOptionsFrom(flags: RegistryFlags, onRetry: (line: string) => v
       if (e.kind === 'retry') onRetry(`retry ${e.attempt} in ${e.delayMs} ms: ${e.reason} (${e.url})`);
     },
   };
+}
+
+/** An example as every command's help shows it: what it does as a comment, then the line. */
+function example(line: string, what: string): [string, string] {
+  return [`# ${what}\n${line}`, ''];
 }
 
 function isFile(path: string): boolean {
