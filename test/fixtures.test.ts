@@ -72,8 +72,8 @@ function repository(name: string) {
  * 1.3.1-e00f703); a different build changes them, and then the README must be regenerated.
  */
 const PINNED = {
-  release: 'sha256:8d52c405bbc7193cc5078fec30632e34244049f8289de0bd4c95fe25222d2451',
-  multi: 'sha256:1dee860ec59da44188b8f1f6de87b3c8fe3e105f08fdb3846fc1e8c9aa25456b',
+  release: 'sha256:4dea76d45c7bec4f0eb24785349fdee4393f44c859efe7867ad0a57502ea07dd',
+  multi: 'sha256:76abffd32dd9ffece6eabefb361be9ee6cdf6ebc3c2e30a0bb03a95b8862eba1',
 };
 
 describe('determinism', () => {
@@ -113,9 +113,10 @@ describe('shape of the payload', () => {
   it('covers every placement case several times', () => {
     const counts = new Map<string, number>();
     for (const c of fixture.truth.components) counts.set(c.placement, (counts.get(c.placement) ?? 0) + 1);
-    for (const how of ['control-plane-deployment', 'daemonset', 'operand-env', 'operand-arg', 'deployment-anywhere', 'unreferenced', 'configmap-only', 'other-profile-only', 'tech-preview-only']) {
+    for (const how of ['control-plane-deployment', 'daemonset', 'operand-env', 'operand-arg', 'deployment-anywhere', 'unreferenced', 'configmap-only', 'tech-preview-only']) {
       expect(counts.get(how), how).toBeGreaterThanOrEqual(3);
     }
+    expect(counts.get('other-profile-only')).toBeGreaterThanOrEqual(2);
     expect(counts.get('node-os')).toBe(2);
     expect((counts.get('control-plane-and-daemonset') ?? 0) + (counts.get('sidecar') ?? 0)).toBeGreaterThanOrEqual(3);
   });
@@ -359,8 +360,34 @@ describe('ground truth agrees with the manifests', () => {
           expect(all, label).toEqual([]);
           break;
       }
-      expect(c.role, label).toBe(c.placement === 'control-plane-deployment' ? 'control-plane' : 'all');
+      expect(c.role, label).toBe(c.runs === 'never' ? 'none' : c.runs);
     }
+  });
+
+  it('names operands the way release-4.16 manifests do: env vars, --images= args and images.json keys', async () => {
+    const files = await readTar(lastLayerOf(fixture.truth.release.image.digest));
+    const text = (name: string) => files.get(name)!.data.toString('utf8');
+    const digestOf = (name: string) => fixture.truth.components.find((c) => c.name === name)!.digest;
+    const ccm = [...files.keys()].find((n) => n.startsWith('release-manifests/0000_26_cloud-controller-manager-operator_03_configmap'))!;
+    const images = (yaml.loadAll(text(ccm)) as Array<{ data: Record<string, string> }>).find((d) => d.data['images.json'])!;
+    expect(JSON.parse(images.data['images.json']!).cloudControllerManagerAWS).toMatch(new RegExp(`@${digestOf('aws-cloud-controller-manager')}$`));
+    const storage = [...files.keys()].find((n) => n.startsWith('release-manifests/0000_50_cluster-storage-operator_04_deployment.yaml'))!;
+    expect(text(storage)).toMatch(new RegExp(`name: AWS_EBS_DRIVER_IMAGE\\n\\s+value: \\S+@${digestOf('aws-ebs-csi-driver')}\\n`));
+    const hosted = [...files.keys()].find((n) => n.startsWith('release-manifests/0000_20_kube-apiserver-operator_04_deployment'))!;
+    expect(text(hosted)).toContain('exclude.release.openshift.io/internal-openshift-hosted: "true"');
+  });
+
+  it('has per-role truth from the truth columns: nothing of another platform or a disabled capability', () => {
+    const byPullSpec = new Map(fixture.truth.components.map((c) => [c.pullSpec, c]));
+    const { awsDefault, awsNone } = fixture.truth.roles;
+    for (const p of [...awsDefault.worker, ...awsDefault.controlPlane]) {
+      const c = byPullSpec.get(p);
+      if (c) expect(c.platforms === undefined || c.platforms.includes('AWS'), c.name).toBe(true);
+    }
+    for (const p of awsNone.controlPlane) expect(byPullSpec.get(p)?.capability, p).toBeUndefined();
+    expect(awsDefault.worker.every((p) => awsDefault.controlPlane.includes(p))).toBe(true);
+    expect(awsDefault.worker.length).toBeGreaterThan(30);
+    expect(awsDefault.worker.length).toBeLessThan(fixture.truth.components.length / 3);
   });
 
   it('includes unpinned ibm-cloud-managed copies of some control-plane Deployments', async () => {
