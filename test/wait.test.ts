@@ -8,10 +8,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import yaml from 'js-yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
 import { KubeClient, type KubeObject } from '../src/cluster/kube.js';
 import { MCO_PATHS, mcoPaths } from '../src/cluster/mco/backend.js';
+import { renderYaml, writeGitOpsDir } from '../src/render/pinned-image-sets.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { AgentStatusWriter, installAgentCrds } from './mco/agent-status-writer.js';
 import { installMcoCrds, OPENSHIFT_4_16 } from './mco/crds.js';
@@ -230,5 +232,36 @@ describe('backend detection', () => {
     expect(result.stdout).toMatch(/^backend: mco$/m);
     expect(await client.find(`${MCO_PATHS.pinnedImageSets}/detect-worker`)).toBeDefined();
     expect(await client.find(`${AGENT_PATHS.pinnedImageSets}/detect-worker`)).toBeUndefined();
+  });
+});
+
+describe('GitOps output: plan -o yaml / --output-dir --api, for the API each cluster serves', () => {
+  const targets = [
+    { api: 'mco' as const, bed: 'current' as const, path: MCO_PATHS.pinnedImageSets, backend: 'mco' },
+    { api: 'mco-v1alpha1' as const, bed: 'v1alpha1' as const, path: mcoPaths({ pinnedImageSets: 'v1alpha1', machineConfigNodes: 'v1alpha1' }).pinnedImageSets, backend: 'mco' },
+    { api: 'prestage' as const, bed: 'current' as const, path: AGENT_PATHS.pinnedImageSets, backend: 'agent' },
+  ];
+
+  it.each(targets)('--api $api: every document passes a server-side dry-run apply against the real CRDs', async ({ api, bed, path }) => {
+    const plan = testPlan(`gitops-${api}`);
+    const documents = (yaml.loadAll(renderYaml(plan, api)) as KubeObject[]).filter(Boolean);
+    expect(documents.map((d) => d.metadata.name)).toEqual(plan.sets.map((s) => s.name));
+    for (const document of documents) {
+      const applied = await beds[bed]!.client.apply(`${path}/${document.metadata.name}`, document, { fieldManager: 'kubectl', dryRun: true });
+      expect(applied.apiVersion).toBe(document.apiVersion);
+      expect(await beds[bed]!.client.find(`${path}/${document.metadata.name}`)).toBeUndefined();
+    }
+  });
+
+  it.each(targets)('--api $api: apply of the --output-dir creates the sets the backend reads', async ({ api, bed, path, backend }) => {
+    const plan = testPlan(`dir-${api}`);
+    const out = join(dir, `gitops-${api}`);
+    await writeGitOpsDir(plan, out, api);
+    const result = await runCli(['apply', out, '--kubeconfig', beds[bed]!.cluster.kubeconfigPath, '--backend', backend]);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(`pinnedimageset/dir-${api}-control-plane created: 3 images\npinnedimageset/dir-${api}-worker created: 2 images\n`);
+    const set = await beds[bed]!.client.get<KubeObject & { spec: Record<string, unknown> }>(`${path}/dir-${api}-worker`);
+    if (api === 'prestage') expect(set.spec['nodeSelector']).toBeDefined();
   });
 });

@@ -28,6 +28,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
       [`$0 plan ${RELEASE} --registry-config pull-secret.json`, 'Show the sets and their exact sizes'],
       [`$0 plan ${RELEASE} -o yaml > pinned-image-sets.yaml`, 'Write the PinnedImageSet manifests'],
       [`$0 plan ${RELEASE} --output-dir gitops/prestage`, 'One file per set plus kustomization.yaml'],
+      [`$0 plan ${RELEASE} -o yaml --api mco-v1alpha1`, 'Manifests for OpenShift 4.16-4.18 (TechPreviewNoUpgrade)'],
       [`$0 plan ${RELEASE} --mirror quay.io/openshift-release-dev=mirror.example.com:5000/ocp --ca-file mirror-ca.pem`, 'Read from a disconnected mirror'],
     ],
     load: async () => (await import('./plan.js')).planCommand,

@@ -1,7 +1,7 @@
 /** `prestage plan RELEASE`: release image in, PinnedImageSets out. */
 import type { Argv } from 'yargs';
 import { buildPlan } from '../plan/build.js';
-import { checkOutputDir, renderYaml, writeGitOpsDir } from '../render/pinned-image-sets.js';
+import { checkOutputDir, renderYaml, SET_APIS, writeGitOpsDir } from '../render/pinned-image-sets.js';
 import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';
@@ -17,6 +17,11 @@ export function planCommand(ctx: CommandContext) {
           .positional('release', { type: 'string', demandOption: true, describe: 'Release pullspec, e.g. quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64' })
           .option('output', { alias: 'o', choices: ['table', 'wide', 'json', 'yaml'] as const, default: 'table' as const, describe: 'Output format' })
           .option('output-dir', { type: 'string', describe: 'Write one PinnedImageSet YAML per set plus kustomization.yaml here' })
+          .option('api', {
+            choices: SET_APIS,
+            default: 'mco' as const,
+            describe: 'PinnedImageSet API of -o yaml and --output-dir: mco (machineconfiguration.openshift.io/v1, OpenShift 4.19+), mco-v1alpha1 (4.16-4.18 with TechPreviewNoUpgrade), prestage (prestage.dev/v1alpha1, the prestage agent)',
+          })
           .option('progress', { type: 'boolean', describe: 'Progress on stderr (default: when stderr is a terminal)' }),
       )),
     handler: async (args: any) => {
@@ -31,7 +36,7 @@ export function planCommand(ctx: CommandContext) {
         const plan = await buildPlan(client, planOptionsFrom(args, args.release), (p) => progress.update(p)).finally(() => progress.stop());
         for (const line of retries.lines()) ctx.log.warn(line);
         if (args['output-dir']) {
-          const files = await writeGitOpsDir(plan, args['output-dir']);
+          const files = await writeGitOpsDir(plan, args['output-dir'], args.api);
           ctx.stderr.write(`wrote ${files.map((f) => `${args['output-dir']}/${f}`).join(', ')}\n`);
         }
         switch (args.output) {
@@ -39,7 +44,7 @@ export function planCommand(ctx: CommandContext) {
             ctx.stdout.write(`${JSON.stringify(plan, null, 2)}\n`);
             break;
           case 'yaml':
-            ctx.stdout.write(renderYaml(plan));
+            ctx.stdout.write(renderYaml(plan, args.api));
             break;
           default:
             ctx.stdout.write(renderPlanTable(plan, args.output === 'wide'));

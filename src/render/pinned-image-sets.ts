@@ -1,6 +1,8 @@
 /**
- * Render a plan as MCO PinnedImageSet manifests (`machineconfiguration.openshift.io/v1`),
- * as one YAML stream or as a GitOps directory with a kustomization.yaml.
+ * Render a plan as PinnedImageSet manifests for the API that will pin them, as one YAML stream
+ * or as a GitOps directory with a kustomization.yaml: MCO's `machineconfiguration.openshift.io/v1`
+ * (OpenShift 4.19+), its `v1alpha1` (4.16-4.18, TechPreviewNoUpgrade), or prestage's own agent
+ * (`prestage.dev/v1alpha1`, with the node selector of the set's role).
  */
 import { statSync, type Stats } from 'node:fs';
 import { mkdir, mkdtemp, open, rename, rm, rmdir } from 'node:fs/promises';
@@ -8,9 +10,14 @@ import { dirname, join, resolve } from 'node:path';
 import yaml from 'js-yaml';
 import { writeFileAtomic } from '../atomic-file.js';
 import { BadInputError, OutputError, systemErrorText } from '../errors.js';
+import { toAgentPinnedImageSet } from '../cluster/agent/backend.js';
 import type { Plan, PlannedSet } from '../plan/types.js';
 
 export const MCO_API_VERSION = 'machineconfiguration.openshift.io/v1';
+
+/** Which API the manifests are for: `--api`. */
+export const SET_APIS = ['mco', 'mco-v1alpha1', 'prestage'] as const;
+export type SetApi = (typeof SET_APIS)[number];
 
 export interface PinnedImageSetObject {
   apiVersion: string;
@@ -39,12 +46,22 @@ export function toPinnedImageSet(plan: Plan, set: PlannedSet, apiVersion = MCO_A
   };
 }
 
+/** A set's object for `api`; the agent's carries the node selector of the set's role. */
+export function setObjectFor(plan: Plan, set: PlannedSet, api: SetApi): object {
+  if (api === 'mco-v1alpha1') return toPinnedImageSet(plan, set, 'machineconfiguration.openshift.io/v1alpha1');
+  if (api === 'prestage') {
+    const { metadata } = toPinnedImageSet(plan, set);
+    return toAgentPinnedImageSet({ name: set.name, role: set.role, labels: metadata.labels, annotations: metadata.annotations, images: set.images, diskBytes: set.diskBytes });
+  }
+  return toPinnedImageSet(plan, set);
+}
+
 function dump(obj: unknown): string {
   return yaml.dump(obj, { lineWidth: -1, noRefs: true, sortKeys: false });
 }
 
-export function renderYaml(plan: Plan): string {
-  return plan.sets.map((s) => `---\n${dump(toPinnedImageSet(plan, s))}`).join('');
+export function renderYaml(plan: Plan, api: SetApi = 'mco'): string {
+  return plan.sets.map((s) => `---\n${dump(setObjectFor(plan, s, api))}`).join('');
 }
 
 /**
@@ -80,8 +97,8 @@ function statIfAny(path: string): Stats | undefined {
  * One file per set plus kustomization.yaml; returns the files written. All of them are written
  * to a staging directory first, so a failure (a full disk) leaves the directory as it was.
  */
-export async function writeGitOpsDir(plan: Plan, dir: string): Promise<string[]> {
-  const files = new Map(plan.sets.map((set) => [`${set.name}.yaml`, dump(toPinnedImageSet(plan, set))]));
+export async function writeGitOpsDir(plan: Plan, dir: string, api: SetApi = 'mco'): Promise<string[]> {
+  const files = new Map(plan.sets.map((set) => [`${set.name}.yaml`, dump(setObjectFor(plan, set, api))]));
   files.set('kustomization.yaml', dump({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: [...files.keys()] }));
   let created: string | undefined;
   let staging: string | undefined;
