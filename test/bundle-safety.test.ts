@@ -30,6 +30,8 @@ let work: string;
 /** Flags that read the fixture through the proxy, with credentials. */
 let from: string[];
 let planFile: string;
+/** The release's plan: what a bundle of it holds (not every component is planned). */
+let planned: Plan;
 /** Created once from the release by its tag. */
 let bundle: string;
 const mounts: string[] = [];
@@ -50,6 +52,7 @@ beforeAll(async () => {
   const plan = await prestage(['plan', RELEASE, ...from, '-o', 'json']);
   expect(plan.code).toBe(0);
   await writeFile(planFile, plan.stdout);
+  planned = JSON.parse(plan.stdout) as Plan;
   bundle = join(work, 'ocp-4.16.3');
   const created = await prestage(['bundle', 'create', RELEASE, '--to', bundle, ...from]);
   expect(created.code, created.stderr).toBe(0);
@@ -72,10 +75,10 @@ async function treeHashes(dir: string): Promise<Map<string, string>> {
   return new Map([...out].sort(([a], [b]) => a.localeCompare(b)));
 }
 
-/** One `prestage: error:` line (progress lines of finished images may come before it), no stack. */
+/** One `prestage: error:` line (progress lines and retry warnings may come before it), no stack. */
 function expectOneLineError(r: CliResult, code: number, message: RegExp): void {
   expect(r.code, r.stderr).toBe(code);
-  const lines = r.stderr.trim().split('\n').filter((l) => !/^(bundled|pushed) \d+\/\d+ |^checking \d+ blobs/.test(l));
+  const lines = r.stderr.trim().split('\n').filter((l) => !/^(bundled|pushed) \d+\/\d+ |^checking \d+ blobs|^prestage: warning: retry /.test(l));
   expect(lines).toHaveLength(1);
   expect(lines[0]).toMatch(/^prestage: error: /);
   expect(lines[0]).toMatch(message);
@@ -118,7 +121,8 @@ describe('bundle push tags the release', () => {
     expect(await tagsOf('ocp/ocp-release')).toEqual([truth.release.tag]);
     expect(await digestOfTag('ocp/ocp-release', truth.release.tag)).toBe(truth.release.image.digest);
     // Components sit where the same rule reads them.
-    expect(await digestOfTag('ocp/ocp-v4.0-art-dev', truth.components[0]!.digest)).toBe(truth.components[0]!.digest);
+    const component = planned.images.find((i) => i.source === 'component')!;
+    expect(await digestOfTag('ocp/ocp-v4.0-art-dev', component.digest)).toBe(component.digest);
 
     const viaMirror = await prestage(['plan', RELEASE, '--mirror', target, '--tls-verify=false', '-o', 'json']);
     expect(viaMirror.code, viaMirror.stderr).toBe(0);
@@ -213,8 +217,8 @@ describe('bundle create repairs what it kept', () => {
   it('fetches again a layer and a manifest damaged at the same size, as verify and push advise', async () => {
     const dir = join(work, 'damaged');
     await cp(bundle, dir, { recursive: true });
-    const layer = truth.components.flatMap((c) => c.layers).reduce((a, b) => (b.size > a.size ? b : a));
-    const manifest = truth.components[3]!;
+    const layer = planned.images.flatMap((i) => i.layers).reduce((a, b) => (b.compressedBytes > a.compressedBytes ? b : a));
+    const manifest = planned.images.filter((i) => i.source === 'component')[3]!;
     for (const digest of [layer.digest, manifest.digest]) {
       const file = join(dir, 'blobs', 'sha256', digest.slice('sha256:'.length));
       const bytes = await readFile(file);
@@ -233,8 +237,9 @@ describe('bundle create repairs what it kept', () => {
     expect(rerun.code, rerun.stderr).toBe(0);
     expect(rerun.stdout).toMatch(/fetched [\d.]+ (KiB|MiB) in 1 blobs \(2 damaged, fetched again\)/);
     const blobReads = sourceProxy.stats.log.filter((r) => r.method === 'GET' && r.target.includes('/blobs/') && r.range === undefined).map((r) => r.target.split('/blobs/')[1]);
-    // The release's payload layer is read to plan; of the bundle's blobs only the damaged layer.
-    expect(blobReads.filter((d) => d !== truth.release.manifestsLayer.digest)).toEqual([layer.digest]);
+    // The release's payload layer and config are read to plan; of the bundle's blobs only the damaged layer.
+    const readToPlan = [truth.release.manifestsLayer.digest, truth.release.image.config.digest];
+    expect(blobReads.filter((d) => !readToPlan.includes(d!))).toEqual([layer.digest]);
     expect(await treeHashes(dir)).toEqual(await treeHashes(bundle));
     expect((await prestage(['bundle', 'verify', dir])).code).toBe(0);
     expect((await prestage(['bundle', 'push', dir, `${mirror.host}/damaged`, '--tls-verify=false', '--output-dir', work])).code).toBe(0);
@@ -247,6 +252,7 @@ describe('bundle help', () => {
       const help = await prestage(['bundle', command, '--help']);
       expect(help.code).toBe(0);
       expect(help.stdout).toMatch(new RegExp(`Examples:\\n  # .+\\n  prestage bundle ${command} `));
+      expect(help.stdout.split('\n').every((line) => line.length <= 100)).toBe(true);
       expect(help.stdout).toMatch(new RegExp(`\\n  prestage bundle ${command} .*${flag.replace('.', '\\.')}`));
       expect(help.stdout).toContain('Exit codes:\n  0    ok');
       expect(help.stdout).toContain('  70   internal error');

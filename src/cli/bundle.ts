@@ -62,7 +62,7 @@ function createCommand(ctx: CommandContext) {
           .option('max-archive-size', { type: 'string', describe: 'Also write the bundle as tar parts of at most SIZE (e.g. 4G) into <to>.parts/' })
           .option('parallel', { type: 'number', default: 8, describe: 'Blobs downloaded at once' })
           .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --to' })
-          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --registry-config pull-secret.json`, 'Bundle a release; rerun the same command to resume or repair it'))
+          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))
           .example(...example('$0 bundle create plan.json --to ocp-4.16.3 --max-archive-size 4G', 'Bundle a plan file, also as 4 GiB tar parts in ocp-4.16.3.parts/'))
           .example(...example('$0 bundle create plan-4.16.4.json --to ocp-4.16.4 --since ocp-4.16.3', 'Carry only what the 4.16.3 bundle did not'))
           .epilogue(EXIT_CODES_HELP),
@@ -138,13 +138,13 @@ function pushCommand(ctx: CommandContext) {
       withRegistryOptions(
         y
           .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive (unpacked beside it first)' })
-          .positional('target', { type: 'string', demandOption: true, describe: 'Mirror REGISTRY[/PREFIX]; images go to REGISTRY/PREFIX/<source repository>' })
+          .positional('target', { type: 'string', demandOption: true, describe: 'Mirror REGISTRY[/PREFIX] (images go to REGISTRY/PREFIX/<source repository>), or a --mirror rule SOURCE=REGISTRY/PATH (images go where that rule reads them)' })
           .option('output-dir', { type: 'string', default: '.', describe: `Where to write ${MAPPING_FILE} and ${IDMS_FILE}` })
           .option('work-dir', { type: 'string', describe: 'Where to unpack tar parts (into DIR/<name>) when they sit on read-only media; default: beside parts.json' })
           .option('parallel', { type: 'number', default: 8, describe: 'Blob and manifest operations at once' })
-          .example(...example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file mirror-ca.pem', 'Images go to mirror.example.com:5000/ocp/openshift-release-dev/...; read them with --mirror quay.io=mirror.example.com:5000/ocp'))
-          .example(...example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Images go where --mirror quay.io/openshift-release-dev=mirror.example.com:5000/ocp reads them: mirror.example.com:5000/ocp/ocp-release:4.16.3-x86_64, ...'))
-          .example(...example('$0 bundle push /media/usb/ocp-4.16.3.parts mirror.example.com:5000/ocp --work-dir /var/tmp/prestage', 'Unpack parts from read-only media on a writable disk, then push'))
+          .example(...example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file ca.pem', 'Push under a prefix; plan from it with --mirror quay.io=mirror.example.com:5000/ocp'))
+          .example(...example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Push where the same --mirror rule reads, e.g. ocp/ocp-release:4.16.3-x86_64'))
+          .example(...example('$0 bundle push /media/dvd/ocp.parts mirror.example.com:5000/ocp --work-dir /var/tmp', 'Parts on read-only media: unpack them on a writable disk, then push'))
           .epilogue(EXIT_CODES_HELP),
       ),
     handler: async (args: any) => {
