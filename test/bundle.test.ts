@@ -67,7 +67,7 @@ beforeAll(async () => {
   expect(plan.code).toBe(0);
   await writeFile(planFile, plan.stdout);
   planned = JSON.parse(plan.stdout) as Plan;
-  IMAGES = planned.images.length;
+  IMAGES = bundledImages().length;
 });
 
 afterAll(async () => {
@@ -96,29 +96,42 @@ function expectOneLineError(r: CliResult, code: number, message: RegExp): void {
   expect(r.stderr).not.toMatch(/\n\s+at /);
 }
 
-/** What the planned images consist of: manifests, configs and layers by digest. */
-function releaseBlobs(): { manifests: Set<string>; blobs: Map<string, number> } {
-  const blobs = new Map<string, number>();
-  for (const image of planned.images) {
-    blobs.set(image.config.digest, image.config.size);
-    for (const l of image.layers) blobs.set(l.digest, l.compressedBytes);
-  }
-  return { manifests: new Set(planned.images.map((i) => i.digest)), blobs };
+/**
+ * Every image a bundle of the release carries: the planned ones, and those the plan puts in no
+ * set (the mirror serves the whole release), whose contents the fixture's truth gives.
+ */
+function bundledImages(): Array<{ pullSpec: string; digest: string; config: { digest: string; size: number }; layers: Array<{ digest: string; size: number }> }> {
+  const truthOf = new Map(truth.components.map((c) => [c.digest, c]));
+  return [
+    ...planned.images.map((i) => ({ pullSpec: i.pullSpec, digest: i.digest, config: i.config, layers: i.layers.map((l) => ({ digest: l.digest, size: l.compressedBytes })) })),
+    ...planned.skipped.map((i) => ({ pullSpec: i.pullSpec, digest: i.digest, config: truthOf.get(i.digest)!.config, layers: truthOf.get(i.digest)!.layers.map((l) => ({ digest: l.digest, size: l.size })) })),
+  ];
 }
 
-const largestLayer = () => planned.images.flatMap((i) => i.layers.map((l) => ({ digest: l.digest, size: l.compressedBytes }))).reduce((a, b) => (b.size > a.size ? b : a));
+/** What the bundled images consist of: manifests, configs and layers by digest. */
+function releaseBlobs(): { manifests: Set<string>; blobs: Map<string, number> } {
+  const blobs = new Map<string, number>();
+  for (const image of bundledImages()) {
+    blobs.set(image.config.digest, image.config.size);
+    for (const l of image.layers) blobs.set(l.digest, l.size);
+  }
+  return { manifests: new Set(bundledImages().map((i) => i.digest)), blobs };
+}
+
+const largestLayer = () => bundledImages().flatMap((i) => i.layers).reduce((a, b) => (b.size > a.size ? b : a));
 const plannedComponents = () => planned.images.filter((i) => i.source === 'component');
 const blobHex = (digest: string) => digest.slice('sha256:'.length);
 
 describe('bundle create from a release', () => {
-  it('writes an OCI layout naming every planned image by its source pullspec', async () => {
+  it('writes an OCI layout naming every image of the release by its source pullspec, those in no set too', async () => {
     expect(referenceRun.code).toBe(0);
     expect(referenceRun.stdout).toMatch(new RegExp(`^bundle ${reference}: ${IMAGES} images, \\d+ blobs, [\\d.]+ MiB; fetched`));
     expect(JSON.parse(await readFile(join(reference, 'oci-layout'), 'utf8'))).toEqual({ imageLayoutVersion: '1.0.0' });
     const index = JSON.parse(await readFile(join(reference, 'index.json'), 'utf8')) as { manifests: Array<{ digest: string; annotations: Record<string, string> }> };
     const names = index.manifests.map((m) => m.annotations['org.opencontainers.image.ref.name']);
     expect(names[0]).toBe(RELEASE_BY_DIGEST);
-    expect(new Set(names)).toEqual(new Set(planned.images.map((i) => i.pullSpec)));
+    expect(planned.skipped.length).toBeGreaterThan(0);
+    expect(new Set(names)).toEqual(new Set(bundledImages().map((i) => i.pullSpec)));
     expect(names).toHaveLength(IMAGES);
     for (const m of index.manifests) expect(m.annotations['org.opencontainers.image.ref.name']).toMatch(new RegExp(`@${m.digest}$`));
     await expect(stat(join(reference, '.partial'))).rejects.toThrow(/ENOENT/);
@@ -360,7 +373,7 @@ describe('incremental bundles (--since)', () => {
     // The previous bundle held only the release image, whose base layers every component shares.
     const full = await readPlanFile(planFile);
     const subsetFile = join(work, 'plan-subset.json');
-    await writeFile(subsetFile, JSON.stringify({ ...full, images: full.images.slice(0, 1) }));
+    await writeFile(subsetFile, JSON.stringify({ ...full, images: full.images.slice(0, 1), skipped: [] }));
     const previous = join(work, 'previous');
     const next = join(work, 'next');
     expect((await runCli(['bundle', 'create', subsetFile, '--to', previous, ...from])).code).toBe(0);
@@ -368,13 +381,13 @@ describe('incremental bundles (--since)', () => {
     const r = await runCli(['bundle', 'create', planFile, '--to', next, '--since', previous, ...from]);
     expect(r.code).toBe(0);
     const carried = new Set(full.images.slice(0, 1).flatMap((i) => [i.config.digest, ...i.layers.map((l) => l.digest)]));
-    const all = new Set(full.images.flatMap((i) => [i.config.digest, ...i.layers.map((l) => l.digest)]));
+    const all = new Set(bundledImages().flatMap((i) => [i.config.digest, ...i.layers.map((l) => l.digest)]));
     const fresh = [...all].filter((d) => !carried.has(d));
     expect(r.stdout).toMatch(new RegExp(`fetched [\\d.]+ MiB in ${fresh.length} blobs .*; ${carried.size} blobs left to the previous bundle`));
     const files = new Set(await readdir(join(next, 'blobs', 'sha256')));
     for (const d of carried) expect(files.has(blobHex(d))).toBe(false);
     for (const d of fresh) expect(files.has(blobHex(d))).toBe(true);
-    for (const i of full.images) expect(files.has(blobHex(i.digest))).toBe(true);
+    for (const i of bundledImages()) expect(files.has(blobHex(i.digest))).toBe(true);
 
     const verify = await runCli(['bundle', 'verify', next]);
     expect(verify.code).toBe(0);

@@ -46,8 +46,12 @@ export function manifestBlobs(manifest: ImageManifest): Descriptor[] {
 }
 
 export async function collectContent(client: RegistryClient, plan: Plan, allPlatforms: boolean): Promise<BundleContent> {
+  // The mirror serves the whole release: images the nodes never pin (skipped by the plan:
+  // other platforms, disabled capabilities, tools such as must-gather) are pulled by digest from
+  // it all the same, so they travel too. Plans written before skipped[] existed have none.
+  const pullSpecs = [...plan.images, ...(plan.skipped ?? [])].map((image) => image.pullSpec);
   // All settle before a failure is thrown, so no request outlives the command's client.
-  const settled = await Promise.allSettled(plan.images.map((image) => collectImage(client, image.pullSpec, plan.release.architecture, allPlatforms)));
+  const settled = await Promise.allSettled(pullSpecs.map((pullSpec) => collectImage(client, pullSpec, plan.release.architecture, allPlatforms)));
   const failed = settled.find((r) => r.status === 'rejected');
   if (failed) throw failed.reason;
   const images = settled.map((r) => (r as PromiseFulfilledResult<BundleImage>).value);
