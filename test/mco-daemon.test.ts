@@ -62,6 +62,13 @@ describe.each([
     expect(master.some((e) => e['phase'] === 'progressing' && e['note'] === 'MCO sync deadline passed, pulling on (requeue: prefetching images incomplete after timeout: 2m0s)')).toBe(true);
     expect(master.filter((e) => e['phase'] === 'degraded')).toEqual([]);
     expect(master.at(-1)).toMatchObject({ phase: 'done', currentGeneration: 1, desiredGeneration: 1 });
+
+    // The pool's own count (poolSynchronizersStatus), as MCO's controller writes it.
+    let status = '';
+    for (const deadline = Date.now() + 10_000; Date.now() < deadline && !status.includes('pool master: 1/1'); await new Promise((r) => setTimeout(r, 200))) {
+      status = (await runCli(['status', 'big-control-plane', ...kube()])).stdout;
+    }
+    expect(status).toMatch(/\n\npool master: 1\/1 nodes have every PinnedImageSet\n$/);
   });
 
   it("a bad image in another set of the pool is named as that set's, and does not fail ours", async () => {

@@ -59,7 +59,8 @@ afterAll(async () => {
 
 /** A status table as records, cut at the header's column starts. */
 function parseTable(text: string): Array<Record<string, string>> {
-  const [header, ...lines] = text.trimEnd().split('\n');
+  // The table ends at the first blank line (MCO's pool lines follow it).
+  const [header, ...lines] = text.trimEnd().split('\n\n')[0]!.split('\n');
   const starts = [...header!.matchAll(/(?:^|(?<=\s{2}))\S/g)].map((m) => m.index);
   const names = starts.map((start, i) => header!.slice(start, starts[i + 1]).trim());
   return lines.map((line) => Object.fromEntries(names.map((name, i) => [name, line.slice(starts[i], starts[i + 1]).trim()])));

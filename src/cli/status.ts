@@ -25,7 +25,9 @@ export function renderStatusTable(snapshot: ProgressSnapshot): string {
   const header = ['NODE', 'SET', 'GENERATION (CURRENT/DESIRED/SET)', 'STATE', 'IMAGES', 'BYTES', 'ERROR', 'NOTE'];
   // IMAGES and BYTES only where the backend reports them (the agent does, MCO does not); NOTE when any.
   const shown = header.map((_, c) => c < 4 || c === 6 || rows.some((r) => r[c])).map((keep, c) => (keep ? c : -1)).filter((c) => c >= 0);
-  return `${table([header, ...rows].map((r) => shown.map((c) => r[c]!)))}\n`;
+  // MCO's own per-pool count: nodes whose every set is current, as the MachineConfigPool says.
+  const pools = (snapshot.pools ?? []).map((p) => `pool ${p.name}: ${p.updatedMachineCount}/${p.machineCount} nodes have every PinnedImageSet${p.degraded ? `; degraded: ${p.degraded}` : ''}\n`);
+  return `${table([header, ...rows].map((r) => shown.map((c) => r[c]!)))}\n${pools.length ? `\n${pools.join('')}` : ''}`;
 }
 
 export function statusCommand(ctx: CommandContext, scriptName: string) {

@@ -67,8 +67,20 @@ export interface SetProgress {
   readonly nodes: readonly NodeSetProgress[];
 }
 
+/** A pool's own account of its nodes' pins, where the backend keeps one (MCO's MachineConfigPool). */
+export interface PoolProgress {
+  readonly name: string;
+  /** `status.poolSynchronizersStatus[PinnedImageSets]`: nodes updated = every set current. */
+  readonly machineCount: number;
+  readonly updatedMachineCount: number;
+  /** The pool's PinnedImageSetsDegraded condition message, when True. */
+  readonly degraded?: string;
+}
+
 export interface ProgressSnapshot {
   readonly sets: readonly SetProgress[];
+  /** The pools the sets target, as the pools report themselves (MCO only). */
+  readonly pools?: readonly PoolProgress[];
 }
 
 export interface WatchOptions {

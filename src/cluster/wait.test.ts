@@ -30,7 +30,16 @@ describe('WaitTracker', () => {
     tracker.observe(snapshot(node('a', 'degraded', { error: 'ENOSPC' })), 3_000);
     expect(tracker.failure(4_999)).toBeUndefined();
     expect(tracker.nextFailureCheck()).toBe(5_000);
-    expect(tracker.failure(5_000)).toEqual({ set: 'workers', node: 'a', error: 'exit status 125', degradedMs: 5_000 });
+    expect(tracker.failure(5_000)).toEqual({ set: 'workers', node: 'a', error: 'exit status 125', degradedMs: 5_000, unreported: false });
+  });
+
+  it('fails a node that nothing reports (no status object) once that lasts --fail-after, flagged as unreported', () => {
+    const tracker = new WaitTracker(5_000);
+    tracker.observe(snapshot(node('a', 'pending', { unreported: 'no MachineConfigNode for this node' })), 0);
+    expect(tracker.failure(4_999)).toBeUndefined();
+    expect(tracker.failure(5_000)).toEqual({ set: 'workers', node: 'a', error: 'no MachineConfigNode for this node', degradedMs: 5_000, unreported: true });
+    tracker.observe(snapshot(node('a', 'pending')), 5_001);
+    expect(tracker.failure(20_000)).toBeUndefined();
   });
 
   it('restarts the --fail-after clock when a node recovers between failures', () => {

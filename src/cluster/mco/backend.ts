@@ -11,7 +11,7 @@
  * its deadline written as a failure, and its one error copied into every set.
  */
 import { toPinnedImageSetObject } from '../desired-sets.js';
-import { MANAGED_BY_LABEL, type DesiredSet, type NodeSetProgress, type PinningBackend, type ProgressSnapshot, type SetProgress } from '../backend.js';
+import { MANAGED_BY_LABEL, type DesiredSet, type NodeSetProgress, type PinningBackend, type PoolProgress, type ProgressSnapshot, type SetProgress } from '../backend.js';
 import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../kube.js';
 import { observedBackend, type ClusterView } from '../observed-backend.js';
 
@@ -40,6 +40,11 @@ export const MCO_PATHS = mcoPaths(MCO_V1);
 
 interface MachineConfigPool extends KubeObject {
   spec?: { nodeSelector?: LabelSelector; machineConfigSelector?: LabelSelector };
+  /** poolSynchronizersStatus: v1 from 4.19, and the TechPreviewNoUpgrade pool CRD of 4.16-4.18. */
+  status?: {
+    poolSynchronizersStatus?: Array<{ poolSynchronizerType: string; machineCount: number; updatedMachineCount: number }>;
+    conditions?: Array<{ type: string; status: string; message?: string }>;
+  };
 }
 
 /** A set's entry in a MachineConfigNode, as MCO writes it at v1 (4.19+) and v1alpha1 (4.16-4.18). */
@@ -89,17 +94,27 @@ export function projectMco(view: ClusterView, names: readonly string[] | undefin
   const wanted = names ?? [...sets.values()].filter((s) => s.metadata.labels?.[MANAGED_BY_LABEL] === 'prestage').map((s) => s.metadata.name);
   const poolOfNode = new Map(nodes.map((node) => [node.metadata.name, poolOf(node, pools)]));
   const setsOfImage = (image: string) => [...sets.values()].filter((s) => imagesOf(s).includes(image)).map((s) => s.metadata.name).sort();
-  return {
-    sets: [...new Set(wanted)].sort().map((name): SetProgress => {
-      const set = sets.get(name);
-      if (!set) return { name, exists: false, generation: 0, nodes: [] };
-      const generation = set.metadata.generation ?? 1;
-      const own = new Set(imagesOf(set));
-      const setPools = new Set(pools.filter((p) => p.spec?.machineConfigSelector && matchesSelector(set.metadata.labels, p.spec.machineConfigSelector)).map((p) => p.metadata.name));
-      const targets = nodes.filter((n) => setPools.has(poolOfNode.get(n.metadata.name) ?? '')).map((n) => n.metadata.name).sort();
-      return { name, exists: true, generation, nodes: targets.map((node) => nodeProgress(node, name, generation, mcns.get(node), own, setsOfImage)) };
-    }),
-  };
+  const targetPools = new Set<string>();
+  const progress = [...new Set(wanted)].sort().map((name): SetProgress => {
+    const set = sets.get(name);
+    if (!set) return { name, exists: false, generation: 0, nodes: [] };
+    const generation = set.metadata.generation ?? 1;
+    const own = new Set(imagesOf(set));
+    const setPools = new Set(pools.filter((p) => p.spec?.machineConfigSelector && matchesSelector(set.metadata.labels, p.spec.machineConfigSelector)).map((p) => p.metadata.name));
+    for (const pool of setPools) targetPools.add(pool);
+    const targets = nodes.filter((n) => setPools.has(poolOfNode.get(n.metadata.name) ?? '')).map((n) => n.metadata.name).sort();
+    return { name, exists: true, generation, nodes: targets.map((node) => nodeProgress(node, name, generation, mcns.get(node), own, setsOfImage)) };
+  });
+  const poolView = pools.filter((p) => targetPools.has(p.metadata.name)).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)).flatMap((p) => poolProgress(p));
+  return { sets: progress, ...(poolView.length ? { pools: poolView } : {}) };
+}
+
+/** The pool's PinnedImageSets synchronizer, where the pool CRD has one (4.19+, or TechPreview). */
+function poolProgress(pool: MachineConfigPool): PoolProgress[] {
+  const synchronizer = pool.status?.poolSynchronizersStatus?.find((s) => s.poolSynchronizerType === 'PinnedImageSets');
+  if (!synchronizer) return [];
+  const degraded = pool.status?.conditions?.find((c) => c.type === 'PinnedImageSetsDegraded' && c.status === 'True');
+  return [{ name: pool.metadata.name, machineCount: synchronizer.machineCount, updatedMachineCount: synchronizer.updatedMachineCount, ...(degraded ? { degraded: degraded.message || 'PinnedImageSetsDegraded' } : {}) }];
 }
 
 /**
