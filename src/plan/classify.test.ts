@@ -50,7 +50,7 @@ describe('classifyComponents', () => {
   });
   it('sends node OS images to all nodes', () => {
     expect(role(5)).toBe('all');
-    expect(result.get(digest(5))!.evidence).toEqual(['node OS image: every node boots from it']);
+    expect(result.get(digest(5))!.evidence).toEqual(['node OS image: every node is rebased to it in the upgrade; MCO 4.17+ rebases from this pinned copy (its pool lists the set), 4.16 and the agent backend pull it from the registry again']);
   });
   it('ignores manifests not included for the profile', () => {
     expect(role(6)).toBe('none');

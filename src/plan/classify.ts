@@ -36,7 +36,12 @@ export interface ClassifyOptions extends InclusionOptions {
   readonly allNodes: readonly string[];
 }
 
-/** The node OS images: every node boots from them. */
+/**
+ * The node OS images: every node is rebased to the release's OS image in the upgrade. From 4.17
+ * MCO's daemon rebases from local storage when the node's pool lists PinnedImageSets (MCO's
+ * controller lists every set whose labels its machineConfigSelector matches), so pinning it
+ * saves the largest download; 4.16 and nodes without MCO sets pull it from the registry anyway.
+ */
 const NODE_OS_IMAGE = /^(machine-os-content|rhel-coreos.*|rhcos.*|centos-stream-coreos.*|fedora-coreos.*)$/;
 const CONTROL_PLANE_LABELS = new Set(['node-role.kubernetes.io/master', 'node-role.kubernetes.io/control-plane']);
 const DIGEST_IN_TEXT = /@(sha256:[a-f0-9]{64})/g;
@@ -88,7 +93,7 @@ function decide(c: ComponentImage, refs: readonly Reference[], notApplied: reado
   const named = (list: readonly string[]) => c.names.some((n) => list.includes(n));
   if (named(opts.allNodes)) return { role: 'all', evidence: ['forced to all nodes by --all-nodes'] };
   if (named(opts.controlPlaneOnly)) return { role: 'control-plane', evidence: ['forced control-plane-only by --control-plane-only'] };
-  if (c.names.some((n) => NODE_OS_IMAGE.test(n))) return { role: 'all', evidence: ['node OS image: every node boots from it'] };
+  if (c.names.some((n) => NODE_OS_IMAGE.test(n))) return { role: 'all', evidence: ['node OS image: every node is rebased to it in the upgrade; MCO 4.17+ rebases from this pinned copy (its pool lists the set), 4.16 and the agent backend pull it from the registry again'] };
   if (refs.length === 0) {
     if (notApplied.length > 0) {
       const shown = [...new Set(notApplied)].sort();
