@@ -259,7 +259,7 @@ describe('prestage stage with the real agents', () => {
 
     const timedOut = await runCli(['wait', 'late', '--timeout', '2s', ...kube]);
     expect(timedOut.code).toBe(124);
-    expect(timedOut.stderr).toMatch(/^prestage: error: timed out after 2 s: late [01]\/2 nodes done \(waiting on (worker-0 \w+, )?worker-1 pending\)\n$/);
+    expect(timedOut.stderr).toMatch(/^prestage: error: timed out after 2 s: late [01]\/2 nodes done \(waiting on (worker-0 \w+; |worker-0, )?worker-1 pending\)\n$/);
 
     await startAgent(worker1);
     const finished = await runCli(['wait', 'late', '--timeout', '5m', ...kube]);

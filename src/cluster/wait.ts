@@ -231,8 +231,14 @@ export async function waitForSets(backend: PinningBackend, sets: readonly string
 function pendingSummary(tracker: WaitTracker): string {
   const parts = tracker.latest.sets.filter((s) => !setReady(s)).map((s) => {
     const waiting = s.nodes.filter((n) => n.phase !== 'done');
-    const shown = waiting.slice(0, 3).map((n) => `${n.node} ${n.phase}${n.note ? `: ${n.note}` : ''}`).join(', ');
-    return `${s.name} ${s.nodes.length - waiting.length}/${s.nodes.length} nodes done${s.nodes.length ? ` (waiting on ${shown}${waiting.length > 3 ? ', ...' : ''})` : ', targets no nodes'}`;
+    // Nodes in the same state with the same note once: MCO copies one error to every node's sets.
+    const groups = new Map<string, string[]>();
+    for (const n of waiting) {
+      const state = `${n.phase}${n.note ? `: ${n.note}` : ''}`;
+      groups.set(state, [...(groups.get(state) ?? []), n.node]);
+    }
+    const shown = [...groups].map(([state, nodes]) => `${nodes.slice(0, 3).join(', ')}${nodes.length > 3 ? ` and ${nodes.length - 3} more` : ''} ${state}`).join('; ');
+    return `${s.name} ${s.nodes.length - waiting.length}/${s.nodes.length} nodes done${s.nodes.length ? ` (waiting on ${shown})` : ', targets no nodes'}`;
   });
   return parts.join('; ') || 'no progress seen';
 }
