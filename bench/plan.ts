@@ -5,6 +5,13 @@
  * release behind a proxy with a 20 ms round trip (every request, plus each new connection's
  * handshake). Prints wall-time ratios and the
  * bytes prestage read against the minimum any planner must read.
+ *
+ * Beside the baseline, prestage's wall time against the critical-path lower bound for the
+ * requests it made, at each round trip in BENCH_RTTS (default 20 and 100 ms):
+ * RTT x (dependent round trips + one connection handshake + the other requests / concurrency)
+ * + bytes / bandwidth (BENCH_BANDWIDTH bytes/s, default uncapped). The dependent chain is what
+ * any planner waits through one after another: the release manifest, its payload layer, a
+ * component manifest, a layer trailer; plus the scheme probe `--tls-verify=false` costs.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -22,6 +29,12 @@ import { startFaultProxy, startRegistry } from '../test/harness/index.js';
 
 const run = promisify(execFile);
 const RTT_MS = Number(process.env.BENCH_RTT_MS ?? 20);
+const BOUND_RTTS = (process.env.BENCH_RTTS ?? '20,100').split(',').map(Number);
+const BANDWIDTH = process.env.BENCH_BANDWIDTH ? Number(process.env.BENCH_BANDWIDTH) : undefined;
+/** prestage's default --max-concurrency. */
+const CONCURRENCY = 32;
+/** Scheme probe, release manifest, payload layer, component manifest, layer trailer. */
+const DEPENDENT_ROUND_TRIPS = 5;
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const BIN = fileURLToPath(new URL('../bin/prestage.js', import.meta.url));
 
@@ -33,6 +46,7 @@ const registry = await startRegistry({ storageDir: join(storageDir, 'storage') }
 await pushFixture(registry.url, fixture);
 const proxy = await startFaultProxy({ upstream: registry.url });
 proxy.setLatency(RTT_MS);
+if (BANDWIDTH !== undefined) proxy.setBandwidth(BANDWIDTH);
 const release = `quay.io/${truth.releaseRepository}:${truth.release.tag}`;
 
 async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; bytes: number; requests: number; value: T }> {
@@ -96,6 +110,24 @@ function minimumBytes(): number {
     + truth.components.reduce((a, c) => a + c.manifestSize, 0) + 4 * layers.size;
 }
 
+/** The critical-path lower bound for prestage's own requests at each RTT, against its wall time. */
+async function criticalPath(): Promise<void> {
+  const startup = median(await Promise.all([0, 1, 2].map(async () => (await timed(() => run(process.execPath, [BIN, '--version']))).ms)));
+  console.log(`critical path  bound = RTT x (${DEPENDENT_ROUND_TRIPS} dependent + 1 handshake + other requests / ${CONCURRENCY}) + bytes / ${BANDWIDTH ? `${BANDWIDTH} B/s` : 'uncapped bandwidth'}; process start (prestage --version): ${startup.toFixed(0)} ms`);
+  console.log(`  ${'RTT'.padEnd(8)} ${'prestage'.padStart(10)} ${'bound'.padStart(8)} ${'ratio'.padStart(6)} ${'requests'.padStart(9)} ${'bytes'.padStart(9)}   (target ratio <= 1.5)`);
+  for (const rtt of BOUND_RTTS) {
+    proxy.setLatency(rtt);
+    const runs: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
+    for (let i = 0; i < RUNS; i++) runs.push(await timed(prestage));
+    const ms = median(runs.map((r) => r.ms));
+    const { requests, bytes } = runs[0]!;
+    const roundTrips = DEPENDENT_ROUND_TRIPS + 1 + Math.ceil((requests - DEPENDENT_ROUND_TRIPS) / CONCURRENCY);
+    const bound = rtt * roundTrips + (BANDWIDTH ? (bytes / BANDWIDTH) * 1000 : 0);
+    console.log(`  ${`${rtt} ms`.padEnd(8)} ${`${ms.toFixed(0)} ms`.padStart(10)} ${`${bound.toFixed(0)} ms`.padStart(8)} ${(ms / bound).toFixed(2).padStart(6)} ${String(requests).padStart(9)} ${String(bytes).padStart(9)}`);
+  }
+  proxy.setLatency(RTT_MS);
+}
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 try {
   await prestage(); // warm the registry's own caches so neither side pays for them
@@ -117,6 +149,7 @@ try {
   for (const r of rows) console.log(`  ${r[0]!.padEnd(16)} ${r[1]!.padStart(14)} ${r[2]!.padStart(9)} ${r[3]!.padStart(12)}`);
   console.log(`  speed-up (baseline / prestage wall time): ${(theirsMs / oursMs).toFixed(1)}x   (target >= 10x)`);
   console.log(`  prestage bytes / minimum bytes (${minimum}): ${(ours[0]!.bytes / minimum).toFixed(3)}   (target <= 1.05)`);
+  await criticalPath();
 } finally {
   await proxy.stop();
   await registry.stop();

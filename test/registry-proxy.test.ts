@@ -79,7 +79,12 @@ describe('registries through a forward proxy (tinyproxy)', () => {
   });
   it('sends a plain-HTTP registry through HTTP_PROXY', async () => {
     const before = (await proxy.targets()).length;
-    expectPlanned(await plan(plain.host, env({ HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url }), '--tls-verify=false'));
+    const r = await plan(plain.host, env({ HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url }), '--tls-verify=false');
+    // tinyproxy closes the connection after each forwarded response without saying so; a body
+    // read slower than it arrives may then end in 'other side closed' and is resumed: at most
+    // that one summed retry line.
+    expect(lines(r.stderr).filter((l) => !new RegExp(`^prestage: warning: ${plain.host}: \\d+ retr(y|ies) \\(UND_ERR_SOCKET x\\d+\\)$`).test(l))).toEqual([]);
+    expectPlanned({ ...r, stderr: '' });
     const targets = (await proxy.targets()).slice(before);
     expect(targets.length).toBeGreaterThan(0);
     expect(new Set(targets)).toEqual(new Set([plain.host]));

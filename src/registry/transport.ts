@@ -97,8 +97,9 @@ export function createDispatcher(opts: Pick<TransportOptions, 'tlsVerify' | 'caF
   const ca = [...systemTrust().certificates, ...(opts.caFile ? [readBundle(opts.caFile, '--ca-file')] : [])];
   const tls = {
     rejectUnauthorized: opts.tlsVerify,
-    // Parsed once for every connection: an OS store holds about 150 certificates.
-    secureContext: createSecureContext({ ca }),
+    // Parsed once for every connection (an OS store holds about 150 certificates), and only
+    // when certificates are checked.
+    ...(opts.tlsVerify ? { secureContext: createSecureContext({ ca }) } : {}),
     ...(opts.connectTimeoutMs !== undefined ? { timeout: opts.connectTimeoutMs } : {}),
   };
   const pool = { headersTimeout: opts.stallTimeoutMs, bodyTimeout: opts.stallTimeoutMs, connections: 32 };
@@ -107,7 +108,9 @@ export function createDispatcher(opts: Pick<TransportOptions, 'tlsVerify' | 'caF
     connect: tls,
     factory: (origin, options) => {
       const proxy = proxyFor(new URL(origin));
-      return proxy ? new ProxyAgent({ ...pool, uri: proxy.href, requestTls: tls, proxyTls: tls }) : new Pool(origin, options);
+      // Plain-HTTP origins are forwarded (GET http://...), not tunnelled, as curl does: proxies
+      // often allow CONNECT only to port 443.
+      return proxy ? new ProxyAgent({ ...pool, uri: proxy.href, requestTls: tls, proxyTls: tls, proxyTunnel: false }) : new Pool(origin, options);
     },
   });
 }
