@@ -187,6 +187,39 @@ describe('plan for a known cluster', () => {
   });
 });
 
+describe('names MCO accepts (PinnedImageSet CEL rules)', () => {
+  const named = (host: string) => `${host}/openshift-release-dev/ocp-release:4.16.3-x86_64`;
+  const releaseAt = (host: string) => `${host}/openshift-release-dev/ocp-release@${truth.release.image.digest}`;
+
+  it('writes MCO sets whose release is named by a dotted IP host', async () => {
+    const r = await runCli(['plan', named(registry.host), ...mirror, '-o', 'yaml']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const docs = yaml.loadAll(r.stdout) as Array<{ spec: { pinnedImages: Array<{ name: string }> } }>;
+    expect(docs[0]!.spec.pinnedImages.map((i) => i.name)).toContain(releaseAt(registry.host));
+  });
+
+  it('refuses -o yaml and --output-dir for MCO when a name is localhost:PORT, naming it and the fix; the agent API and -o json take it', async () => {
+    const local = `localhost:${registry.host.split(':')[1]}`;
+    const message = `prestage: error: MCO's PinnedImageSet would reject ${releaseAt(local)}: its registry host ${local} is not a dotted name or IP address; plan the release by its source name (quay.io/...) with --mirror SOURCE=MIRROR, which keeps the source names, or use --api prestage (the prestage agent)\n`;
+    for (const api of ['mco', 'mco-v1alpha1']) {
+      const r = await runCli(['plan', named(local), ...mirror, '-o', 'yaml', '--api', api]);
+      expect(r).toEqual({ code: 2, stdout: '', stderr: message });
+    }
+    const dir = join(await mkdtemp(join(tmpdir(), 'prestage-names-')), 'gitops');
+    const written = await runCli(['plan', named(local), ...mirror, '--output-dir', dir, '-o', 'json']);
+    expect(written).toEqual({ code: 2, stdout: '', stderr: message });
+    await expect(readdir(dir)).rejects.toThrow(/ENOENT/);
+
+    const agent = await runCli(['plan', named(local), ...mirror, '-o', 'yaml', '--api', 'prestage']);
+    expect(agent.code).toBe(0);
+    expect(agent.stdout).toContain(releaseAt(local));
+    const json = await runCli(['plan', named(local), ...mirror, '-o', 'json']);
+    expect(json.code).toBe(0);
+    expect((JSON.parse(json.stdout) as Plan).release.pullSpec).toBe(releaseAt(local));
+  });
+});
+
 describe('plan input checks', () => {
   it.each([
     ['an unknown platform', ['--platform', 'Hetzner'], /--platform Hetzner is not a platform; use one of AWS, Azure, GCP, VSphere, BareMetal, OpenStack, Nutanix, IBMCloud, PowerVS, AlibabaCloud, /],

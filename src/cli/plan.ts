@@ -1,6 +1,7 @@
 /** `prestage plan RELEASE`: release image in, PinnedImageSets out. */
 import type { Argv } from 'yargs';
 import { buildPlan } from '../plan/build.js';
+import { checkMcoNames } from '../plan/mco-names.js';
 import { checkOutputDir, renderYaml, SET_APIS, writeGitOpsDir } from '../render/pinned-image-sets.js';
 import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
@@ -35,6 +36,7 @@ export function planCommand(ctx: CommandContext) {
       try {
         const plan = await buildPlan(client, planOptionsFrom(args, args.release), (p) => progress.update(p)).finally(() => progress.stop());
         for (const line of retries.lines()) ctx.log.warn(line);
+        if ((args['output-dir'] || args.output === 'yaml') && args.api !== 'prestage') checkMcoNames(plan.sets.flatMap((s) => s.images));
         if (args['output-dir']) {
           const files = await writeGitOpsDir(plan, args['output-dir'], args.api);
           ctx.stderr.write(`wrote ${files.map((f) => `${args['output-dir']}/${f}`).join(', ')}\n`);

@@ -10,6 +10,7 @@
  * daemon writes them (FACTS §3) shapes the reading: one sync per node for all sets of its pool,
  * its deadline written as a failure, and its one error copied into every set.
  */
+import { checkMcoNames } from '../../plan/mco-names.js';
 import { toPinnedImageSetObject } from '../desired-sets.js';
 import { MANAGED_BY_LABEL, type DesiredSet, type NodeSetProgress, type PinningBackend, type PoolProgress, type ProgressSnapshot, type SetProgress } from '../backend.js';
 import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../kube.js';
@@ -72,7 +73,7 @@ interface PinnedImageSet extends KubeObject {
 
 export function mcoBackend(client: KubeClient, versions: McoVersions = MCO_V1): PinningBackend {
   const paths = mcoPaths(versions);
-  return observedBackend(client, {
+  const backend = observedBackend(client, {
     kind: 'mco',
     setsPath: paths.pinnedImageSets,
     toObject: (set: DesiredSet) => toPinnedImageSetObject(set, `${MCO_GROUP}/${versions.pinnedImageSets}`),
@@ -80,6 +81,14 @@ export function mcoBackend(client: KubeClient, versions: McoVersions = MCO_V1): 
     collections: [paths.pinnedImageSets, paths.machineConfigPools, paths.machineConfigNodes, paths.nodes],
     project: (view, names) => projectMco(view, names, versions),
   });
+  return {
+    ...backend,
+    // Refused here, before any request: the API server's CEL rules would refuse them one by one.
+    apply: (sets, options) => {
+      checkMcoNames(sets.flatMap((s) => s.images));
+      return backend.apply(sets, options);
+    },
+  };
 }
 
 const imagesOf = (object: KubeObject): string[] => ((object as PinnedImageSet).spec?.pinnedImages ?? []).map((i) => i.name);
