@@ -239,6 +239,17 @@ describe('what plan prints', () => {
     expect(r.code).toBe(3);
     expect(lines(r.stderr)).toEqual([expect.stringMatching(/^prestage: error: .*HTTP 503 .* after 3 attempts/)]);
   });
+  it('exits at once after a fatal error, without waiting out the backoffs of other reads', async () => {
+    const coreos = truth.components.find((c) => c.name === 'rhel-coreos')!;
+    faults.inject({ match: new RegExp(`/manifests/${coreos.digest}$`), times: Infinity, fault: { kind: 'status', status: 404 } });
+    faults.inject({ match: /\/manifests\/sha256:/, times: 20, fault: { kind: 'status', status: 429, retryAfter: 30 } });
+    const started = Date.now();
+    const r = await plan(faults.host, env(), '--tls-verify=false');
+    expect(r.code).toBe(3);
+    expect(lines(r.stderr)).toEqual([expect.stringMatching(/^prestage: error: .*@sha256:[a-f0-9]{64}: manifest not found \(404\)/)]);
+    expect(faults.stats.log.filter((x) => x.status === 429).length).toBeGreaterThan(0);
+    expect(Date.now() - started).toBeLessThan(15_000);
+  });
   it('warns once, not once per layer, when the registry ignores Range', async () => {
     faults.inject({ match: (req) => req.headers.range === 'bytes=-4', times: Infinity, fault: { kind: 'ignore-range' } });
     const r = await plan(faults.host, env(), '--tls-verify=false');

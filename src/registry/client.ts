@@ -3,6 +3,7 @@
  * the bytes are read. One transport (auth, retries, concurrency) per registry host.
  */
 import { createHash, type Hash } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Dispatcher } from 'undici';
@@ -50,23 +51,31 @@ export class RegistryClient {
   private readonly opts: RegistryClientOptions;
   private readonly dispatcher: Dispatcher;
   private readonly transports = new Map<string, RegistryTransport>();
+  private readonly closing = new AbortController();
   /** What this client read from registries: for progress and the benchmark's byte count. */
   readonly counters: ReadCounters = { requests: 0, bodyBytes: 0 };
 
   constructor(opts: RegistryClientOptions) {
     this.opts = opts;
+    // Every read waiting out a backoff listens: hundreds at once are expected, not a leak.
+    setMaxListeners(Infinity, this.closing.signal);
     this.dispatcher = createDispatcher(opts);
   }
 
+  /**
+   * Ends every read at once: after a fatal error the reads still running must neither retry
+   * (their lines once followed the error) nor keep the process waiting out backoffs and stalls.
+   */
   async close(): Promise<void> {
-    await this.dispatcher.close();
+    this.closing.abort();
+    await this.dispatcher.destroy();
   }
 
   private transportFor(ref: ImageReference): { transport: RegistryTransport; repository: string } {
     const at = applyMirrors(ref, this.opts.mirrors);
     let transport = this.transports.get(at.registry);
     if (!transport) {
-      transport = new RegistryTransport(at.registry, this.opts, this.dispatcher);
+      transport = new RegistryTransport(at.registry, this.opts, this.dispatcher, this.closing.signal);
       this.transports.set(at.registry, transport);
     }
     return { transport, repository: at.repository };
@@ -159,7 +168,7 @@ export class RegistryClient {
         lastError = err;
         const delayMs = Math.round(Math.random() * Math.min(this.opts.retry.maxDelayMs, this.opts.retry.baseDelayMs * 2 ** (attempt - 1)));
         this.opts.onEvent?.({ kind: 'retry', registry: transport.registry, url: `${transport.registry}/v2/${repository}/blobs/${blob.digest.slice(0, 19)}…`, attempt, delayMs, reason: `${reason} at byte ${received}` });
-        await sleep(delayMs);
+        await sleep(delayMs, undefined, { signal: this.closing.signal });
         continue;
       }
       break;

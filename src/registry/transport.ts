@@ -126,7 +126,8 @@ export class RegistryTransport {
   private readonly tokens = new Map<string, CachedToken>();
   private readonly pendingTokens = new Map<string, Promise<string>>();
 
-  constructor(registry: string, opts: TransportOptions, dispatcher: Dispatcher) {
+  /** `closing`: aborted when the owner closes; retries waiting out a backoff stop at once. */
+  constructor(registry: string, opts: TransportOptions, dispatcher: Dispatcher, private readonly closing?: AbortSignal) {
     this.registry = registry;
     this.host = apiHost(registry);
     this.opts = opts;
@@ -185,7 +186,7 @@ export class RegistryTransport {
         const retryAfter = err instanceof RetryableStatus ? err.retryAfterMs : undefined;
         const delayMs = Math.round(retryAfter !== undefined ? Math.min(retryAfter, MAX_RETRY_AFTER_MS) + backoff / 10 : backoff);
         this.opts.onEvent?.({ kind: 'retry', registry: this.registry, url: `${this.registry}/v2/${shortPath(path)}`, attempt, delayMs, reason: transient });
-        await sleep(delayMs);
+        await sleep(delayMs, undefined, this.closing ? { signal: this.closing } : {});
       }
     }
   }
@@ -331,7 +332,7 @@ class RetryableStatus extends Error {
 
 const TRANSIENT_CODES = new Set([
   'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH',
-  'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CLOSED',
+  'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT',
 ]);
 
 /** Why an error is worth retrying, or undefined when it is not. */
