@@ -90,8 +90,9 @@ interface CachedToken {
 }
 
 /**
- * One dispatcher per option set: TLS settings live on it. Origins named by the proxy
- * environment (src/net/proxy.ts) go through a tunnel; trust is the OS store plus --ca-file.
+ * One dispatcher per option set: TLS settings live on it. Each origin gets a pool of its own,
+ * direct or through the proxy the environment names for it (src/net/proxy.ts); trust is the
+ * OS store plus --ca-file, for registries and an HTTPS proxy alike.
  */
 export function createDispatcher(opts: Pick<TransportOptions, 'tlsVerify' | 'caFile' | 'stallTimeoutMs' | 'connectTimeoutMs'>): Dispatcher {
   const ca = [...systemTrust().certificates, ...(opts.caFile ? [readBundle(opts.caFile, '--ca-file')] : [])];
