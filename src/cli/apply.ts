@@ -7,6 +7,7 @@ import type { ApplyOutcome, DesiredSet } from '../cluster/backend.js';
 import { desiredSetsFromManifests, desiredSetsFromPlan } from '../cluster/desired-sets.js';
 import { BadInputError, systemErrorText } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
+import type { LiveCluster } from '../plan/live.js';
 import type { Plan } from '../plan/types.js';
 import { parseReference } from '../registry/reference.js';
 import type { CommandContext } from './context.js';
@@ -19,10 +20,10 @@ export function withReleasePlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags & Regi
   return withRegistryOptions(withPlanOptions(y));
 }
 
-export async function planRelease(release: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext): Promise<Plan> {
+export async function planRelease(release: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext, live?: LiveCluster): Promise<Plan> {
   const client = registryClientFrom(flags, (line) => ctx.log.warn(line));
   try {
-    return await buildPlan(client, planOptionsFrom(flags, release));
+    return await buildPlan(client, planOptionsFrom(flags, release, live));
   } finally {
     await client.close();
   }

@@ -3,13 +3,14 @@ import type { Argv } from 'yargs';
 import { readImagesFile, type PlanOptions } from '../plan/build.js';
 import { CAPABILITY_SETS, DEFAULT_FEATURE_SET, DEFAULT_PROFILE } from '../plan/inclusion.js';
 import { parsePlatform, PLATFORMS } from '../plan/platform.js';
+import type { LiveCluster } from '../plan/live.js';
 import type { ImageRole } from '../plan/types.js';
 
 export interface PlanFlags {
   arch: string;
   profile: string;
   'feature-set': string;
-  'capability-set': string;
+  'capability-set'?: string;
   capabilities: string[];
   exclude: string[];
   platform?: string;
@@ -29,10 +30,10 @@ export function withPlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags> {
     .option('arch', { type: 'string', default: 'amd64', describe: 'Architecture to plan for (amd64, arm64, ppc64le, s390x)' })
     .option('profile', { type: 'string', default: DEFAULT_PROFILE, describe: 'Cluster profile for manifest inclusion' })
     .option('feature-set', { type: 'string', default: DEFAULT_FEATURE_SET, describe: 'Cluster feature set for manifest inclusion (empty = Default)' })
-    .option('capability-set', { type: 'string', default: 'vCurrent', describe: `Baseline capability set, as install-config names it (${Object.keys(CAPABILITY_SETS).join(', ')})` })
+    .option('capability-set', { type: 'string', describe: `Baseline capability set, as install-config names it (${Object.keys(CAPABILITY_SETS).join(', ')}; default: the live cluster's, else vCurrent)` })
     .option('capabilities', { type: 'string', array: true, default: [] as string[], describe: 'Additional enabled capability NAME (repeatable or comma list)' })
     .option('exclude', { type: 'string', array: true, default: [] as string[], describe: 'Leave out manifests annotated exclude.release.openshift.io/X: "true" (as the CVO\'s EXCLUDE_MANIFESTS)' })
-    .option('platform', { type: 'string', describe: `Infrastructure platform (${PLATFORMS.join(', ')}); unknown keeps every platform's images` })
+    .option('platform', { type: 'string', describe: `Infrastructure platform (${PLATFORMS.join(', ')}; default: the live cluster's, else unknown, which keeps every platform's images)` })
     .option('control-plane-only', { type: 'string', array: true, default: [] as string[], describe: 'Component NAME to pin on control-plane nodes only (repeatable)' })
     .option('all-nodes', { type: 'string', array: true, default: [] as string[], describe: 'Component NAME to pin on all nodes (repeatable)' })
     .option('image', { type: 'string', array: true, default: [] as string[], describe: 'Extra image REF to add (repeatable; tags resolved to digests)' })
@@ -41,13 +42,26 @@ export function withPlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags> {
     .option('name-prefix', { type: 'string', default: 'prestage', describe: 'Prefix of the PinnedImageSet names' }) as unknown as Argv<T & PlanFlags>;
 }
 
-export function planOptionsFrom(flags: PlanFlags, release: string): PlanOptions {
+/** `--cluster`/`--no-cluster`: plan the upgrade of the running cluster (live.ts), or from the release alone. */
+export interface LiveFlags {
+  cluster?: boolean;
+}
+
+export function withLiveOptions<T>(y: Argv<T>, byDefault: string): Argv<T & LiveFlags> {
+  return y.option('cluster', {
+    type: 'boolean',
+    describe: `Plan what each role of the running cluster needs after the upgrade: ClusterVersion, Infrastructure, Nodes and Pods, read-only (default: ${byDefault}; --no-cluster plans from the release alone)`,
+  }) as unknown as Argv<T & LiveFlags>;
+}
+
+export function planOptionsFrom(flags: PlanFlags, release: string, live?: LiveCluster): PlanOptions {
   return {
     release,
     arch: flags.arch,
     profile: flags.profile,
     featureSet: flags['feature-set'].trim() || DEFAULT_FEATURE_SET,
-    capabilitySet: flags['capability-set'],
+    ...(flags['capability-set'] !== undefined ? { capabilitySet: flags['capability-set'] } : {}),
+    ...(live ? { live } : {}),
     additionalCapabilities: list(flags.capabilities),
     exclude: list(flags.exclude),
     ...(flags.platform !== undefined ? { platform: parsePlatform(flags.platform) } : {}),

@@ -5,7 +5,8 @@ import { checkMcoNames } from '../plan/mco-names.js';
 import { checkOutputDir, renderYaml, SET_APIS, writeGitOpsDir } from '../render/pinned-image-sets.js';
 import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
-import { planOptionsFrom, withPlanOptions } from './plan-options.js';
+import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
+import { planOptionsFrom, withLiveOptions, withPlanOptions } from './plan-options.js';
 import { RetrySummary } from '../registry/retry-summary.js';
 import { planProgress } from './plan-progress.js';
 import { registryClientFrom, withRegistryOptions } from './registry-options.js';
@@ -13,7 +14,7 @@ import { registryClientFrom, withRegistryOptions } from './registry-options.js';
 export function planCommand(ctx: CommandContext) {
   return {
     builder: (y: Argv) =>
-      withRegistryOptions(withPlanOptions(
+      withRegistryOptions(withLiveOptions(withPlanOptions(
         y
           .positional('release', { type: 'string', demandOption: true, describe: 'Release pullspec, e.g. quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64' })
           .option('output', { alias: 'o', choices: ['table', 'wide', 'json', 'yaml'] as const, default: 'table' as const, describe: 'Output format' })
@@ -23,18 +24,23 @@ export function planCommand(ctx: CommandContext) {
             default: 'mco' as const,
             describe: 'PinnedImageSet API of -o yaml and --output-dir: mco (machineconfiguration.openshift.io/v1, OpenShift 4.19+), mco-v1alpha1 (4.16-4.18 with TechPreviewNoUpgrade), prestage (prestage.dev/v1alpha1, the prestage agent)',
           })
-          .option('progress', { type: 'boolean', describe: 'Progress on stderr (default: when stderr is a terminal)' }),
-      )),
+          .option('progress', { type: 'boolean', describe: 'Progress on stderr (default: when stderr is a terminal)' })
+          .option('kubeconfig', { type: 'string', describe: 'Plan the upgrade of this cluster (live; default kubeconfig: $KUBECONFIG, ~/.kube/config, in-cluster)' })
+          .option('context', { type: 'string', describe: 'Kubeconfig context of the live cluster' })
+          .epilogue(LIVE_CLUSTER_HELP),
+      ), 'with --kubeconfig or --context')),
     handler: async (args: any) => {
       // Found now, not after minutes of registry reads.
       if (args['output-dir'] !== undefined) await checkOutputDir(args['output-dir']);
+      const requested = args.cluster ?? (args.kubeconfig !== undefined || args.context !== undefined);
+      const live = requested ? await liveClusterFrom(args, true) : undefined;
       // Retries are summed per registry and reported only when the plan succeeds: a fatal
       // error is the one line printed.
       const retries = new RetrySummary();
       const client = registryClientFrom(args, (_line, event) => retries.record(event));
       const progress = planProgress(ctx.stderr, args.progress, client.counters);
       try {
-        const plan = await buildPlan(client, planOptionsFrom(args, args.release), (p) => progress.update(p)).finally(() => progress.stop());
+        const plan = await buildPlan(client, planOptionsFrom(args, args.release, live), (p) => progress.update(p)).finally(() => progress.stop());
         for (const line of retries.lines()) ctx.log.warn(line);
         if ((args['output-dir'] || args.output === 'yaml') && args.api !== 'prestage') checkMcoNames(plan.sets.flatMap((s) => s.images));
         if (args['output-dir']) {

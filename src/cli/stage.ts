@@ -6,12 +6,14 @@
 import type { Argv } from 'yargs';
 import type { DesiredSet, PinningBackend } from '../cluster/backend.js';
 import { desiredSetsFromPlan } from '../cluster/desired-sets.js';
+import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
 import type { KubeClient, KubeList, KubeObject } from '../cluster/kube.js';
 import { ClusterError } from '../errors.js';
 import { formatBytes, renderPlanTable } from '../render/table.js';
 import { planRelease, renderApplyOutcomes, withReleasePlanOptions } from './apply.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
+import { withLiveOptions } from './plan-options.js';
 import { runWait, withWaitOptions, type WaitFlags } from './wait.js';
 
 const QUANTITY_SUFFIXES: Record<string, number> = {
@@ -45,10 +47,12 @@ export async function checkNodeDisks(client: KubeClient, backend: PinningBackend
 export function stageCommand(ctx: CommandContext, scriptName: string) {
   return {
     builder: (y: Argv) =>
-      withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', demandOption: true, describe: 'Release pullspec' })))),
+      withLiveOptions(withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', demandOption: true, describe: 'Release pullspec' })))), 'on; a cluster without ClusterVersion is planned from the release alone')
+        .epilogue(LIVE_CLUSTER_HELP),
     handler: async (args: any) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
-      const plan = await planRelease(args.release, args, ctx);
+      const live = args.cluster === false ? undefined : await liveClusterFrom(args as KubeFlags, args.cluster === true);
+      const plan = await planRelease(args.release, args, ctx, live);
       const sets = desiredSetsFromPlan(plan);
       // Progress goes to stdout; with -o json only the events do, so the table goes to stderr.
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(renderPlanTable(plan));

@@ -13,14 +13,20 @@ import { classifyComponents, type Classification, type ClassifyOptions } from '.
 import { checkInclusionOptions, enabledCapabilities, vocabularyOf } from './inclusion.js';
 import { PLATFORMS, type Platform } from './platform.js';
 import { measureImages, type MeasuredImage } from './sizes.js';
-import type { ImageRole, Plan } from './types.js';
+import { classifyLive, type LiveCluster } from './live.js';
+import type { ImageRole, Plan, PlanObserved } from './types.js';
 
 export interface PlanOptions extends Omit<ClassifyOptions, 'capabilities'> {
   readonly release: string;
   readonly arch: string;
-  /** `--capability-set` (install-config baselineCapabilitySet) and `--capabilities` (additional). */
-  readonly capabilitySet: string;
+  /**
+   * `--capability-set` (install-config baselineCapabilitySet; undefined: the live cluster's
+   * enabled capabilities, else vCurrent) and `--capabilities` (additional).
+   */
+  readonly capabilitySet?: string;
   readonly additionalCapabilities: readonly string[];
+  /** A running cluster to plan the upgrade of (live.ts); its platform and capabilities unless flags say otherwise. */
+  readonly live?: LiveCluster;
   /** Extra image references (tags are resolved to digests). */
   readonly extraImages: readonly string[];
   readonly extraRole: ImageRole;
@@ -38,10 +44,28 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   const facts = await readRelease(client, opts.release, opts.arch);
   const warnings = [...facts.warnings];
   const vocabulary = vocabularyOf(facts.documents);
-  const capabilities = enabledCapabilities(opts.capabilitySet, opts.additionalCapabilities, vocabulary.capabilities);
-  const classifyOptions: ClassifyOptions = { ...opts, capabilities };
+  const { live } = opts;
+  const capabilities = live?.capabilities && opts.capabilitySet === undefined
+    ? new Set([...live.capabilities, ...enabledCapabilities('None', opts.additionalCapabilities, vocabulary.capabilities)])
+    : enabledCapabilities(opts.capabilitySet ?? 'vCurrent', opts.additionalCapabilities, vocabulary.capabilities);
+  const platform = opts.platform ?? (live?.platform !== undefined ? livePlatform(live.platform, warnings) : undefined);
+  const classifyOptions: ClassifyOptions = { ...opts, capabilities, ...(platform ? { platform } : {}) };
   checkInclusionOptions(classifyOptions, vocabulary);
-  const classifications = classifyComponents(facts.components, facts.documents, classifyOptions);
+  let classifications = classifyComponents(facts.components, facts.documents, classifyOptions);
+  let observed: PlanObserved | undefined;
+  if (live) {
+    const current = await readRelease(client, live.release.pullSpec, opts.arch);
+    const planned = classifyLive({
+      cluster: live,
+      current: { version: current.release.version, digest: current.release.digest, components: current.components },
+      target: { version: facts.release.version, components: facts.components },
+      offline: classifications,
+      forced: [...opts.allNodes, ...opts.controlPlaneOnly],
+    });
+    classifications = planned.classifications;
+    observed = planned.observed;
+    warnings.push(...planned.warnings);
+  }
   warnUnknownNames(opts, facts.components.flatMap((c) => c.names), warnings);
 
   // Images in no set are not measured: nothing reads their sizes.
@@ -60,7 +84,7 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
     const m = measured[1 + kept.length + i]!;
     return { name: ref.repository.split('/').at(-1)!, pullSpec: digestReference(ref, m.digest), digest: m.digest, role: opts.extraRole, measured: m };
   });
-  if (!opts.platform) warnPlatformSavings(kept, classifications, sizes, warnings);
+  if (!platform) warnPlatformSavings(kept, classifications, sizes, warnings);
 
   return assemblePlan({
     release: facts.release,
@@ -74,11 +98,19 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
       featureSet: opts.featureSet,
       capabilities: [...capabilities].sort(),
       exclude: [...opts.exclude].sort(),
-      platform: opts.platform ?? null,
+      platform: platform ?? null,
+      ...(observed ? { observed } : {}),
     },
     namePrefix: opts.namePrefix,
     warnings,
   });
+}
+
+/** The cluster's Infrastructure platform; one prestage does not know keeps every platform's images. */
+function livePlatform(type: string, warnings: string[]): Platform | undefined {
+  const known = PLATFORMS.find((p) => p.toLowerCase() === type.toLowerCase());
+  if (!known) warnings.push(`the cluster's platform ${type} is not one prestage knows (${PLATFORMS.join(', ')}): images of every platform kept`);
+  return known;
 }
 
 function checkOverrides(opts: PlanOptions): void {

@@ -18,14 +18,16 @@ import { platformsInName, platformsOfComponent, type Platform } from './platform
 
 export { DEFAULT_PROFILE } from './inclusion.js';
 
-/** `none`: the cluster never runs it (not applied, or another platform). */
-export type ComponentRole = 'control-plane' | 'all' | 'none';
+/** `none`: the cluster never runs it (not applied, or another platform); `worker`: only a live cluster shows that. */
+export type ComponentRole = 'control-plane' | 'worker' | 'all' | 'none';
 
 export interface Classification {
   readonly role: ComponentRole;
   readonly evidence: readonly string[];
   /** The platforms the image serves, when the release ties it to some; absent = every platform. */
   readonly platforms?: readonly Platform[];
+  /** How applied manifests name it: `container` of a workload the CVO runs, or only as an operand; absent = no applied manifest does. */
+  readonly reference?: 'container' | 'operand';
 }
 
 export interface ClassifyOptions extends InclusionOptions {
@@ -42,7 +44,7 @@ export interface ClassifyOptions extends InclusionOptions {
  * controller lists every set whose labels its machineConfigSelector matches), so pinning it
  * saves the largest download; 4.16 and nodes without MCO sets pull it from the registry anyway.
  */
-const NODE_OS_IMAGE = /^(machine-os-content|rhel-coreos.*|rhcos.*|centos-stream-coreos.*|fedora-coreos.*)$/;
+export const NODE_OS_IMAGE = /^(machine-os-content|rhel-coreos.*|rhcos.*|centos-stream-coreos.*|fedora-coreos.*)$/;
 const CONTROL_PLANE_LABELS = new Set(['node-role.kubernetes.io/master', 'node-role.kubernetes.io/control-plane']);
 const DIGEST_IN_TEXT = /@(sha256:[a-f0-9]{64})/g;
 /** `--images=prometheus=<pullspec>` (cluster-monitoring-operator's way of naming operands). */
@@ -104,14 +106,15 @@ function decide(c: ComponentImage, refs: readonly Reference[], notApplied: reado
 
   const served = platformsServed(c, refs);
   const evidence = [...new Set(refs.map((r) => r.evidence))].sort();
+  const reference = refs.some((r) => r.kind === 'container') ? 'container' : 'operand';
   if (served) {
     if (opts.platform && !served.platforms.includes(opts.platform)) {
-      return { role: 'none', evidence: [`serves only ${served.platforms.join(', ')} (${served.why}), not --platform ${opts.platform}`], platforms: served.platforms };
+      return { role: 'none', evidence: [`serves only ${served.platforms.join(', ')} (${served.why}), not --platform ${opts.platform}`], platforms: served.platforms, reference };
     }
     evidence.push(`serves ${served.platforms.join(', ')} (${served.why})`);
   }
   const role: ComponentRole = refs.every((r) => r.role === 'control-plane') ? 'control-plane' : 'all';
-  return { role, evidence, ...(served ? { platforms: served.platforms } : {}) };
+  return { role, evidence, reference, ...(served ? { platforms: served.platforms } : {}) };
 }
 
 /**

@@ -81,6 +81,20 @@ export interface PlanCluster {
   readonly exclude: readonly string[];
   /** `null`: unknown, images of every platform kept. */
   readonly platform: string | null;
+  /** Planned from a live cluster (`--kubeconfig`, `stage`): what it showed. */
+  readonly observed?: PlanObserved;
+}
+
+/** A live cluster as the plan saw it. */
+export interface PlanObserved {
+  readonly server: string;
+  /** The release its nodes run now, as ClusterVersion names it. */
+  readonly release: string;
+  readonly version: string;
+  readonly nodes: { readonly 'control-plane': number; readonly worker: number };
+  /** Pods bound to nodes, and how many of them run a release image. */
+  readonly pods: number;
+  readonly releasePods: number;
 }
 
 export interface PlanRelease {

@@ -31,6 +31,8 @@ export function renderPlanTable(plan: Plan, wide = false): string {
   const r = plan.release;
   out.push(`Release ${r.version} (${r.multiArch ? `multi, planned for ${r.architecture}` : r.architecture})  ${r.pullSpec}`);
   out.push(`Channels: ${r.channels.join(', ') || 'unknown'}   Profile: ${plan.profile}   Platform: ${plan.cluster.platform ?? 'unknown'}`);
+  const seen = plan.cluster.observed;
+  if (seen) out.push(`Live cluster: ${seen.server} runs ${seen.version} on ${seen.nodes['control-plane']} control-plane nodes and ${seen.nodes.worker} workers; ${seen.pods} pods, ${seen.releasePods} of them on release images`);
   const roles = { cp: plan.images.filter((i) => i.role === 'control-plane').length, all: plan.images.filter((i) => i.role === 'all').length };
   const skipped = plan.skipped.length > 0 ? `; ${plan.skipped.length} skipped, in no set (-o wide lists why)` : '';
   out.push(`Images: ${plan.images.length} (${roles.cp} control-plane only, ${roles.all} all nodes${plan.images.length - roles.cp - roles.all ? `, ${plan.images.length - roles.cp - roles.all} workers only` : ''})${skipped}`);

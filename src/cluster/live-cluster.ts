@@ -1,0 +1,119 @@
+/**
+ * What a running OpenShift cluster says about itself, read-only: ClusterVersion (the release it
+ * runs, its enabled capabilities), Infrastructure (its platform), Nodes (their roles) and Pods
+ * of all namespaces (the images each node runs). The RBAC this needs is LIVE_CLUSTER_RBAC.
+ */
+import { ClusterError } from '../errors.js';
+import type { LiveCluster, RunningPod } from '../plan/live.js';
+import { KubeApiError, KubeClient, type KubeList, type KubeObject } from './kube.js';
+import { loadKubeconfig } from './kubeconfig.js';
+
+export const LIVE_CLUSTER_RBAC =
+  'get, list on nodes and pods (all namespaces); get on clusterversions and infrastructures (config.openshift.io)';
+
+const CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version';
+const INFRASTRUCTURE = '/apis/config.openshift.io/v1/infrastructures/cluster';
+const CONTROL_PLANE_LABELS = ['node-role.kubernetes.io/master', 'node-role.kubernetes.io/control-plane'];
+/** Pods per list request: a big cluster has tens of thousands. */
+const PAGE = 500;
+
+interface ClusterVersion extends KubeObject {
+  status?: {
+    desired?: { image?: string; version?: string };
+    history?: Array<{ state?: string; image?: string; version?: string }>;
+    capabilities?: { enabledCapabilities?: string[] };
+  };
+}
+
+interface Pod extends KubeObject {
+  metadata: KubeObject['metadata'] & { namespace?: string; ownerReferences?: Array<{ kind?: string; name?: string }> };
+  spec?: { nodeName?: string; containers?: Array<{ image?: string }>; initContainers?: Array<{ image?: string }> };
+  status?: { containerStatuses?: Array<{ imageID?: string }>; initContainerStatuses?: Array<{ imageID?: string }> };
+}
+
+/** `plan --help` and the README: what live planning reads. */
+export const LIVE_CLUSTER_HELP = `\nLive cluster (--kubeconfig/--context on plan, by default in stage; --no-cluster turns it off): reads ClusterVersion, Infrastructure, Nodes and Pods, read-only. RBAC needed: ${LIVE_CLUSTER_RBAC}.`;
+
+/**
+ * The running cluster to plan the upgrade of, when `requested` (undefined: not asked for). A
+ * cluster without ClusterVersion is not OpenShift: an error when `required`, else nothing.
+ */
+export async function liveClusterFrom(flags: { kubeconfig?: string; context?: string }, required: boolean): Promise<LiveCluster | undefined> {
+  const client = new KubeClient(await loadKubeconfig(flags));
+  const live = await readLiveCluster(client);
+  if (!live && required) throw new ClusterError(`${client.server} has no ClusterVersion (not an OpenShift cluster): nothing to plan the upgrade of; plan with --no-cluster`);
+  return live;
+}
+
+/** The cluster as observed; undefined when it has no ClusterVersion (not OpenShift). */
+export async function readLiveCluster(client: KubeClient): Promise<LiveCluster | undefined> {
+  const clusterVersion = await read(client, () => client.find<ClusterVersion>(CLUSTER_VERSION), 'get clusterversions/version');
+  if (!clusterVersion) return undefined;
+  const current = currentRelease(clusterVersion);
+  if (!current) throw new ClusterError(`ClusterVersion version on ${client.server} names no release (status.history and status.desired have no image); plan with --no-cluster`);
+  const infrastructure = await read(client, () => client.find<KubeObject & { status?: { platformStatus?: { type?: string }; platform?: string } }>(INFRASTRUCTURE), 'get infrastructures/cluster');
+  const nodes = await read(client, () => listAll<KubeObject>(client, '/api/v1/nodes'), 'list nodes');
+  const pods = await read(client, () => listAll<Pod>(client, '/api/v1/pods'), 'list pods in all namespaces');
+  const platform = infrastructure?.status?.platformStatus?.type ?? infrastructure?.status?.platform;
+  const capabilities = clusterVersion.status?.capabilities?.enabledCapabilities;
+  return {
+    server: client.server,
+    release: current,
+    ...(Array.isArray(capabilities) ? { capabilities: [...capabilities].sort() } : {}),
+    ...(platform ? { platform } : {}),
+    nodes: nodes.map((n) => ({ name: n.metadata.name, role: CONTROL_PLANE_LABELS.some((l) => l in (n.metadata.labels ?? {})) ? 'control-plane' : 'worker' })),
+    pods: pods.flatMap((p) => runningPod(p)),
+  };
+}
+
+/**
+ * The release the nodes run: the newest Completed update in the history. During an update,
+ * `status.desired` is already the target, so it is only the last resort.
+ */
+function currentRelease(cv: ClusterVersion): LiveCluster['release'] | undefined {
+  const done = cv.status?.history?.find((h) => h.state === 'Completed' && h.image);
+  const entry = done ?? (cv.status?.desired?.image ? cv.status.desired : undefined);
+  return entry?.image ? { pullSpec: entry.image, ...(entry.version ? { version: entry.version } : {}) } : undefined;
+}
+
+/** A Pod bound to a node, with every digest its containers name or run. */
+function runningPod(pod: Pod): RunningPod[] {
+  const node = pod.spec?.nodeName;
+  if (!node) return [];
+  const texts = [
+    ...[...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].map((c) => c.image),
+    ...[...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])].map((s) => s.imageID),
+  ];
+  const digests = [...new Set(texts.flatMap((t) => (typeof t === 'string' ? [...t.matchAll(/@(sha256:[a-f0-9]{64})/g)].map((m) => m[1]!) : [])))];
+  return [{ workload: workloadOf(pod), node, digests }];
+}
+
+/** `namespace/name` of the DaemonSet, Deployment (its ReplicaSet less the hash) or owner; else the Pod. */
+function workloadOf(pod: Pod): string {
+  const owner = pod.metadata.ownerReferences?.[0];
+  const name = owner?.name ? (owner.kind === 'ReplicaSet' ? owner.name.replace(/-[a-z0-9]{5,10}$/, '') : owner.name) : pod.metadata.name;
+  return `${pod.metadata.namespace ?? ''}/${name}`;
+}
+
+async function listAll<T extends KubeObject>(client: KubeClient, path: string): Promise<T[]> {
+  const items: T[] = [];
+  let next: string | undefined;
+  do {
+    const page = await client.get<KubeList<T>>(path, { limit: PAGE, continue: next });
+    items.push(...page.items);
+    next = page.metadata.continue || undefined;
+  } while (next);
+  return items;
+}
+
+/** A refusal names the RBAC live planning needs and the way around it. */
+async function read<T>(client: KubeClient, call: () => Promise<T>, what: string): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    if (error instanceof KubeApiError && (error.status === 401 || error.status === 403)) {
+      throw new ClusterError(`${client.server} refused to ${what} (HTTP ${error.status}): planning from the live cluster needs ${LIVE_CLUSTER_RBAC}; or plan with --no-cluster`);
+    }
+    throw error;
+  }
+}
