@@ -4,6 +4,7 @@
  * hosts, with its log read back to count what went through it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -28,6 +29,7 @@ export interface ForwardProxyOptions {
 }
 
 export async function startForwardProxy(options: ForwardProxyOptions = {}): Promise<ForwardProxyHandle> {
+  if (!existsSync(TINYPROXY_BIN)) throw new Error(`${TINYPROXY_BIN} is missing: install the Debian package tinyproxy (apt-get install -y tinyproxy)`);
   const dir = await mkdtemp(join(tmpdir(), 'prestage-tinyproxy-'));
   const port = await freePort();
   const logFile = join(dir, 'tinyproxy.log');
@@ -48,6 +50,7 @@ export async function startForwardProxy(options: ForwardProxyOptions = {}): Prom
   const child: ChildProcess = spawn(TINYPROXY_BIN, ['-d', '-c', configFile], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.on('error', (error) => (stderr += String(error)));
   const started = Date.now();
   while (!(await listening(port))) {
     if (child.exitCode !== null || Date.now() - started > READY_TIMEOUT_MS) {
