@@ -12,9 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MediaTypes, sha256 } from '../fixtures/image.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { pushFixture } from '../fixtures/push.js';
+import { liveTruth, simulatedCluster } from '../fixtures/live-cluster.js';
 import { PROFILE_ANNOTATIONS } from '../fixtures/manifests.js';
 import {
-  ALIASES, COMPONENT_REPOSITORY, MULTI_TAG, RELEASE_REPOSITORY, RELEASE_TAG, SKIPPED_TAG, VERSION,
+  ALIASES, COMPONENT_REPOSITORY, CURRENT_TAG, CURRENT_VERSION, MULTI_TAG, RELEASE_REPOSITORY, RELEASE_TAG, SKIPPED_TAG, VERSION,
   buildReleaseFixture, manifestsByDigest, summarizeFixture, type ComponentTruth, type ReleaseFixture,
 } from '../fixtures/release.js';
 
@@ -394,6 +395,57 @@ describe('ground truth agrees with the manifests', () => {
     const refs = await referencesByDigest();
     const withCopies = fixture.truth.components.filter((c) => c.role === 'control-plane' && (refs.get(c.digest) ?? []).some((r) => !r.defaultProfile && !r.pinned));
     expect(withCopies.length).toBeGreaterThanOrEqual(3);
+  });
+});
+
+describe('the current release (what a cluster runs before the upgrade) and the simulated cluster', () => {
+  const nodes = [{ name: 'master-0', role: 'control-plane' as const }, { name: 'worker-0', role: 'worker' as const }, { name: 'worker-1', role: 'worker' as const }];
+
+  it('has the same components less the new ones, the rebuilt ones under other digests, tagged 4.16.2', async () => {
+    const { current, components } = fixture.truth;
+    expect(repository(RELEASE_REPOSITORY).tags).toContainEqual({ tag: CURRENT_TAG, digest: current.digest });
+    expect(current.components.map((c) => c.name).sort()).toEqual(components.map((c) => c.name).filter((n) => !current.newInTarget.includes(n)).sort());
+    for (const c of current.components) {
+      const target = components.find((t) => t.name === c.name)!;
+      expect(c.digest === target.digest, c.name).toBe(!current.rebuiltInTarget.includes(c.name));
+      expect(manifestsByDigest(fixture).has(c.digest), c.name).toBe(true);
+    }
+    const files = await readTar(lastLayerOf(current.digest));
+    const refs = json<Record<string, any>>(files.get('release-manifests/image-references')!.data);
+    expect(refs.metadata.name).toBe(CURRENT_VERSION);
+    expect(refs.spec.tags.map((t: any) => t.from.name).sort()).toEqual(current.components.flatMap((c) => c.names.map(() => c.pullSpec)).sort());
+    expect(json<Record<string, any>>(blob(manifest(current.digest).doc.config.digest)).config.Labels['io.openshift.release']).toBe(CURRENT_VERSION);
+  });
+
+  it('runs the current digests of what the truth columns say runs on AWS, by role, and nothing of the target', () => {
+    const cluster = simulatedCluster(fixture.truth, nodes);
+    const currentSpecs = new Set(fixture.truth.current.components.map((c) => c.pullSpec));
+    const release = `quay.io/${RELEASE_REPOSITORY}@${fixture.truth.current.digest}`;
+    for (const image of [...cluster.running.worker, ...cluster.running.controlPlane]) expect(currentSpecs.has(image) || image === release, image).toBe(true);
+    const worker = (name: string) => cluster.running.worker.includes(fixture.truth.current.components.find((c) => c.name === name)!.pullSpec);
+    const master = (name: string) => cluster.running.controlPlane.includes(fixture.truth.current.components.find((c) => c.name === name)!.pullSpec);
+    expect([worker('coredns'), master('coredns')]).toEqual([true, true]);
+    expect([worker('etcd'), master('etcd')]).toEqual([false, true]);
+    expect([worker('cli-artifacts'), master('cli-artifacts')]).toEqual([true, false]);
+    expect([worker('aws-ebs-csi-driver'), worker('azure-disk-csi-driver'), worker('sdn'), master('insights-operator'), master('console')]).toEqual([true, false, false, false, false]);
+    expect(cluster.running.controlPlane).toContain(release);
+    const bound = cluster.pods.filter((p) => p.spec.nodeName);
+    expect(bound.every((p) => p.status.containerStatuses![0]!.imageID.startsWith('mirror.example.com:5000/'))).toBe(true);
+    expect(cluster.pods.length - bound.length).toBe(1);
+  });
+
+  it('gives a live plan its per-role truth: the target digests of what runs, plus new components, pause and OS images', () => {
+    const cluster = simulatedCluster(fixture.truth, nodes);
+    const truth = liveTruth(fixture.truth, cluster);
+    const pullSpec = (name: string) => fixture.truth.components.find((c) => c.name === name)!.pullSpec;
+    for (const name of ['multus-networkpolicy', 'pod', 'rhel-coreos', 'coredns']) {
+      expect(truth.worker, name).toContain(pullSpec(name));
+      expect(truth.controlPlane, name).toContain(pullSpec(name));
+    }
+    expect(truth.controlPlane).toContain(pullSpec('console'));
+    expect(truth.worker).not.toContain(pullSpec('etcd'));
+    expect(truth.controlPlane).not.toContain(pullSpec('cli-artifacts'));
+    expect(truth.controlPlane).toContain(`quay.io/${RELEASE_REPOSITORY}@${fixture.truth.release.image.digest}`);
   });
 });
 
