@@ -31,7 +31,7 @@ const component = (name: string): ComponentTruth => {
   return found;
 };
 const IMAGE_STORE_BYTES = 96 * 2 ** 20;
-const DROP_IN = '50-prestage-pinned-images';
+const DROP_IN = '99-prestage-pinned-images';
 const log = createLogger(process.env.PRESTAGE_TEST_LOG ? 'debug' : 'silent');
 
 /** Unique layers of the images, less those of `present` images: what the agent must count. */

@@ -24,7 +24,7 @@ const SMALL = BY_SIZE.slice(3, 5).map((component) => component.pullSpec);
 /** The largest images: more than the small image store holds. */
 const BIG = BY_SIZE.slice(-12).map((component) => component.pullSpec);
 const IMAGE_STORE_BYTES = 96 * 2 ** 20;
-const DROP_IN = '50-prestage-pinned-images';
+const DROP_IN = '99-prestage-pinned-images';
 /** Pull attempts per image per pass. */
 const RETRY_ATTEMPTS = 3;
 const log = createLogger(process.env.PRESTAGE_TEST_LOG ? 'debug' : 'silent');

@@ -27,7 +27,7 @@ import { prestageEntry } from './support/prestage-process.js';
 import { installPrestageCrds } from './support/agent-bed.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
-const DROP_IN = '50-prestage-pinned-images';
+const DROP_IN = '99-prestage-pinned-images';
 const UNAUTHORIZED = /unauthorized|authentication required|invalid username\/password/i;
 
 const truth = inject('fixtureTruth');

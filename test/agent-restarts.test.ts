@@ -24,7 +24,7 @@ import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle, t
 import { startPrestageProcess } from './support/prestage-process.js';
 import { installPrestageCrds } from './support/agent-bed.js';
 
-const DROP_IN = '50-prestage-pinned-images';
+const DROP_IN = '99-prestage-pinned-images';
 /** Slow enough that the larger images stay in flight for many seconds. */
 const SLOW_LINK_BYTES_PER_SECOND = 128 * 1024;
 

@@ -3,7 +3,7 @@
  * (one control plane, two workers) each with a real CRI-O that mirrors quay.io to a registry
  * serving the fixture release, and one in-process agent per node.
  */
-import { readFile, stat, writeFile } from 'node:fs/promises';
+import { readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { PassThrough } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { ApiextensionsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
@@ -21,7 +21,7 @@ import {
   type PinnedImageSet,
   type PinnedImageSetStatus,
 } from '../src/api/prestage.js';
-import { CrioRuntime, renderPinDropIn } from '../src/agent/crio.js';
+import { CrioRuntime, findCrioPid, renderPinDropIn } from '../src/agent/crio.js';
 import { RegistryImageSizes } from '../src/agent/image-sizes.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
@@ -30,6 +30,7 @@ import type { ImageRuntime } from '../src/agent/runtime.js';
 import { serveAgentHttp } from '../src/agent/http.js';
 import { AgentMetrics } from '../src/agent/metrics.js';
 import { main } from '../src/cli/main.js';
+import { KubeClient } from '../src/cluster/kube.js';
 import { CriClient } from '../src/cri/client.js';
 import { applyServerSide, type Manifest } from '../src/install/apply.js';
 import { createLogger } from '../src/telemetry/log.js';
@@ -44,7 +45,7 @@ const [IMG_A, IMG_B, IMG_C, IMG_D, IMG_E, IMG_F, IMG_G, IMG_H] = [...truth.compo
   .slice(0, 8)
   .map((component) => component.pullSpec) as [string, string, string, string, string, string, string, string];
 
-const DROP_IN = '50-prestage-pinned-images';
+const DROP_IN = '99-prestage-pinned-images';
 
 /** Uncompressed bytes of the unique layers of `images`, from the fixture's truth. */
 function diskBytesOf(images: readonly string[]): number {
@@ -228,7 +229,8 @@ function imageRuntimeContract(name: string, open: () => Promise<ImageRuntime>) {
 const CONTRACT_DROP_IN = '10-contract-pins';
 imageRuntimeContract('CRI-O', async () => {
   const master = node('master-0');
-  return CrioRuntime.connect({ socketPath: master.crio.socketPath, dropInPath: join(master.crio.confDir, CONTRACT_DROP_IN), reload: () => master.crio.reload() });
+  // The default reload: SIGHUP to the CRI-O that /proc shows reading this drop-in directory.
+  return CrioRuntime.connect({ socketPath: master.crio.socketPath, dropInPath: join(master.crio.confDir, CONTRACT_DROP_IN) });
 });
 
 describe('CRI-O runtime', () => {
@@ -244,6 +246,41 @@ describe('CRI-O runtime', () => {
       expect((await stat(path)).mtimeMs).toBe(before);
       await runtime.pin([]);
       await expect(stat(path)).rejects.toMatchObject({ code: 'ENOENT' });
+    } finally {
+      runtime.close();
+    }
+  });
+});
+
+describe('CRI-O reload', () => {
+  it('finds, among several CRI-Os in /proc, the one that reads the drop-in directory', async () => {
+    for (const testNode of cluster.nodes) expect(await findCrioPid(testNode.crio.confDir)).toBe(testNode.crio.pid);
+    // Other test beds may run CRI-Os too: every pid this one runs is named, none picked.
+    const error = (await findCrioPid(cluster.dir).catch((caught: Error) => caught)) as Error;
+    expect(error.message).toMatch(new RegExp(`^cannot find the CRI-O process that reads ${cluster.dir} in /proc \\(crio pids [\\d, ]+ read other directories\\); or pass --reload=systemctl\\|pidfile:<path>$`));
+    for (const testNode of cluster.nodes) expect(error.message).toContain(String(testNode.crio.pid));
+  });
+
+  it('reloads again when the drop-in is right but CRI-O never read it, and not when the pins are in force', async () => {
+    const master = node('master-0');
+    const path = join(master.crio.confDir, CONTRACT_DROP_IN);
+    let reloads = 0;
+    const runtime = await CrioRuntime.connect({ socketPath: master.crio.socketPath, dropInPath: path, reload: async () => {
+      reloads += 1;
+      await master.crio.reload();
+    } });
+    try {
+      await runtime.pull(IMG_F);
+      // What an agent that died between writing and reloading leaves behind.
+      await writeFile(path, renderPinDropIn([IMG_F]));
+      expect((await criPins(master, [IMG_F]))[IMG_F]).toBe(false);
+      await runtime.pin([IMG_F]);
+      expect(reloads).toBe(1);
+      expect((await criPins(master, [IMG_F]))[IMG_F]).toBe(true);
+      await runtime.pin([IMG_F]);
+      expect(reloads).toBe(1);
+      await runtime.pin([]);
+      expect((await criPins(master, [IMG_F]))[IMG_F]).toBe(false);
     } finally {
       runtime.close();
     }
@@ -355,13 +392,70 @@ describe('node agents', () => {
     expect((await nodeStatus('worker-0'))?.status?.pinnedImageSets?.some((set) => set.name === 'labelled')).toBe(false);
   });
 
-  it('repairs an image removed by hand on the next resync', async () => {
+  it('turns a set not ready while an image removed by hand is missing, and repairs it on the next resync', async () => {
     const worker0 = node('worker-0');
+    // Every status the agent writes, in order.
+    const client = new KubeClient(cluster.kubeConfig);
+    const path = `/apis/${GROUP}/${VERSION}/${NODE_PINNED_IMAGES}`;
+    const before = await client.get<NodePinnedImages>(`${path}/worker-0`);
+    const written: NodePinnedImages[] = [];
+    const watching = new AbortController();
+    const watch = client.watch(path, { fieldSelector: 'metadata.name=worker-0', resourceVersion: before.metadata.resourceVersion }, (event) => written.push(event.object as unknown as NodePinnedImages), watching.signal).catch(() => undefined);
+    const allNodes = (status: NodePinnedImages) => status.status?.pinnedImageSets?.find((set) => set.name === 'all-nodes');
+    const ready = (status: NodePinnedImages) => status.status?.conditions?.find((c) => c.type === 'Ready')?.status;
+    expect(isSetDone(allNodes(before)!)).toBe(true);
+
     await withCri(worker0, (cri) => cri.removeImage(IMG_A));
     expect((await criPins(worker0, [IMG_A]))[IMG_A]).toBe('absent');
     await waitFor('IMG_A back and pinned on worker-0', async () => ((await criPins(worker0, [IMG_A]))[IMG_A] === true ? true : undefined), 30_000, 250);
+    // Not ready from the first status written after the removal until the repair.
+    const notReady = await waitFor('a status without the set done', async () => {
+      const index = written.findIndex((status) => !isSetDone(allNodes(status)!));
+      return index >= 0 ? index : undefined;
+    });
+    expect(allNodes(written[notReady]!)?.currentGeneration).toBeUndefined();
+    expect(ready(written[notReady]!)).toBe('False');
+    const repaired = await waitFor('a later status with the set done again', async () => written.slice(notReady).find((status) => isSetDone(allNodes(status)!)));
+    expect(allNodes(repaired)?.images.map((image) => image.state)).toEqual(['Pinned', 'Pinned']);
+    expect(ready(repaired)).toBe('True');
+    watching.abort();
+    await watch;
     // Its sibling stayed pinned throughout the repair.
     expect(await dropIn(worker0)).toBe(renderPinDropIn([IMG_A, IMG_B]));
+  });
+
+  it('starts over for a set deleted and created again under its name', async () => {
+    const onWorker0 = { nodeSelector: { matchLabels: { 'kubernetes.io/hostname': 'worker-0' } } };
+    await createSet(pinnedImageSet('recreated', [IMG_B], onWorker0));
+    const first = await waitForSet('worker-0', 'recreated', isSetDone, 'done');
+    await deleteSet('recreated');
+    // Generation 1 again, of an image no registry has: the earlier object's done status must not carry over.
+    const missing = IMG_B.replace(/@sha256:.*/, `@sha256:${'0'.repeat(64)}`);
+    await createSet(pinnedImageSet('recreated', [missing], onWorker0));
+    const again = await waitForSet('worker-0', 'recreated', (set) => set.uid !== first.uid && set.lastFailedGeneration === 1, 'failed');
+    expect(first.uid).toMatch(/^[0-9a-f-]{36}$/);
+    expect(again).toMatchObject({ desiredGeneration: 1, images: [{ name: missing, state: 'Failed' }] });
+    expect(again.currentGeneration).toBeUndefined();
+    await deleteSet('recreated');
+  });
+
+  it("keeps MCO's pins: the agent's drop-in sorts last and carries the pins of MCO's 50-pinned-images", async () => {
+    const worker1 = node('worker-1');
+    await withCri(worker1, (cri) => cri.pullImage(IMG_G));
+    const mco = join(worker1.crio.confDir, '50-pinned-images');
+    // What MCO writes and reloads; until the agent's next pass, the agent's older list (last) hides it.
+    await writeFile(mco, `[crio.image]\npinned_images = [${JSON.stringify(IMG_G)}]\n`);
+    await worker1.crio.reload();
+    try {
+      await waitFor("MCO's image pinned beside the agent's", async () => (Object.values(await criPins(worker1, [IMG_A, IMG_B, IMG_F, IMG_G])).every((pinned) => pinned === true) ? true : undefined), 30_000, 250);
+      expect(await dropIn(worker1)).toBe(renderPinDropIn([IMG_A, IMG_B, IMG_F], new Map([[mco, [IMG_G]]])));
+    } finally {
+      await rm(mco);
+      await worker1.crio.reload();
+    }
+    await waitFor('IMG_G unpinned once MCO no longer pins it', async () => ((await criPins(worker1, [IMG_G]))[IMG_G] === false ? true : undefined), 30_000, 250);
+    expect(await dropIn(worker1)).toBe(renderPinDropIn([IMG_A, IMG_B, IMG_F]));
+    expect(await criPins(worker1, [IMG_A, IMG_B, IMG_F])).toEqual({ [IMG_A]: true, [IMG_B]: true, [IMG_F]: true });
   });
 });
 
@@ -487,7 +581,7 @@ describe('prestage agent (CLI)', () => {
     }
     expect(Buffer.concat(errors).toString('utf8')).toBe(
       'prestage: error: no node name: pass --node-name or set NODE_NAME (the DaemonSet sets it from spec.nodeName)\n' +
-        'prestage: error: --reload must be systemctl, pid:<pid> or pidfile:<path>, got sometimes\n',
+        'prestage: error: --reload must be sighup, systemctl, pid:<pid> or pidfile:<path>, got sometimes\n',
     );
   });
 

@@ -7,7 +7,8 @@
  *
  * What the test bed changes, and why (everything else is what `prestage install` renders):
  * - hostPath sources point at the node's own directories (every simulated node shares one host);
- *   `--reload=pidfile:` replaces `systemctl` (no systemd here); `hostNetwork: true` and
+ *   the reload is the default one (SIGHUP to the CRI-O that /proc shows reading the mounted
+ *   drop-in directory; here several CRI-Os run, one per simulated node); `hostNetwork: true` and
  *   KUBERNETES_SERVICE_HOST/PORT, because there is no pod network or kube-proxy to reach the API
  *   server and the registry, which listen on 127.0.0.1.
  * - CRI-O runs containers with runc (Debian's crun 1.8.1 rejects the OCI spec version CRI-O 1.34
@@ -101,7 +102,6 @@ pause_command = ""
   await run('cp', [join(binaries.cniPlugins, 'loopback'), join(nodeDir, 'cni', 'bin')]);
   await writeFile(join(nodeDir, 'cni', 'net.d', '10-loopback.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'testbed-loopback', plugins: [{ type: 'loopback' }] }));
   await node.crio.restart();
-  await writeFile(join(nodeDir, 'crio.pid'), String(node.crio.pid));
   cleanups.push(() => removeContainers(binaries.runc, join(nodeDir, 'run', 'runc')));
   // Last: the kubelet's (now empty) cgroupfs hierarchy; rmdir refuses anything still in use.
   cleanups.unshift(() => run('sh', ['-c', 'find /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods -depth -type d -exec rmdir {} + 2>/dev/null; true']));
@@ -205,7 +205,8 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
       return set && set.currentGeneration === set.desiredGeneration && set.images?.[0]?.state === 'Pinned' ? set : undefined;
     }, 120_000, 1_000);
     expect(status.images?.map((image) => image.name)).toEqual([pushed]);
-    expect(await readFile(join(node.crio.confDir, '50-prestage-pinned-images'), 'utf8')).toContain(JSON.stringify(pushed));
+    expect(await readFile(join(node.crio.confDir, '99-prestage-pinned-images'), 'utf8')).toContain(JSON.stringify(pushed));
+    expect(daemonSet.spec.template.spec.containers[0].args.some((arg: string) => arg.startsWith('--reload'))).toBe(false);
     const after = await core.readNamespacedPod({ namespace: NAMESPACE, name: pod.metadata?.name as string });
     expect(after.status?.containerStatuses?.[0]?.restartCount).toBe(0);
   }, 600_000);
@@ -218,10 +219,9 @@ function testbedDaemonSet(manifests: Manifest[]) {
   const spec = daemonSet.spec.template.spec;
   const sources: Record<string, string> = {
     'crio-socket': node.crio.socketPath,
-    'crio-config': nodeDir, // holds crio.conf.d/ (the drop-in dir) and crio.pid
+    'crio-config': nodeDir, // holds crio.conf.d/ (the drop-in dir)
     'containers-config': nodeDir, // holds registries.conf and registries.conf.d/
     'kubelet-pull-secret': join(nodeDir, 'kubelet', 'config.json'),
-    systemd: join(nodeDir, 'run'),
     'image-store': node.crio.root,
   };
   for (const volume of spec.volumes) {
@@ -229,7 +229,6 @@ function testbedDaemonSet(manifests: Manifest[]) {
     volume.hostPath.path = sources[volume.name];
   }
   const container = spec.containers[0];
-  container.args = container.args.map((arg: string) => (arg === '--reload=systemctl' ? '--reload=pidfile:/etc/crio/crio.pid' : arg));
   spec.hostNetwork = true;
   container.env.push({ name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' }, { name: 'KUBERNETES_SERVICE_PORT', value: new URL(cluster.apiServerUrl).port });
   return daemonSet;

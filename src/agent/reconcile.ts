@@ -82,8 +82,6 @@ export interface NodeAgentOptions {
   readonly pacer?: PullPacer;
   /** How long an image that failed permanently (ENOSPC, not found, denied) rests before another try. */
   readonly permanentFailureBackoffMs?: number;
-  /** How long a reload may take to show in ListImages. */
-  readonly pinSettleMs?: number;
   /** Periodic re-check from CRI truth: repairs drift and retries failures. */
   readonly resyncMs?: number;
 }
@@ -412,46 +410,28 @@ export class NodeAgent {
     const present = presentNames(stored);
     const pinnedNow = pinnedNames(stored);
     const previous = await this.options.cluster.readStatus();
-    const wasDone = new Set((previous?.pinnedImageSets ?? []).filter((set) => (set.currentGeneration ?? 0) > 0).map((set) => set.name));
-    // Satisfied sets pin all their images; a set that was done and is repairing drift keeps what
-    // is still pinned, so one removed image never unpins its siblings.
+    // Satisfied sets pin all their images; a set repairing drift (an image removed by hand) keeps
+    // what is still pinned, so one removed image never unpins its siblings.
     const pinList = new Set<string>();
     for (const set of sets) {
       const images = set.spec.pinnedImages.map((entry) => entry.name);
       const satisfied = !this.setErrors.has(set.metadata.name) && images.every((image) => present.has(image));
-      const repairing = wasDone.has(set.metadata.name);
-      for (const image of images) if (satisfied || (repairing && present.has(image) && pinnedNow.has(image))) pinList.add(image);
+      for (const image of images) if (satisfied || (present.has(image) && pinnedNow.has(image))) pinList.add(image);
     }
-    let pinApplied = false;
     try {
       await runtime.pin([...pinList]);
-      pinApplied = true;
       metrics?.pinnedImages.set(pinList.size);
     } catch (error) {
       const message = oneLine((error as Error).message);
       log.error({ err: message }, 'pinning failed');
       for (const set of sets) if (!this.setErrors.has(set.metadata.name)) this.setErrors.set(set.metadata.name, message);
     }
-    const after = pinApplied ? await this.pinsSettled(pinList) : await runtime.listImages();
+    // pin() returns once CRI reports the pins (or fails): what is listed now is what holds.
+    const after = await runtime.listImages();
     const status = this.buildStatus(sets, after, filesystem, previous, true);
     metrics?.setsDone.set(status.pinnedImageSets?.filter(isSetDone).length ?? 0);
     metrics?.setsFailed.set(status.pinnedImageSets?.filter((set) => set.lastFailedGeneration === set.desiredGeneration).length ?? 0);
     return status;
-  }
-
-  /**
-   * `systemctl reload crio` returns once SIGHUP is sent, not once CRI-O has re-read its
-   * configuration: poll ListImages until every pinned image shows it, or give up and let the
-   * status report which image is not pinned.
-   */
-  private async pinsSettled(pinList: ReadonlySet<string>): Promise<RuntimeImage[]> {
-    const deadline = Date.now() + (this.options.pinSettleMs ?? 10_000);
-    for (;;) {
-      const stored = await this.options.runtime.listImages();
-      const pinned = pinnedNames(stored);
-      if ([...pinList].every((image) => pinned.has(image)) || Date.now() > deadline) return stored;
-      await sleep(200);
-    }
   }
 
   private buildStatus(
@@ -487,13 +467,16 @@ export class NodeAgent {
         if (record?.lastError && status.state !== 'Pinned' && status.state !== 'Pulled') status.lastError = record.lastError;
         return status;
       });
-      const before = previousSets.get(set.metadata.name);
+      // Status is per set object: one deleted and created again under its name starts over.
+      const before = [previousSets.get(set.metadata.name)].find((entry) => entry && entry.uid === set.metadata.uid);
       const bytes = this.setBytes(
         images.map((image) => image.name),
         (image) => byName.has(image),
       );
-      const result: PinnedImageSetStatus = { name: set.metadata.name, desiredGeneration: generation, ...bytes, images };
-      if (before?.currentGeneration && before.currentGeneration <= generation) result.currentGeneration = before.currentGeneration;
+      const result: PinnedImageSetStatus = { name: set.metadata.name, ...(set.metadata.uid ? { uid: set.metadata.uid } : {}), desiredGeneration: generation, ...bytes, images };
+      // An earlier generation stays current while a newer one is pulled; the desired one counts
+      // only while every image is pinned (below), so an image removed by hand makes it not ready.
+      if (before?.currentGeneration && before.currentGeneration < generation) result.currentGeneration = before.currentGeneration;
       const failure =
         setError ??
         // An image whose last attempt failed fails the set while it is retried too (as MCO's

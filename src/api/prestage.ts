@@ -74,7 +74,10 @@ export interface ImageStatus {
 
 export interface PinnedImageSetStatus {
   name: string;
+  /** The set's metadata.uid: a set deleted and created again under its name starts over. */
+  uid?: string;
   desiredGeneration: number;
+  /** The generation all of whose images are pinned NOW: dropped while one is missing, until repaired. */
   currentGeneration?: number;
   lastFailedGeneration?: number;
   lastFailedGenerationError?: string;
@@ -295,6 +298,7 @@ export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = clusterScopedCrd
                 ],
                 properties: {
                   name: { type: 'string', minLength: 1, maxLength: 253 },
+                  uid: { type: 'string', maxLength: 64 },
                   desiredGeneration: generation,
                   currentGeneration: generation,
                   lastFailedGeneration: generation,

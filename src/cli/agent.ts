@@ -2,11 +2,12 @@
  * `prestage agent`: the per-node daemon (run by the DaemonSet `prestage install` renders).
  * JSON logs on stderr, `/metrics` and `/healthz` on one port, until SIGTERM.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, watch } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Argv } from 'yargs';
-import { CrioRuntime, DEFAULT_CRIO_SOCKET, DEFAULT_PIN_DROP_IN, reloadWithSignal, reloadWithSystemctl, type CrioReload } from '../agent/crio.js';
+import { CrioRuntime, DEFAULT_CRIO_SOCKET, DEFAULT_PIN_DROP_IN, reloadCrioFoundInProc, reloadWithSignal, reloadWithSystemctl, type CrioReload } from '../agent/crio.js';
 import { serveAgentHttp } from '../agent/http.js';
 import { RegistryImageSizes } from '../agent/image-sizes.js';
 import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../agent/registries-conf.js';
@@ -36,8 +37,9 @@ export function agentCommand(ctx: CommandContext) {
         .option('drop-in', { type: 'string', default: DEFAULT_PIN_DROP_IN, describe: 'The pinned_images drop-in the agent owns' })
         .option('reload', {
           type: 'string',
-          default: 'systemctl',
-          describe: 'How to reload CRI-O: systemctl | pidfile:<path> | pid:<pid> (pid: goes stale when CRI-O restarts with a new pid; prefer systemctl or pidfile:)',
+          default: 'sighup',
+          describe:
+            'How to reload CRI-O: sighup (SIGHUP to the crio process in /proc that reads the --drop-in directory; needs hostPID) | systemctl (nsenter -t 1 -m systemctl reload crio) | pidfile:<path> | pid:<pid> (goes stale when CRI-O restarts)',
         })
         .option('pull-secret', { type: 'string', default: DEFAULT_PULL_SECRET, describe: "The node's pull secret (kubelet config.json format)" })
         .option('registries-conf', { type: 'string', default: DEFAULT_REGISTRIES_CONF, describe: "CRI-O's registries.conf: where image sizes are read (mirrors first); a missing file = no mirrors" })
@@ -63,7 +65,7 @@ export function agentCommand(ctx: CommandContext) {
       const level = (args['log-level'] === 'warn' ? 'info' : args['log-level']) as LogLevel;
       const log = createLogger(level, ctx.stderr).child({ node: nodeName });
       const metrics = new AgentMetrics();
-      const runtime = await CrioRuntime.connect({ socketPath: args['cri-socket'], dropInPath: args['drop-in'], reload: reloadFrom(args.reload) });
+      const runtime = await CrioRuntime.connect({ socketPath: args['cri-socket'], dropInPath: args['drop-in'], reload: reloadFrom(args.reload, dirname(args['drop-in'])) });
       const imageSizes = new RegistryImageSizes({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], log });
       let agent: NodeAgent | undefined;
       const kubeConfig = kubeConfigFrom(args.kubeconfig);
@@ -115,8 +117,10 @@ export function agentCommand(ctx: CommandContext) {
         log.info({ port: http.port, crio: args['cri-socket'], dropIn: args['drop-in'] }, 'agent started');
         // No pass before the Node and the sets are known (a pass without the Node's labels cannot select sets).
         void untilLoaded(cluster, log).then(() => agent.start());
+        const unwatch = watchOtherDropIns(args['drop-in'], () => cluster.loaded() && agent.trigger(), log);
         await stopping;
         log.info('stopping');
+        unwatch();
         await agent.stop();
         await http.close();
       } finally {
@@ -126,6 +130,25 @@ export function agentCommand(ctx: CommandContext) {
       }
     },
   };
+}
+
+/**
+ * Another writer's drop-in (MCO's 50-pinned-images) changed: carry its pins at once rather than at
+ * the next resync. Returns the function that stops watching.
+ */
+function watchOtherDropIns(dropIn: string, onChange: () => void, log: Logger): () => void {
+  const own = basename(dropIn);
+  const warn = (error: Error) => log.warn({ err: error.message }, "cannot watch the drop-in directory; other writers' pins are carried at the next resync");
+  try {
+    const watcher = watch(dirname(dropIn), (_event, name) => {
+      if (name && name !== own && !name.startsWith('.')) onChange();
+    });
+    watcher.on('error', warn);
+    return () => watcher.close();
+  } catch (error) {
+    warn(error as Error);
+    return () => undefined;
+  }
 }
 
 /** `--once` gives up when the Node and the sets are not known by then. */
@@ -165,13 +188,14 @@ function kubeConfigFrom(path: string | undefined): KubeConfig {
   return config;
 }
 
-function reloadFrom(method: string): CrioReload {
+function reloadFrom(method: string, confDir: string): CrioReload {
+  if (method === 'sighup') return reloadCrioFoundInProc(confDir);
   if (method === 'systemctl') return reloadWithSystemctl;
   const pid = /^pid:(\d+)$/.exec(method);
   if (pid) return reloadWithSignal(() => Number(pid[1]));
   const pidFile = /^pidfile:(.+)$/.exec(method);
   if (pidFile) return reloadWithSignal(() => Number(readFileSync(pidFile[1] as string, 'utf8').trim()));
-  throw new BadInputError(`--reload must be systemctl, pid:<pid> or pidfile:<path>, got ${method}`);
+  throw new BadInputError(`--reload must be sighup, systemctl, pid:<pid> or pidfile:<path>, got ${method}`);
 }
 
 const BINARY_SUFFIXES: Readonly<Record<string, number>> = { '': 1, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40 };

@@ -117,13 +117,13 @@ export function installManifests(options: InstallOptions): Manifest[] {
             priorityClassName: 'system-node-critical',
             // Every node, control plane included.
             tolerations: [{ operator: 'Exists' }],
-            // `systemctl reload crio` talks to the host's systemd.
+            // The default reload signals CRI-O's host pid, found in the host's /proc.
             hostPID: true,
             containers: [
               {
                 name: 'agent',
                 image: options.image,
-                args: ['agent', `--port=${port}`, `--drop-in=${DEFAULT_PIN_DROP_IN}`, '--reload=systemctl', ...(options.agentArgs ?? [])],
+                args: ['agent', `--port=${port}`, `--drop-in=${DEFAULT_PIN_DROP_IN}`, ...(options.agentArgs ?? [])],
                 env: [
                   { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
                   { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
@@ -141,7 +141,6 @@ export function installManifests(options: InstallOptions): Manifest[] {
                   { name: 'kubelet-pull-secret', mountPath: '/var/lib/kubelet/config.json', readOnly: true },
                   // registries.conf and its drop-ins: image sizes are read from CRI-O's mirrors.
                   { name: 'containers-config', mountPath: '/etc/containers', readOnly: true },
-                  { name: 'systemd', mountPath: '/run/systemd' },
                   // Free space is statfs() of the image filesystem CRI-O reports, at its host path.
                   // HostToContainer: CRI-O's own mounts below it stay visible (and CRI-O insists on it).
                   { name: 'image-store', mountPath: imageStore, readOnly: true, mountPropagation: 'HostToContainer' },
@@ -153,7 +152,6 @@ export function installManifests(options: InstallOptions): Manifest[] {
               { name: 'crio-config', hostPath: { path: '/etc/crio', type: 'Directory' } },
               { name: 'kubelet-pull-secret', hostPath: { path: '/var/lib/kubelet/config.json', type: 'FileOrCreate' } },
               { name: 'containers-config', hostPath: { path: '/etc/containers', type: 'DirectoryOrCreate' } },
-              { name: 'systemd', hostPath: { path: '/run/systemd', type: 'Directory' } },
               { name: 'image-store', hostPath: { path: imageStore, type: 'Directory' } },
             ],
           },
