@@ -257,7 +257,7 @@ describe('what plan prints', () => {
     const p = JSON.parse(r.stdout) as Plan;
     const estimated = new Set(p.images.flatMap((i) => i.layers).filter((l) => l.method === 'estimate-2x').map((l) => l.digest));
     expect(estimated.size).toBeGreaterThan(100);
-    expect(p.warnings.filter((w) => /Range/.test(w))).toEqual([`${estimated.size} layers: the registry did not honour a Range request; disk sizes estimated as 2x compressed (-o wide lists them)`]);
+    expect(p.warnings.filter((w) => /Range/.test(w))).toEqual([`${estimated.size} layers: the registry did not honour a Range request; disk sizes estimated as 2x compressed (-o json lists them)`]);
   });
   it('shows progress off a terminal only with --progress', async () => {
     const r = await plan(faults.host, env(), '--tls-verify=false', '--progress');

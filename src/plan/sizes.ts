@@ -112,7 +112,7 @@ function warnEstimate(warnings: string[], why: string, digest: string): void {
   const n = cause.layers.length;
   warnings[cause.index] = n === 1
     ? `layer ${digest.slice(0, 19)}: ${why}; disk size estimated as 2x compressed`
-    : `${n} layers: ${why}; disk sizes estimated as 2x compressed (-o wide lists them)`;
+    : `${n} layers: ${why}; disk sizes estimated as 2x compressed (-o json lists them)`;
 }
 
 async function sizeLayer(client: RegistryClient, ref: ImageReference, layer: Descriptor, warnings: string[]): Promise<LayerSize> {
