@@ -5,7 +5,10 @@
  * planner's rules. Prints, for AWS with the default capabilities: the worker set against the
  * truth (missing, extra), the control-plane set's missing images, the bytes a worker saves
  * against everything-on-every-node; and for `--capability-set None`, capability-gated images
- * planned (must be 0). Exits 1 when a target is missed.
+ * planned (must be 0). Second section, live-cluster mode: the test bed's kube-apiserver with
+ * OpenShift's ClusterVersion and Infrastructure CRDs, running the fixture's simulated 4.16.2
+ * cluster; the plan of the upgrade to 4.16.3 against what each role runs (must be exact).
+ * Exits 1 when a target is missed.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -16,7 +19,13 @@ import { registryClientFrom } from '../src/cli/registry-options.js';
 import { buildPlan, type PlanOptions } from '../src/plan/build.js';
 import { DEFAULT_FEATURE_SET, DEFAULT_PROFILE } from '../src/plan/inclusion.js';
 import type { Plan } from '../src/plan/types.js';
+import { liveTruth, simulatedCluster } from '../fixtures/live-cluster.js';
+import { readLiveCluster } from '../src/cluster/live-cluster.js';
+import { KubeClient } from '../src/cluster/kube.js';
+import { startCluster } from '../test/cluster/index.js';
 import { startRegistry } from '../test/harness/index.js';
+import { installOpenShiftCrds, OPENSHIFT_4_21 } from '../test/mco/crds.js';
+import { loadSimulatedCluster } from '../test/support/simulated-cluster.js';
 
 const fixture = buildReleaseFixture();
 const { truth } = fixture;
@@ -70,6 +79,32 @@ try {
 
   const unknown = await plan({});
   console.log(`platform unknown, capability set vCurrent: worker set ${setImages(unknown, 'worker').size} images, ${mib(diskOf(unknown, 'worker'))}; ${unknown.warnings.find((w) => w.startsWith('platform unknown')) ?? 'no platform warning'}`);
+
+  // Live-cluster mode: a running 4.16.2 cluster on the test bed's API server, upgraded to 4.16.3.
+  const cluster = await startCluster({ workers: 2 });
+  try {
+    const kube = new KubeClient(cluster.kubeConfig);
+    await installOpenShiftCrds(kube, OPENSHIFT_4_21, 'config');
+    const simulated = simulatedCluster(truth, cluster.nodes.map((n) => ({ name: n.name, role: n.role })));
+    await loadSimulatedCluster(kube, simulated);
+    const live = await plan({ capabilitySet: undefined, live: (await readLiveCluster(kube))! });
+    const want = liveTruth(truth, simulated);
+    const currentNames = new Map(truth.current.components.map((c) => [c.pullSpec, c.name]));
+    console.log(`live cluster (${truth.current.version} on AWS, ${cluster.nodes.length} nodes, ${simulated.pods.length} pods) upgraded to ${truth.release.version}:`);
+    for (const [role, wanted, running] of [['worker', want.worker, simulated.running.worker], ['control-plane', want.controlPlane, simulated.running.controlPlane]] as const) {
+      const got = compare(setImages(live, role), wanted);
+      const fallback = wanted.length - running.length;
+      console.log(`  ${role} set: ${setImages(live, role).size} images, truth ${wanted.length} (${running.length} running now + ${fallback} new, not running, pause and OS images): ${got.missing.length} missing${got.missing.length ? ` (${got.missing.join(', ')})` : ''}, ${got.extra.length} extra${got.extra.length ? ` (${got.extra.join(', ')})` : ''}`);
+      if (got.missing.length > 0 || got.extra.length > 0) failed = true;
+    }
+    const stale = [...setImages(live, 'worker'), ...setImages(live, 'control-plane')].filter((p) => currentNames.has(p) && !truth.components.some((c) => c.pullSpec === p));
+    console.log(`  ${truth.current.version} digests pinned: ${stale.length}; skipped: ${live.skipped.length} images in no set`);
+    if (stale.length > 0) failed = true;
+    const liveWorker = diskOf(live, 'worker');
+    console.log(`  bytes per worker: ${mib(liveWorker)} against ${mib(worker)} offline with --platform AWS and ${mib(all)} for every image on every node`);
+  } finally {
+    await cluster.stop();
+  }
 } finally {
   await registry.stop();
   await rm(storage, { recursive: true, force: true });

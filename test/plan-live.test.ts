@@ -18,6 +18,7 @@ import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
 import { testPlan, writePlan } from './mco/plans.js';
 import { McoSimulator } from './mco/simulator.js';
 import { runBin, runCli } from './support/cli.js';
+import { loadSimulatedCluster } from './support/simulated-cluster.js';
 
 const truth = inject('fixtureTruth');
 const RELEASE = `quay.io/openshift-release-dev/ocp-release:${truth.release.tag}`;
@@ -42,21 +43,7 @@ beforeAll(async () => {
   // The pools stage's disk check targets.
   simulator = await McoSimulator.start(client, { pullMs: 200 });
   simulated = simulatedCluster(truth, cluster.nodes.map((n) => ({ name: n.name, role: n.role })));
-  // Objects first, then their status through the status subresource, as the CVO and kubelets write it.
-  for (const [plural, object] of [['clusterversions', simulated.clusterVersion], ['infrastructures', simulated.infrastructure]] as const) {
-    const { status, ...spec } = object as { status: unknown; metadata: { name: string } };
-    await client.request('POST', `${CONFIG}/${plural}`, { body: spec });
-    await client.request('PATCH', `${CONFIG}/${plural}/${spec.metadata.name}/status`, { body: { status }, ...merge });
-  }
-  for (const namespace of simulated.namespaces) {
-    await client.request('POST', '/api/v1/namespaces', { body: { metadata: { name: namespace } } });
-    await client.request('POST', `/api/v1/namespaces/${namespace}/serviceaccounts`, { body: { metadata: { name: 'default' } } });
-  }
-  for (const pod of simulated.pods) {
-    const path = `/api/v1/namespaces/${pod.metadata.namespace}/pods`;
-    await client.request('POST', path, { body: { metadata: pod.metadata, spec: { ...pod.spec, automountServiceAccountToken: false } } });
-    await client.request('PATCH', `${path}/${pod.metadata.name}/status`, { body: { status: pod.status }, ...merge });
-  }
+  await loadSimulatedCluster(client, simulated);
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
