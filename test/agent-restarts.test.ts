@@ -4,7 +4,9 @@
  *
  * - worker-0 runs the real agent process (`prestage agent`), SIGKILLed while several
  *   images are pulling, then started again;
- * - worker-1 runs an in-process agent while its CRI-O is restarted under it.
+ * - worker-1 runs an in-process agent while its CRI-O is restarted under it;
+ * - worker-2 runs the real agent process whose /healthz is polled through a pull longer than its
+ *   stall window, and while its CRI-O is frozen (SIGSTOP).
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -50,7 +52,7 @@ const cleanups: Array<() => Promise<void>> = [];
 beforeAll(async () => {
   registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
   proxy = await startFaultProxy({ upstream: registry.url });
-  cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': proxy.host }, insecureRegistries: [proxy.host] });
+  cluster = await startCluster({ workers: 3, registryMirrors: { 'quay.io': proxy.host }, insecureRegistries: [proxy.host] });
   objects = await installPrestageCrds(cluster);
 }, COLD_BUILD_TIMEOUT_MS);
 
@@ -276,4 +278,69 @@ describe('CRI-O restarted mid-pull', () => {
     expect(await readFile(join(worker.crio.confDir, DROP_IN), 'utf8')).toBe(renderPinDropIn(all.map((image) => image.pullSpec)));
     expect(await setStatus(worker.name, 'pinned-before')).toMatchObject({ currentGeneration: 1, desiredGeneration: 1 });
   });
+});
+
+describe('liveness from progress', () => {
+  it('answers 200 on /healthz all through a pull longer than the stall window, and 503 while CRI-O does not answer', async () => {
+    const worker = node('worker-2');
+    const stallSeconds = 2;
+    await warmBaseLayer(worker);
+    const agent = await startPrestageProcess({
+      name: 'prestage agent (worker-2)',
+      args: [
+        'agent', '--log-level', 'debug',
+        '--node-name', worker.name,
+        '--kubeconfig', cluster.kubeconfigPath,
+        '--cri-socket', worker.crio.socketPath,
+        // The default reload: SIGHUP to the CRI-O that /proc shows reading this directory.
+        '--drop-in', join(worker.crio.confDir, DROP_IN),
+        '--pull-secret', join(cluster.dir, 'no-pull-secret.json'),
+        '--reserve', '0',
+        '--resync', '1',
+        '--stall-timeout', String(stallSeconds),
+        '--port', '0',
+      ],
+      logPath: join(cluster.dir, 'agent-worker-2.log'),
+      readyWhen: 'agent started',
+    });
+    cleanups.push(() => agent.stop(5_000));
+    const started = agent.logSince(0).split('\n').find((line) => line.includes('"agent started"')) as string;
+    const url = `http://127.0.0.1:${(JSON.parse(started) as { port: number }).port}/healthz`;
+    const healthz = async () => {
+      const response = await fetch(url);
+      return `${response.status} ${await response.text()}`;
+    };
+
+    const answers: string[] = [];
+    const image = LARGE[0]!;
+    // rhel-coreos, 4.7 MiB: about 9 s at 512 KiB/s.
+    proxy.setBandwidth(4 * SLOW_LINK_BYTES_PER_SECOND);
+    const pullStarted = Date.now();
+    try {
+      await createSet('slow-pull', worker.name, [image]);
+      await agent.whileRunning(waitFor('the slow pull done and pinned', async () => {
+        answers.push(await healthz());
+        const set = await setStatus(worker.name, 'slow-pull');
+        return set && isSetDone(set) ? set : undefined;
+      }, 120_000, 200));
+    } finally {
+      proxy.setBandwidth(null);
+    }
+    const pullSeconds = (Date.now() - pullStarted) / 1000;
+    // The premise: the pull outlasted the stall window several times over.
+    expect(pullSeconds).toBeGreaterThan(3 * stallSeconds);
+    expect(answers.length).toBeGreaterThan(15);
+    expect(answers.map((answer, index) => `${index}: ${answer}`).filter((answer) => !answer.endsWith(': 200 ok\n'))).toEqual([]);
+
+    // Frozen: the next pass hangs on ListImages, and nothing moves forward.
+    process.kill(worker.crio.pid, 'SIGSTOP');
+    try {
+      await agent.whileRunning(waitFor('/healthz to answer 503', async () => ((await healthz()).startsWith('503') ? true : undefined), 30_000, 100));
+      expect(await healthz()).toBe('503 no progress: the reconcile loop is stuck\n');
+    } finally {
+      process.kill(worker.crio.pid, 'SIGCONT');
+    }
+    await agent.whileRunning(waitFor('/healthz to answer 200 once CRI-O answers again', async () => ((await healthz()).startsWith('200') ? true : undefined), 60_000, 200));
+    console.log(`liveness: a ${pullSeconds.toFixed(1)} s pull with a ${stallSeconds} s stall window, ${answers.length} /healthz answers, all 200`);
+  }, 180_000);
 });

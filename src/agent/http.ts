@@ -8,7 +8,7 @@ export interface AgentHttpServer {
   close(): Promise<void>;
 }
 
-/** `healthy()` false answers 503 so the kubelet restarts an agent whose loop is stuck. */
+/** `healthy()` false answers 503 so the kubelet restarts an agent whose loop makes no progress. */
 export async function serveAgentHttp(registry: Registry, healthy: () => boolean, port: number, host = '0.0.0.0'): Promise<AgentHttpServer> {
   const server: Server = createServer((request, response) => {
     const path = (request.url ?? '/').split('?')[0];
@@ -21,7 +21,7 @@ export async function serveAgentHttp(registry: Registry, healthy: () => boolean,
       );
     } else if (path === '/healthz') {
       const ok = healthy();
-      response.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ok\n' : 'reconcile loop stalled\n');
+      response.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ok\n' : 'no progress: the reconcile loop is stuck\n');
     } else {
       response.writeHead(404).end();
     }

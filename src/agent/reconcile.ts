@@ -84,12 +84,18 @@ export interface NodeAgentOptions {
   readonly permanentFailureBackoffMs?: number;
   /** Periodic re-check from CRI truth: repairs drift and retries failures. */
   readonly resyncMs?: number;
+  /** Liveness: unhealthy once the loop made no progress for this long (a pull within its own deadline is progress). */
+  readonly stallMs?: number;
 }
 
 const DEFAULT_RETRY: RetryPolicy = { attempts: 5, initialDelayMs: 1_000, maxDelayMs: 10_000 };
 const DEFAULT_MIN_THROUGHPUT = 1024 * 1024;
 const DEFAULT_MIN_PULL_TIMEOUT_MS = 5 * 60_000;
 const DEFAULT_PERMANENT_FAILURE_BACKOFF_MS = 10 * 60_000;
+const DEFAULT_RESYNC_MS = 60_000;
+const DEFAULT_STALL_MS = 5 * 60_000;
+/** CRI ends a pull at its timeout; past this much more, the call itself is stuck. */
+const PULL_DEADLINE_GRACE_MS = 60_000;
 /** An image whose sizes could not be read only for the status is asked about again after this. */
 const STATUS_SIZE_RETRY_MS = 10 * 60_000;
 /** Errors retrying cannot fix; the image fails at once (MCO does the same for ENOSPC). */
@@ -119,8 +125,10 @@ export class NodeAgent {
   private readonly sizesRetryAt = new Map<string, number>();
   /** Set → `generation error` of the failure last announced with an Event. */
   private announced: Map<string, string> | undefined;
-  /** When the last pass completed (ms since epoch); for the health check. */
-  lastSuccessAt: number | undefined;
+  /** The last step forward (a pull attempt ended, a status written, a pass completed), ms since epoch. */
+  private lastProgressAt = Date.now();
+  /** Pulls in flight: by when CRI must have answered. */
+  private readonly pullDeadlines = new Map<string, number>();
 
   constructor(private readonly options: NodeAgentOptions) {
     this.retry = options.retry ?? DEFAULT_RETRY;
@@ -130,7 +138,7 @@ export class NodeAgent {
   start(): void {
     if (this.stopped) return;
     this.trigger();
-    const resyncMs = this.options.resyncMs ?? 60_000;
+    const resyncMs = this.options.resyncMs ?? DEFAULT_RESYNC_MS;
     this.timer = setInterval(() => this.trigger(), resyncMs);
     this.timer.unref();
   }
@@ -145,9 +153,10 @@ export class NodeAgent {
     this.running = (async () => {
       do {
         this.rerun = false;
+        this.progressed();
         try {
           await this.reconcile();
-          this.lastSuccessAt = Date.now();
+          this.progressed();
           this.options.metrics?.reconciles.inc({ outcome: 'ok' });
         } catch (error) {
           this.options.metrics?.reconciles.inc({ outcome: 'error' });
@@ -156,6 +165,23 @@ export class NodeAgent {
       } while (this.rerun && !this.stopped);
       this.running = undefined;
     })();
+  }
+
+  /**
+   * Liveness, from progress rather than from whole passes (a pass includes every pull, which may
+   * take hours): healthy while every pull in flight is within its deadline, or, with none in
+   * flight, while the last step (a pass started or done, a pull attempt ended, a status written)
+   * is recent; between passes, within a resync of that. A pass that fails is no hang: a runtime
+   * that is down fails each pass within CRI's call timeout, and restarting the agent would not help.
+   */
+  healthy(now = Date.now()): boolean {
+    if (this.pullDeadlines.size > 0) return [...this.pullDeadlines.values()].every((deadline) => now < deadline);
+    const idleMs = this.running ? 0 : (this.options.resyncMs ?? DEFAULT_RESYNC_MS);
+    return now - this.lastProgressAt < (this.options.stallMs ?? DEFAULT_STALL_MS) + idleMs;
+  }
+
+  private progressed(): void {
+    this.lastProgressAt = Date.now();
   }
 
   /** Resolves when no pass is running or queued. */
@@ -198,7 +224,10 @@ export class NodeAgent {
     const due = [...toPull].filter(([image]) => (this.records.get(image)?.notBefore ?? 0) <= Date.now());
     const release = due.length > 0 && this.options.pacer ? await this.options.pacer.acquire() : undefined;
     const limit = pLimit(isControlPlane(labels) ? (this.options.controlPlaneConcurrency ?? this.options.concurrency) : this.options.concurrency);
-    const progress = new StatusPublisher(async () => this.options.cluster.writeStatus(await this.snapshot()));
+    const progress = new StatusPublisher(async () => {
+      await this.options.cluster.writeStatus(await this.snapshot());
+      this.progressed();
+    });
     try {
       await Promise.all(
         due.map(([image, bytes]) =>
@@ -377,6 +406,7 @@ export class NodeAgent {
       for (let attempt = 1; attempt <= this.retry.attempts; attempt++) {
         record.attempts++;
         const started = Date.now();
+        this.pullDeadlines.set(image, started + timeoutMs + PULL_DEADLINE_GRACE_MS);
         try {
           await runtime.pull(image, { auth, timeoutMs });
           record.lastError = undefined;
@@ -396,6 +426,9 @@ export class NodeAgent {
           onRetry();
           await sleep(delay);
           delay = Math.min(delay * 2, this.retry.maxDelayMs);
+        } finally {
+          this.pullDeadlines.delete(image);
+          this.progressed();
         }
       }
     } finally {

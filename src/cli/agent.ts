@@ -50,6 +50,12 @@ export function agentCommand(ctx: CommandContext) {
         .option('min-throughput', { type: 'string', default: '1Mi', describe: 'Bytes/s below which a pull of known size is stalled' })
         .option('permanent-failure-backoff', { type: 'number', default: 600, coerce: positiveSeconds('permanent-failure-backoff'), describe: 'Seconds an image that failed permanently (ENOSPC, not found, denied) rests' })
         .option('resync', { type: 'number', default: 60, coerce: positiveSeconds('resync'), describe: 'Seconds between full re-checks (drift repair, retries)' })
+        .option('stall-timeout', {
+          type: 'number',
+          default: 300,
+          coerce: positiveSeconds('stall-timeout'),
+          describe: '/healthz answers 503 after this many seconds without progress (a pull attempt ended, a status written, a pass done); a pull within its own timeout counts as progress',
+        })
         .option('max-pulling-nodes', { type: 'number', default: 0, coerce: integerAtLeast('max-pulling-nodes', 0), describe: 'Cluster-wide: at most this many nodes pull at once, via Leases (0: no limit)' })
         .option('namespace', {
           alias: 'lease-namespace',
@@ -94,6 +100,7 @@ export function agentCommand(ctx: CommandContext) {
         pullSecretPath: args['pull-secret'],
         imageSizes,
         resyncMs: args.resync * 1000,
+        stallMs: args['stall-timeout'] * 1000,
         permanentFailureBackoffMs: args['permanent-failure-backoff'] * 1000,
         pacer,
       });
@@ -111,9 +118,7 @@ export function agentCommand(ctx: CommandContext) {
           process.once('SIGTERM', resolve);
           process.once('SIGINT', resolve);
         });
-        const resyncMs = args.resync * 1000;
-        const started = Date.now();
-        const http = await serveAgentHttp(metrics.registry, () => Date.now() - (agent.lastSuccessAt ?? started) < 3 * resyncMs + 60_000, args.port);
+        const http = await serveAgentHttp(metrics.registry, () => agent.healthy(), args.port);
         log.info({ port: http.port, crio: args['cri-socket'], dropIn: args['drop-in'] }, 'agent started');
         // No pass before the Node and the sets are known (a pass without the Node's labels cannot select sets).
         void untilLoaded(cluster, log).then(() => agent.start());
