@@ -143,6 +143,27 @@ describe('plan of the upgrade of a running cluster', () => {
       stdout: '',
       stderr: `prestage: error: ${cluster.apiServerUrl} refused to get clusterversions/version (HTTP 403): planning from the live cluster needs get, list on nodes and pods (all namespaces); get on clusterversions and infrastructures (config.openshift.io); or plan with --no-cluster\n`,
     });
+
+    // Exactly that RBAC is enough.
+    await client.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      body: {
+        metadata: { name: 'prestage-plan' },
+        rules: [
+          { apiGroups: [''], resources: ['nodes', 'pods'], verbs: ['get', 'list'] },
+          { apiGroups: ['config.openshift.io'], resources: ['clusterversions', 'infrastructures'], verbs: ['get'] },
+        ],
+      },
+    });
+    await client.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      body: { metadata: { name: 'prestage-plan' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'prestage-plan' }, subjects: [{ kind: 'ServiceAccount', namespace: 'default', name: 'nobody' }] },
+    });
+    let allowed = await runCli(['plan', RELEASE, ...registryFlags, '--kubeconfig', file, '-o', 'json']);
+    // RBAC changes reach the authorizer's cache within a moment.
+    for (const deadline = Date.now() + 10_000; allowed.code === 4 && Date.now() < deadline; await new Promise((r) => setTimeout(r, 200))) {
+      allowed = await runCli(['plan', RELEASE, ...registryFlags, '--kubeconfig', file, '-o', 'json']);
+    }
+    expect(allowed.stderr).toBe('');
+    expect((JSON.parse(allowed.stdout) as Plan).cluster.observed?.pods).toBe(simulated.pods.length - 1);
   });
 
   it("stage plans from the cluster by default: its table shows what it saw before the disk check", async () => {

@@ -54,6 +54,7 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   let classifications = classifyComponents(facts.components, facts.documents, classifyOptions);
   let observed: PlanObserved | undefined;
   if (live) {
+    onProgress?.({ phase: 'release', release: live.release.pullSpec });
     const current = await readRelease(client, live.release.pullSpec, opts.arch);
     const planned = classifyLive({
       cluster: live,
