@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import { ClusterError } from '../errors.js';
+import { KubeApiError, type KubeClient } from './kube.js';
+import { readLiveCluster } from './live-cluster.js';
+
+const digest = (c: string) => `sha256:${c.repeat(64)}`;
+
+/** A KubeClient that answers from a table of paths; pod lists come in pages of `continue` tokens. */
+function fakeClient(objects: Record<string, unknown>, podPages: unknown[][], refuse?: string): { client: KubeClient; continues: Array<string | undefined> } {
+  const continues: Array<string | undefined> = [];
+  const answer = async (path: string, query: Record<string, unknown> = {}) => {
+    if (path === refuse) throw new KubeApiError(403, 'Forbidden', `GET ${path}: forbidden`);
+    if (path === '/api/v1/pods') {
+      const page = Number(query.continue ?? 0);
+      continues.push(query.continue as string | undefined);
+      return { metadata: { resourceVersion: '1', ...(page + 1 < podPages.length ? { continue: String(page + 1) } : {}) }, items: podPages[page] };
+    }
+    if (path in objects) return objects[path];
+    throw new KubeApiError(404, 'NotFound', `GET ${path}: not found`);
+  };
+  const client = {
+    server: 'https://api.example.com:6443',
+    get: answer,
+    find: async (path: string) => (path in objects || path === refuse ? answer(path) : undefined),
+  } as unknown as KubeClient;
+  return { client, continues };
+}
+
+const clusterVersion = {
+  metadata: { name: 'version' },
+  status: {
+    desired: { image: `quay.io/ocp/release@${digest('b')}`, version: '4.16.3' },
+    history: [
+      { state: 'Partial', image: `quay.io/ocp/release@${digest('b')}`, version: '4.16.3' },
+      { state: 'Completed', image: `quay.io/ocp/release@${digest('a')}`, version: '4.16.2' },
+    ],
+    capabilities: { enabledCapabilities: ['Console', 'Build'] },
+  },
+};
+const nodes = {
+  metadata: { resourceVersion: '1' },
+  items: [
+    { metadata: { name: 'm0', labels: { 'node-role.kubernetes.io/control-plane': '' } } },
+    { metadata: { name: 'w0', labels: { 'node-role.kubernetes.io/worker': '' } } },
+  ],
+};
+const pods = [
+  [
+    {
+      metadata: { name: 'dns-default-x1', namespace: 'openshift-dns', ownerReferences: [{ kind: 'DaemonSet', name: 'dns-default' }] },
+      spec: { nodeName: 'w0', initContainers: [{ image: `quay.io/ocp/art@${digest('c')}` }], containers: [{ image: 'quay.io/ocp/art:dns' }] },
+      status: { containerStatuses: [{ imageID: `mirror.example.com/ocp/art@${digest('d')}` }] },
+    },
+  ],
+  [
+    { metadata: { name: 'router-default-5d9f8b7c6d-abcde', namespace: 'openshift-ingress', ownerReferences: [{ kind: 'ReplicaSet', name: 'router-default-5d9f8b7c6d' }] }, spec: { nodeName: 'w0', containers: [{ image: `quay.io/ocp/art@${digest('e')}` }] } },
+    { metadata: { name: 'pending', namespace: 'shop' }, spec: { containers: [{ image: `quay.io/ocp/art@${digest('f')}` }] } },
+  ],
+];
+
+describe('reading a live cluster', () => {
+  it('takes the newest completed release, capabilities, platform, node roles and every page of bound pods', async () => {
+    const { client, continues } = fakeClient({
+      '/apis/config.openshift.io/v1/clusterversions/version': clusterVersion,
+      '/apis/config.openshift.io/v1/infrastructures/cluster': { metadata: { name: 'cluster' }, status: { platformStatus: { type: 'AWS' } } },
+      '/api/v1/nodes': nodes,
+    }, pods);
+    expect(await readLiveCluster(client)).toEqual({
+      server: 'https://api.example.com:6443',
+      release: { pullSpec: `quay.io/ocp/release@${digest('a')}`, version: '4.16.2' },
+      capabilities: ['Build', 'Console'],
+      platform: 'AWS',
+      nodes: [{ name: 'm0', role: 'control-plane' }, { name: 'w0', role: 'worker' }],
+      pods: [
+        { workload: 'openshift-dns/dns-default', node: 'w0', digests: [digest('c'), digest('d')] },
+        { workload: 'openshift-ingress/router-default', node: 'w0', digests: [digest('e')] },
+      ],
+    });
+    expect(continues).toEqual([undefined, '1']);
+  });
+
+  it('falls back to status.desired, and leaves out what the cluster does not say', async () => {
+    const { client } = fakeClient({
+      '/apis/config.openshift.io/v1/clusterversions/version': { metadata: { name: 'version' }, status: { desired: { image: `quay.io/ocp/release@${digest('a')}` } } },
+      '/api/v1/nodes': nodes,
+    }, [[]]);
+    expect(await readLiveCluster(client)).toEqual({ server: 'https://api.example.com:6443', release: { pullSpec: `quay.io/ocp/release@${digest('a')}` }, nodes: [{ name: 'm0', role: 'control-plane' }, { name: 'w0', role: 'worker' }], pods: [] });
+  });
+
+  it('is undefined without a ClusterVersion (not OpenShift)', async () => {
+    expect(await readLiveCluster(fakeClient({}, [[]]).client)).toBeUndefined();
+  });
+
+  it('names the RBAC it needs when refused', async () => {
+    const { client } = fakeClient({ '/apis/config.openshift.io/v1/clusterversions/version': clusterVersion, '/api/v1/nodes': nodes }, [[]], '/api/v1/pods');
+    const error = await readLiveCluster(client).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ClusterError);
+    expect((error as Error).message).toBe('https://api.example.com:6443 refused to list pods in all namespaces (HTTP 403): planning from the live cluster needs get, list on nodes and pods (all namespaces); get on clusterversions and infrastructures (config.openshift.io); or plan with --no-cluster');
+  });
+});
