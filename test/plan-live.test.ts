@@ -179,6 +179,34 @@ describe('plan of the upgrade of a running cluster', () => {
   });
 });
 
+describe('stage without the RBAC to read the cluster', () => {
+  it('warns in one line and plans from the release alone', async () => {
+    await client.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      body: { metadata: { name: 'stager' }, rules: [{ apiGroups: ['', 'machineconfiguration.openshift.io'], resources: ['*'], verbs: ['*'] }] },
+    });
+    await client.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      body: { metadata: { name: 'stager' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'stager' }, subjects: [{ kind: 'ServiceAccount', namespace: 'default', name: 'stager' }] },
+    });
+    const file = join(dir, 'stager.kubeconfig');
+    writeFileSync(file, cluster.kubeConfigForToken(await cluster.serviceAccountToken('default', 'stager')).exportConfig());
+    await client.request('PATCH', '/api/v1/nodes/worker-0/status', { body: { status: { allocatable: { 'ephemeral-storage': '1Mi' } } }, ...merge });
+    try {
+      let r = await runCli(['stage', RELEASE, ...registryFlags, '--kubeconfig', file]);
+      for (const deadline = Date.now() + 10_000; !r.stderr.includes('warning') && Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 200))) {
+        r = await runCli(['stage', RELEASE, ...registryFlags, '--kubeconfig', file]);
+      }
+      const [warning, error, ...rest] = r.stderr.split('\n');
+      expect(warning).toBe(`prestage: warning: ${cluster.apiServerUrl} refused to get clusterversions/version (HTTP 403), so the plan comes from the release alone; planning from the live cluster needs get, list on nodes and pods (all namespaces); get on clusterversions and infrastructures (config.openshift.io) (--no-cluster skips it)`);
+      expect(error).toMatch(/^prestage: error: not enough ephemeral storage for the sets on 1 node\(s\): worker-0 /);
+      expect(rest).toEqual(['']);
+      expect(r.stdout).toMatch(/^Release 4\.16\.3 /);
+      expect(r.stdout).not.toContain('Live cluster:');
+    } finally {
+      await client.request('PATCH', '/api/v1/nodes/worker-0/status', { body: { status: { allocatable: { 'ephemeral-storage': String(120 * 2 ** 30) } } }, ...merge });
+    }
+  });
+});
+
 describe('names MCO accepts, at apply', () => {
   it('refuses to apply an MCO set with a localhost name (exit 2, one line) and creates nothing', async () => {
     const plan = testPlan('local');

@@ -33,7 +33,7 @@ export function planCommand(ctx: CommandContext) {
       // Found now, not after minutes of registry reads.
       if (args['output-dir'] !== undefined) await checkOutputDir(args['output-dir']);
       const requested = args.cluster ?? (args.kubeconfig !== undefined || args.context !== undefined);
-      const live = requested ? await liveClusterFrom(args, true) : undefined;
+      const live = requested ? await liveClusterFrom(args, true, (line) => ctx.log.warn(line)) : undefined;
       // Retries are summed per registry and reported only when the plan succeeds: a fatal
       // error is the one line printed.
       const retries = new RetrySummary();

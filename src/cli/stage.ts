@@ -51,7 +51,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
         .epilogue(LIVE_CLUSTER_HELP),
     handler: async (args: any) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
-      const live = args.cluster === false ? undefined : await liveClusterFrom(args as KubeFlags, args.cluster === true);
+      const live = args.cluster === false ? undefined : await liveClusterFrom(args as KubeFlags, args.cluster === true, (line) => ctx.log.warn(line));
       const plan = await planRelease(args.release, args, ctx, live);
       const sets = desiredSetsFromPlan(plan);
       // Progress goes to stdout; with -o json only the events do, so the table goes to stderr.

@@ -34,13 +34,33 @@ interface Pod extends KubeObject {
 /** `plan --help` and the README: what live planning reads. */
 export const LIVE_CLUSTER_HELP = `\nLive cluster (--kubeconfig/--context on plan, by default in stage; --no-cluster turns it off): reads ClusterVersion, Infrastructure, Nodes and Pods, read-only. RBAC needed: ${LIVE_CLUSTER_RBAC}.`;
 
+/** The API server refused a read live planning needs. */
+export class LiveClusterRefused extends ClusterError {
+  constructor(
+    readonly server: string,
+    readonly what: string,
+    readonly status: number,
+  ) {
+    super(`${server} refused to ${what} (HTTP ${status}): planning from the live cluster needs ${LIVE_CLUSTER_RBAC}; or plan with --no-cluster`);
+  }
+}
+
 /**
- * The running cluster to plan the upgrade of, when `requested` (undefined: not asked for). A
- * cluster without ClusterVersion is not OpenShift: an error when `required`, else nothing.
+ * The running cluster to plan the upgrade of. When it was asked for (`required`), a cluster
+ * without ClusterVersion (not OpenShift) or a refusal is an error; by default (`stage`) the
+ * plan comes from the release alone: silently when the cluster is not OpenShift, with `warn`
+ * when it refused.
  */
-export async function liveClusterFrom(flags: { kubeconfig?: string; context?: string }, required: boolean): Promise<LiveCluster | undefined> {
+export async function liveClusterFrom(flags: { kubeconfig?: string; context?: string }, required: boolean, warn: (line: string) => void): Promise<LiveCluster | undefined> {
   const client = new KubeClient(await loadKubeconfig(flags));
-  const live = await readLiveCluster(client);
+  let live: LiveCluster | undefined;
+  try {
+    live = await readLiveCluster(client);
+  } catch (error) {
+    if (required || !(error instanceof LiveClusterRefused)) throw error;
+    warn(`${error.server} refused to ${error.what} (HTTP ${error.status}), so the plan comes from the release alone; planning from the live cluster needs ${LIVE_CLUSTER_RBAC} (--no-cluster skips it)`);
+    return undefined;
+  }
   if (!live && required) throw new ClusterError(`${client.server} has no ClusterVersion (not an OpenShift cluster): nothing to plan the upgrade of; plan with --no-cluster`);
   return live;
 }
@@ -111,9 +131,7 @@ async function read<T>(client: KubeClient, call: () => Promise<T>, what: string)
   try {
     return await call();
   } catch (error) {
-    if (error instanceof KubeApiError && (error.status === 401 || error.status === 403)) {
-      throw new ClusterError(`${client.server} refused to ${what} (HTTP ${error.status}): planning from the live cluster needs ${LIVE_CLUSTER_RBAC}; or plan with --no-cluster`);
-    }
+    if (error instanceof KubeApiError && (error.status === 401 || error.status === 403)) throw new LiveClusterRefused(client.server, what, error.status);
     throw error;
   }
 }
