@@ -218,6 +218,36 @@ describe('names MCO accepts (PinnedImageSet CEL rules)', () => {
     expect(json.code).toBe(0);
     expect((JSON.parse(json.stdout) as Plan).release.pullSpec).toBe(releaseAt(local));
   });
+
+  it('refuses a release mirrored oc-mirror style, two namespace segments deep', async () => {
+    const deep = await startRegistry();
+    try {
+      // The release image copied as oc-mirror lays it out: <registry>/<prefix>/openshift/release-images.
+      const from = `${registry.url}/v2/openshift-release-dev/ocp-release`;
+      const to = `${deep.url}/v2/prefix/openshift/release-images`;
+      const accept = 'application/vnd.docker.distribution.manifest.v2+json';
+      const manifest = Buffer.from(await (await fetch(`${from}/manifests/${truth.release.tag}`, { headers: { accept } })).arrayBuffer());
+      const doc = JSON.parse(manifest.toString('utf8')) as { config: { digest: string }; layers: Array<{ digest: string }> };
+      for (const { digest } of [doc.config, ...doc.layers]) {
+        const bytes = Buffer.from(await (await fetch(`${from}/blobs/${digest}`)).arrayBuffer());
+        const started = await fetch(`${to}/blobs/uploads/`, { method: 'POST' });
+        const upload = new URL(started.headers.get('location')!, deep.url);
+        upload.searchParams.set('digest', digest);
+        expect((await fetch(upload, { method: 'PUT', body: bytes, headers: { 'content-type': 'application/octet-stream' } })).status).toBe(201);
+      }
+      expect((await fetch(`${to}/manifests/${truth.release.tag}`, { method: 'PUT', body: manifest, headers: { 'content-type': accept } })).status).toBe(201);
+
+      const release = `${deep.host}/prefix/openshift/release-images@${truth.release.image.digest}`;
+      const r = await runCli(['plan', `${deep.host}/prefix/openshift/release-images:${truth.release.tag}`, ...mirror, '-o', 'yaml']);
+      expect(r).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: `prestage: error: MCO's PinnedImageSet would reject ${release}: its repository path has more than one namespace segment; plan the release by its source name (quay.io/...) with --mirror SOURCE=MIRROR, which keeps the source names, or use --api prestage (the prestage agent)\n`,
+      });
+    } finally {
+      await deep.stop();
+    }
+  });
 });
 
 describe('plan input checks', () => {
