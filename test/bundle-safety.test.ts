@@ -6,15 +6,15 @@
  * again by a rerun of create, as verify and push advise.
  */
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Plan } from '../src/plan/types.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
-import { runBin, type CliResult } from './support/cli.js';
+import { expectOneLineError, treeHashes } from './support/bundle-files.js';
+import { runBin } from './support/cli.js';
 
 const run = promisify(execFile);
 const truth = inject('fixtureTruth');
@@ -64,25 +64,7 @@ afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-/** Every file under `dir` by relative path, with the sha256 of its bytes. */
-async function treeHashes(dir: string): Promise<Map<string, string>> {
-  const out = new Map<string, string>();
-  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue;
-    const path = join(entry.parentPath, entry.name);
-    out.set(relative(dir, path), createHash('sha256').update(await readFile(path)).digest('hex'));
-  }
-  return new Map([...out].sort(([a], [b]) => a.localeCompare(b)));
-}
 
-/** One `prestage: error:` line (progress lines and retry warnings may come before it), no stack. */
-function expectOneLineError(r: CliResult, code: number, message: RegExp): void {
-  expect(r.code, r.stderr).toBe(code);
-  const lines = r.stderr.trim().split('\n').filter((l) => !/^(bundled|pushed) \d+\/\d+ |^checking \d+ blobs|^prestage: warning: retry /.test(l));
-  expect(lines).toHaveLength(1);
-  expect(lines[0]).toMatch(/^prestage: error: /);
-  expect(lines[0]).toMatch(message);
-}
 
 /**
  * `dir` seen through a read-only bind mount, as on a DVD or a write-protected disk. Tests run

@@ -8,7 +8,7 @@ import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cp, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import yaml from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -20,6 +20,7 @@ import { parsePullSecretFile } from '../src/registry/credentials.js';
 import { parseMirrorRule } from '../src/registry/mirrors.js';
 import { DEFAULT_RETRY } from '../src/registry/transport.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
+import { expectOneLineError, treeHashes } from './support/bundle-files.js';
 import { BIN_DIR, runCli, type CliResult } from './support/cli.js';
 
 const truth = inject('fixtureTruth');
@@ -75,26 +76,7 @@ afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-/** Every file under `dir` by relative path, with the sha256 of its bytes. */
-async function treeHashes(dir: string): Promise<Map<string, string>> {
-  const out = new Map<string, string>();
-  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue;
-    const path = join(entry.parentPath, entry.name);
-    out.set(relative(dir, path), createHash('sha256').update(await readFile(path)).digest('hex'));
-  }
-  return new Map([...out].sort(([a], [b]) => a.localeCompare(b)));
-}
 
-/** The error is one line; progress lines of images finished before it and retry warnings may precede it. */
-function expectOneLineError(r: CliResult, code: number, message: RegExp): void {
-  expect(r.code, r.stderr).toBe(code);
-  const lines = r.stderr.trim().split('\n').filter((l) => !/^(bundled|pushed) \d+\/\d+ |^prestage: warning: retry /.test(l));
-  expect(lines, r.stderr).toHaveLength(1);
-  expect(lines[0]).toMatch(/^prestage: error: /);
-  expect(r.stderr).toMatch(message);
-  expect(r.stderr).not.toMatch(/\n\s+at /);
-}
 
 /**
  * Every image a bundle of the release carries: the planned ones, and those the plan puts in no

@@ -38,7 +38,9 @@ export function testPlan(prefix: string, options: { imageCount?: number; diskByt
       channels: ['stable-4.16'],
     },
     profile: 'self-managed-high-availability',
+    cluster: { profile: 'self-managed-high-availability', featureSet: 'Default', capabilities: [], exclude: [], platform: null },
     images: [],
+    skipped: [],
     sets: [plannedSet(prefix, 'control-plane', images, diskBytes), plannedSet(prefix, 'worker', images.slice(0, Math.max(1, count - 1)), diskBytes)],
     warnings: [],
   };

@@ -1,0 +1,27 @@
+/** What the bundle suites check on disk and on stderr. */
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import { join, relative } from 'node:path';
+import { expect } from 'vitest';
+import type { CliResult } from './cli.js';
+
+/** Every file under `dir` by relative path, with the sha256 of its bytes. */
+export async function treeHashes(dir: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const path = join(entry.parentPath, entry.name);
+    out.set(relative(dir, path), createHash('sha256').update(await readFile(path)).digest('hex'));
+  }
+  return new Map([...out].sort(([a], [b]) => a.localeCompare(b)));
+}
+
+/** One `prestage: error:` line matching `message`; progress lines and retry warnings may come before it; no stack. */
+export function expectOneLineError(r: CliResult, code: number, message: RegExp): void {
+  expect(r.code, r.stderr).toBe(code);
+  const lines = r.stderr.trim().split('\n').filter((l) => !/^(bundled|pushed) \d+\/\d+ |^checking \d+ blobs|^prestage: warning: retry /.test(l));
+  expect(lines, r.stderr).toHaveLength(1);
+  expect(lines[0]).toMatch(/^prestage: error: /);
+  expect(lines[0]).toMatch(message);
+  expect(r.stderr).not.toMatch(/\n\s+at /);
+}
