@@ -72,8 +72,8 @@ export async function readLiveCluster(client: KubeClient): Promise<LiveCluster |
   const current = currentRelease(clusterVersion);
   if (!current) throw new ClusterError(`ClusterVersion version on ${client.server} names no release (status.history and status.desired have no image); plan with --no-cluster`);
   const infrastructure = await read(client, () => client.find<KubeObject & { status?: { platformStatus?: { type?: string }; platform?: string } }>(INFRASTRUCTURE), 'get infrastructures/cluster');
-  const nodes = await read(client, () => listAll<KubeObject>(client, '/api/v1/nodes'), 'list nodes');
-  const pods = await read(client, () => listAll<Pod>(client, '/api/v1/pods'), 'list pods in all namespaces');
+  const nodes = await read(client, () => listAll<KubeObject, KubeObject>(client, '/api/v1/nodes', (n) => [n]), 'list nodes');
+  const pods = await read(client, () => listAll<Pod, RunningPod>(client, '/api/v1/pods', runningPod), 'list pods in all namespaces');
   const platform = infrastructure?.status?.platformStatus?.type ?? infrastructure?.status?.platform;
   const capabilities = clusterVersion.status?.capabilities?.enabledCapabilities;
   return {
@@ -82,7 +82,7 @@ export async function readLiveCluster(client: KubeClient): Promise<LiveCluster |
     ...(Array.isArray(capabilities) ? { capabilities: [...capabilities].sort() } : {}),
     ...(platform ? { platform } : {}),
     nodes: nodes.map((n) => ({ name: n.metadata.name, role: CONTROL_PLANE_LABELS.some((l) => l in (n.metadata.labels ?? {})) ? 'control-plane' : 'worker' })),
-    pods: pods.flatMap((p) => runningPod(p)),
+    pods,
   };
 }
 
@@ -115,15 +115,16 @@ function workloadOf(pod: Pod): string {
   return `${pod.metadata.namespace ?? ''}/${name}`;
 }
 
-async function listAll<T extends KubeObject>(client: KubeClient, path: string): Promise<T[]> {
-  const items: T[] = [];
+/** Every item of a collection, page by page, each page reduced by `keep` before the next is read. */
+async function listAll<T extends KubeObject, R>(client: KubeClient, path: string, keep: (item: T) => R[]): Promise<R[]> {
+  const kept: R[] = [];
   let next: string | undefined;
   do {
     const page = await client.get<KubeList<T>>(path, { limit: PAGE, continue: next });
-    items.push(...page.items);
+    for (const item of page.items) kept.push(...keep(item));
     next = page.metadata.continue || undefined;
   } while (next);
-  return items;
+  return kept;
 }
 
 /** A refusal names the RBAC live planning needs and the way around it. */
