@@ -14,6 +14,7 @@ import { API_VERSION, DISK_BYTES_ANNOTATION, GROUP, NODE_PINNED_IMAGES, PINNED_I
 import { CrioRuntime } from '../src/agent/crio.js';
 import { hasLayers, RegistryImageSizes } from '../src/agent/image-sizes.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
+import { KubeClient } from '../src/cluster/kube.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
 import { parsePullSecret } from '../src/registry/credentials.js';
 import { createLogger } from '../src/telemetry/log.js';
@@ -68,7 +69,7 @@ async function startAgent(reserveBytes: number, exact: boolean): Promise<() => P
   const runtime = await CrioRuntime.connect({ socketPath: worker.crio.socketPath, dropInPath: join(worker.crio.confDir, DROP_IN), reload: () => worker.crio.reload() });
   const imageSizes = exact ? nodeSizes(worker) : undefined;
   let agent: NodeAgent | undefined;
-  const view = new KubeAgentCluster(cluster.kubeConfig, worker.name, log, () => agent?.trigger());
+  const view = new KubeAgentCluster(new KubeClient(cluster.kubeConfig), worker.name, log, () => agent?.trigger());
   agent = new NodeAgent({ nodeName: worker.name, runtime, cluster: view, log, concurrency: 2, reserveBytes, resyncMs: 1_500, retry: { attempts: 3, initialDelayMs: 200, maxDelayMs: 1_000 }, ...(imageSizes ? { imageSizes } : {}) });
   await view.start();
   agent.start();

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { API_VERSION, DISK_BYTES_ANNOTATION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
 import { CrioRuntime } from '../src/agent/crio.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
+import { KubeClient } from '../src/cluster/kube.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
 import { createLogger } from '../src/telemetry/log.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
@@ -45,7 +46,7 @@ beforeAll(async () => {
 
   const runtime = await CrioRuntime.connect({ socketPath: worker.crio.socketPath, dropInPath: join(worker.crio.confDir, DROP_IN), reload: () => worker.crio.reload() });
   let agent: NodeAgent | undefined;
-  const view = new KubeAgentCluster(cluster.kubeConfig, worker.name, log, () => agent?.trigger());
+  const view = new KubeAgentCluster(new KubeClient(cluster.kubeConfig), worker.name, log, () => agent?.trigger());
   // One pull at a time, so tests can tell which image is in flight.
   // Retries 0.6 s then 1 s apart: time to read the status between attempts, and still shorter
   // than the 1 s Retry-After CRI-O itself waits out.

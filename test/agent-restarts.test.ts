@@ -17,6 +17,7 @@ import type { ComponentTruth } from '../fixtures/release.js';
 import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
 import { CrioRuntime, renderPinDropIn } from '../src/agent/crio.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
+import { KubeClient } from '../src/cluster/kube.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
 import { CriClient, type RuntimeImage } from '../src/cri/client.js';
 import { createLogger } from '../src/telemetry/log.js';
@@ -235,7 +236,7 @@ describe('CRI-O restarted mid-pull', () => {
     // Follows CRI-O across restarts, as `systemctl reload crio` would.
     const runtime = await CrioRuntime.connect({ socketPath: worker.crio.socketPath, dropInPath: join(worker.crio.confDir, DROP_IN), reload: () => worker.crio.reload() });
     let agent: NodeAgent | undefined;
-    const view = new KubeAgentCluster(cluster.kubeConfig, worker.name, log, () => agent?.trigger());
+    const view = new KubeAgentCluster(new KubeClient(cluster.kubeConfig), worker.name, log, () => agent?.trigger());
     agent = new NodeAgent({ nodeName: worker.name, runtime, cluster: view, log, concurrency: 3, reserveBytes: 0, resyncMs: 1_500, retry: { attempts: 3, initialDelayMs: 200, maxDelayMs: 1_000 } });
     await view.start();
     agent.start();

@@ -87,7 +87,8 @@ async function startAgent(node: TestNode, reserveBytes = 0, pacer?: PullPacer): 
     },
   });
   let agent: NodeAgent | undefined;
-  const view = new KubeAgentCluster(cluster.kubeConfig, node.name, log, () => agent?.trigger());
+  // Events in `default`: the test bed has no prestage namespace here.
+  const view = new KubeAgentCluster(new KubeClient(cluster.kubeConfig), node.name, log, () => agent?.trigger(), 'default');
   // Exact sizes for the disk check, read the way this node's CRI-O pulls (through the mirror).
   const imageSizes = new RegistryImageSizes({ ...registriesConfOf(node), log });
   agent = new NodeAgent({
@@ -294,7 +295,7 @@ describe("the agent's view of the cluster", () => {
     // A set for the joining node only: listed at start, so its ADD comes before the Node exists.
     await createSet(pinnedImageSet('for-joining-node', [IMG_A], { nodeSelector: { matchLabels: { 'kubernetes.io/hostname': name } } }));
     let changes = 0;
-    const view = new KubeAgentCluster(cluster.kubeConfig, name, log, () => (changes += 1));
+    const view = new KubeAgentCluster(new KubeClient(cluster.kubeConfig), name, log, () => (changes += 1));
     try {
       await view.start();
       await new Promise((resolve) => setImmediate(resolve));
@@ -312,6 +313,31 @@ describe("the agent's view of the cluster", () => {
       await view.stop();
       await core.deleteNode({ name }).catch(() => undefined);
       await deleteSet('for-joining-node');
+    }
+  });
+});
+
+describe("the agent's view of its Node", () => {
+  it('reports a Node update only when its labels change, not for status the kubelet rewrites', async () => {
+    let changes = 0;
+    const view = new KubeAgentCluster(new KubeClient(cluster.kubeConfig), 'worker-0', log, () => (changes += 1), 'default');
+    const client = new KubeClient(cluster.kubeConfig);
+    const patch = (path: string, body: unknown) => client.request('PATCH', path, { body, contentType: 'application/merge-patch+json' });
+    try {
+      await view.start();
+      await view.untilLoaded();
+      const afterLoad = changes;
+      // What the kubelet does every few seconds: a new heartbeat in the status; and an annotation.
+      await patch('/api/v1/nodes/worker-0/status', { status: { conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'ok', lastHeartbeatTime: new Date().toISOString() }] } });
+      await patch('/api/v1/nodes/worker-0', { metadata: { annotations: { 'prestage.dev/touched': String(Date.now()) } } });
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(changes).toBe(afterLoad);
+      await patch('/api/v1/nodes/worker-0', { metadata: { labels: { 'prestage.dev/zone': 'a' } } });
+      await waitFor('the label change reported', async () => (changes > afterLoad ? true : undefined), 10_000, 100);
+      expect(view.nodeLabels()).toMatchObject({ 'prestage.dev/zone': 'a' });
+    } finally {
+      await view.stop();
+      await patch('/api/v1/nodes/worker-0', { metadata: { labels: { 'prestage.dev/zone': null } } }).catch(() => undefined);
     }
   });
 });
@@ -607,15 +633,18 @@ describe('pacing across nodes', () => {
     const held: Array<{ node: string; from: number; to: number }> = [];
     await Promise.all([...agents.values()].map((running) => running.stop()));
     for (const testNode of cluster.nodes) {
-      const leases = new LeasePacer(cluster.kubeConfig, { namespace: 'default', slots: 1, holder: testNode.name, leaseDurationSeconds: 15, pollMs: 100, log });
+      const leases = new LeasePacer(new KubeClient(cluster.kubeConfig), { namespace: 'default', slots: 1, holder: testNode.name, leaseDurationSeconds: 15, contentionJitterMs: 100, log });
       // Records when each node held the slot; the Lease alone decides who may.
       const recording: PullPacer = {
         acquire: async () => {
-          const release = await leases.acquire();
+          const slot = await leases.acquire();
           const from = Date.now();
-          return async () => {
-            held.push({ node: testNode.name, from, to: Date.now() });
-            await release();
+          return {
+            held: () => slot.held(),
+            release: async () => {
+              held.push({ node: testNode.name, from, to: Date.now() });
+              await slot.release();
+            },
           };
         },
       };

@@ -9,6 +9,7 @@ import yaml from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION } from '../src/api/prestage.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
+import { KubeClient } from '../src/cluster/kube.js';
 import { LeasePacer, PULL_SLOT_PREFIX } from '../src/agent/pacing.js';
 import { main } from '../src/cli/main.js';
 import { AGENT_NAME } from '../src/install/manifests.js';
@@ -111,15 +112,15 @@ describe('prestage install', () => {
     // The API server enforces the policy once its informer has seen it.
     const denied = await waitFor('the policy to deny master-0 to the worker-0 agent', async () => {
       try {
-        await new KubeAgentCluster(asAgent, 'master-0', log, () => undefined).writeStatus(status);
+        await new KubeAgentCluster(new KubeClient(asAgent), 'master-0', log, () => undefined).writeStatus(status);
         return undefined;
       } catch (error) {
         return error as Error;
       }
     }, 30_000, 500);
-    expect(denied.message).toMatch(/^cannot write the status of nodepinnedimages\/master-0: 403 .*prestage-agent may write only the NodePinnedImages of its own node, not master-0/);
+    expect(denied.message).toMatch(/^cannot write the status of nodepinnedimages\/master-0: PUT \S+: 403 Forbidden: .*prestage-agent may write only the NodePinnedImages of its own node, not master-0/);
 
-    await new KubeAgentCluster(asAgent, 'worker-0', log, () => undefined).writeStatus(status);
+    await new KubeAgentCluster(new KubeClient(asAgent), 'worker-0', log, () => undefined).writeStatus(status);
     const own = (await asAdmin.getClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: 'worker-0' })) as { status?: unknown };
     expect(own.status).toEqual({ pinnedImageSets: [], observedGeneration: 1 });
 
@@ -133,10 +134,12 @@ describe('prestage install', () => {
     await expect(agentObjects.deleteClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: 'worker-0' })).rejects.toMatchObject({ code: 403 });
 
     // The Role lets it take and give back a pull slot Lease in its namespace.
-    const release = await new LeasePacer(asAgent, { namespace: NAMESPACE, slots: 1, holder: 'worker-0', log }).acquire();
+    const pacer = new LeasePacer(new KubeClient(asAgent), { namespace: NAMESPACE, slots: 1, holder: 'worker-0', log });
+    const slot = await pacer.acquire();
     const lease = await cluster.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: NAMESPACE, name: `${PULL_SLOT_PREFIX}0` });
     expect(lease.spec?.holderIdentity).toBe('worker-0');
-    await release();
+    await slot.release();
+    pacer.stop();
   });
 
   it('lets an agent read a pull Secret a set names in its own namespace, and no Secret elsewhere', async () => {
@@ -147,9 +150,9 @@ describe('prestage install', () => {
     }
     const asAgent = cluster.kubeConfigForToken(await agentTokenOn('worker-0'));
     const log = createLogger('silent');
-    const own = await new KubeAgentCluster(asAgent, 'worker-0', log, () => undefined, NAMESPACE).readPullSecret('team-pull');
+    const own = await new KubeAgentCluster(new KubeClient(asAgent), 'worker-0', log, () => undefined, NAMESPACE).readPullSecret('team-pull');
     expect(own.entries.get('registry.example')).toEqual({ username: 'robot', password: 'pw' });
-    await expect(new KubeAgentCluster(asAgent, 'worker-0', log, () => undefined, 'default').readPullSecret('team-pull')).rejects.toThrow(
+    await expect(new KubeAgentCluster(new KubeClient(asAgent), 'worker-0', log, () => undefined, 'default').readPullSecret('team-pull')).rejects.toThrow(
       "pull secret default/team-pull: forbidden (403); the agent reads Secrets only in its own namespace (--namespace), where prestage install's Role lets it",
     );
     // get by name only: listing the Secrets of its own namespace is denied too.

@@ -1,108 +1,89 @@
 /**
- * The agent's view of the Kubernetes API: informers over PinnedImageSets and its own Node
- * (label changes re-evaluate selectors), and its NodePinnedImages status, written only through
- * the status subresource (the object is created when missing).
+ * The agent's view of the Kubernetes API, through the project's own KubeClient and Informer (no
+ * @kubernetes/client-node: an agent on every node cannot afford its memory): informers over
+ * PinnedImageSets and its own Node, and its NodePinnedImages status, written only through the
+ * status subresource (the object is created when missing).
  *
  * Changes are reported only once both informers have listed and the Node has been seen: a pass
- * started from the sets' first events alone would not know the node's labels yet.
+ * started from the sets' first events alone would not know the node's labels yet. A Node update
+ * is reported only when its labels change (the kubelet rewrites its status every few seconds,
+ * which selects no set differently).
  */
-import { ADD, CoreV1Api, CustomObjectsApi, DELETE, ERROR, ListWatch, UPDATE, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject, type V1Node, type V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, type NodePinnedImages, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
 import { ClusterError } from '../errors.js';
+import { Informer } from '../cluster/informer.js';
+import { KubeApiError, type KubeClient, type KubeObject } from '../cluster/kube.js';
 import { pullSecretOf, type PullSecret } from '../registry/credentials.js';
 import type { AgentCluster } from './reconcile.js';
 
-/** Informers restart after a dropped watch after this long. */
-const RELIST_DELAY_MS = 2_000;
+const NODE_PINNED_IMAGES_PATH = `/apis/${GROUP}/${VERSION}/${NODE_PINNED_IMAGES}`;
+/** The first list is retried this often at most (with jitter) while the API server cannot answer. */
+const START_BACKOFF_MS = { first: 500, max: 30_000 };
+
+interface SecretObject extends KubeObject {
+  type?: string;
+  data?: Record<string, string>;
+}
 
 export class KubeAgentCluster implements AgentCluster {
-  private readonly objects: CustomObjectsApi;
-  private readonly core: CoreV1Api;
-  private readonly sets: ListWatch<KubernetesObject>;
-  private readonly node: ListWatch<V1Node>;
-  private stopped = false;
+  private readonly sets: Informer<KubeObject>;
+  private readonly node: Informer<KubeObject>;
+  private readonly stopping = new AbortController();
   private setsListed = false;
   private nodeListed = false;
+  /** The labels last reported: a Node change that keeps them starts no pass. */
+  private reportedLabels: string | undefined;
   private notifyQueued = false;
   private readonly whenLoaded: Promise<void>;
   private markLoaded: () => void = () => undefined;
 
   constructor(
-    kubeConfig: KubeConfig,
+    private readonly client: KubeClient,
     private readonly nodeName: string,
     private readonly log: Logger,
-    onChange: () => void,
-    /** Where the Secrets that sets name live: the agent's own namespace. */
+    private readonly onChange: () => void,
+    /** The agent's own namespace: the Secrets sets name, and its Events. */
     private readonly namespace = 'prestage',
   ) {
-    this.objects = kubeConfig.makeApiClient(CustomObjectsApi);
-    this.core = kubeConfig.makeApiClient(CoreV1Api);
-    const core = this.core;
-    const watch = new Watch(kubeConfig);
     this.whenLoaded = new Promise((resolve) => (this.markLoaded = resolve));
-    // Items are added (and ADD reported) right after a list resolves: notify once they all are.
-    const notify = () => {
-      if (this.notifyQueued) return;
-      this.notifyQueued = true;
-      setImmediate(() => {
-        this.notifyQueued = false;
-        if (this.stopped || !this.loaded()) return;
-        this.markLoaded();
-        onChange();
-      });
-    };
-    this.sets = new ListWatch(
-      `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`,
-      watch,
-      async () => {
-        const list = (await this.objects.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS })) as KubernetesListObject<KubernetesObject>;
+    const onRetry = (what: string) => (error: Error, delayMs: number) => log.warn({ err: error.message, delayMs }, `${what} watch failed; retrying`);
+    this.sets = new Informer(client, `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`, {
+      onChange: () => {
         this.setsListed = true;
-        notify();
-        return list;
+        this.notify();
       },
-      false,
-    );
-    const fieldSelector = `metadata.name=${nodeName}`;
-    this.node = new ListWatch(
-      '/api/v1/nodes',
-      watch,
-      async () => {
-        const list = await core.listNode({ fieldSelector });
+      onRetry: onRetry('PinnedImageSet'),
+      // The cache holds every set: their specs, not their field managers.
+      slim: ({ metadata: { managedFields: _, ...metadata }, ...rest }) => ({ ...rest, metadata }),
+    });
+    this.node = new Informer(client, `/api/v1/nodes?fieldSelector=${encodeURIComponent(`metadata.name=${nodeName}`)}`, {
+      onChange: () => {
         this.nodeListed = true;
-        notify();
-        return list;
+        const labels = this.nodeLabels();
+        const key = labels === undefined ? undefined : JSON.stringify(Object.entries(labels).sort());
+        if (key === this.reportedLabels) return;
+        this.reportedLabels = key;
+        this.notify();
       },
-      false,
-      undefined,
-      fieldSelector,
-    );
-    for (const informer of [this.sets, this.node] as ListWatch<KubernetesObject>[]) {
-      informer.on(ADD, notify);
-      informer.on(UPDATE, notify);
-      informer.on(DELETE, notify);
-      informer.on(ERROR, (error: unknown) => {
-        if (this.stopped) return;
-        this.log.warn({ err: String((error as Error)?.message ?? error) }, 'watch failed; relisting');
-        setTimeout(() => {
-          if (!this.stopped) void informer.start().catch(() => undefined);
-        }, RELIST_DELAY_MS).unref();
-      });
-    }
+      onRetry: onRetry('Node'),
+      // Labels decide which sets select the node; its status (rewritten by the kubelet) is not kept.
+      slim: (node) => ({ metadata: { name: node.metadata.name, uid: node.metadata.uid, resourceVersion: node.metadata.resourceVersion, labels: node.metadata.labels ?? {} } }),
+    });
   }
 
+  /** Lists both collections (retried with jittered backoff while the API server cannot answer), then watches them. */
   async start(): Promise<void> {
-    await Promise.all([this.sets.start(), this.node.start()]);
+    await Promise.all([this.startInformer(this.sets, 'PinnedImageSets'), this.startInformer(this.node, `Node ${this.nodeName}`)]);
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    await Promise.all([this.sets.stop(), this.node.stop()]);
+    this.stopping.abort();
   }
 
   /** Both informers have listed and this node's Node object is known: a pass can run. */
   loaded(): boolean {
-    return this.setsListed && this.nodeListed && this.node.get(this.nodeName) !== undefined;
+    return this.setsListed && this.nodeListed && this.node.items.has(this.nodeName);
   }
 
   /** Resolves once loaded() is first true (the change callback has been called by then). */
@@ -114,29 +95,28 @@ export class KubeAgentCluster implements AgentCluster {
   waitingFor(): string {
     const missing = [
       ...(this.setsListed ? [] : ['the PinnedImageSets list']),
-      ...(this.nodeListed ? (this.node.get(this.nodeName) ? [] : [`Node ${this.nodeName} (not in the cluster)`]) : [`Node ${this.nodeName}`]),
+      ...(this.nodeListed ? (this.node.items.has(this.nodeName) ? [] : [`Node ${this.nodeName} (not in the cluster)`]) : [`Node ${this.nodeName}`]),
     ];
     return missing.join(' and ') || 'nothing';
   }
 
   pinnedImageSets(): readonly PinnedImageSet[] {
-    return this.sets.list() as unknown as PinnedImageSet[];
+    return [...this.sets.items.values()] as unknown as PinnedImageSet[];
   }
 
   nodeLabels(): Readonly<Record<string, string>> | undefined {
-    const node = this.node.get(this.nodeName);
-    return node ? (node.metadata?.labels ?? {}) : undefined;
+    return this.node.items.get(this.nodeName)?.metadata.labels;
   }
 
   async readPullSecret(name: string): Promise<PullSecret> {
     const source = `pull secret ${this.namespace}/${name}`;
-    let secret: V1Secret;
+    let secret: SecretObject;
     try {
-      secret = await this.core.readNamespacedSecret({ namespace: this.namespace, name });
+      secret = await this.client.get<SecretObject>(`/api/v1/namespaces/${encodeURIComponent(this.namespace)}/secrets/${encodeURIComponent(name)}`);
     } catch (error) {
-      const code = (error as { code?: number }).code;
-      if (code === 404) throw new Error(`${source} not found: create it (type ${DOCKER_CONFIG_JSON}) in namespace ${this.namespace}`);
-      if (code === 403) throw new Error(`${source}: forbidden (403); the agent reads Secrets only in its own namespace (--namespace), where prestage install's Role lets it`);
+      const status = error instanceof KubeApiError ? error.status : 0;
+      if (status === 404) throw new Error(`${source} not found: create it (type ${DOCKER_CONFIG_JSON}) in namespace ${this.namespace}`);
+      if (status === 403) throw new Error(`${source}: forbidden (403); the agent reads Secrets only in its own namespace (--namespace), where prestage install's Role lets it`);
       throw clusterError(`cannot read ${source}`, error);
     }
     return pullSecretOfSecret(secret, source);
@@ -147,29 +127,28 @@ export class KubeAgentCluster implements AgentCluster {
   }
 
   async writeStatus(status: NodePinnedImagesStatus): Promise<void> {
-    const address = { group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: this.nodeName };
     for (let attempt = 1; ; attempt++) {
       const current = (await this.read()) ?? (await this.create());
       try {
-        await this.objects.replaceClusterCustomObjectStatus({ ...address, body: { ...current, status: { ...status, observedGeneration: current.metadata.generation } } });
+        await this.client.request('PUT', `${NODE_PINNED_IMAGES_PATH}/${this.nodeName}/status`, { body: { ...current, status: { ...status, observedGeneration: current.metadata.generation } } });
         return;
       } catch (error) {
         // Someone else wrote in between: read again and retry.
-        if ((error as { code?: number }).code === 409 && attempt < 5) continue;
+        if (error instanceof KubeApiError && error.status === 409 && attempt < 5) continue;
         throw clusterError(`cannot write the status of ${NODE_PINNED_IMAGES}/${this.nodeName}`, error);
       }
     }
   }
 
+  /** A Warning Event about this Node, in the agent's namespace (`kubectl describe node` lists it). */
   async recordWarning(reason: string, message: string): Promise<void> {
-    const node = this.node.get(this.nodeName);
-    const now = new Date();
-    // Node Events live in `default`, as the kubelet's do.
-    await this.core.createNamespacedEvent({
-      namespace: 'default',
+    const now = new Date().toISOString();
+    await this.client.request('POST', `/api/v1/namespaces/${encodeURIComponent(this.namespace)}/events`, {
       body: {
-        metadata: { generateName: `${this.nodeName}.prestage.` },
-        involvedObject: { kind: 'Node', apiVersion: 'v1', name: this.nodeName, uid: node?.metadata?.uid },
+        apiVersion: 'v1',
+        kind: 'Event',
+        metadata: { generateName: `${this.nodeName}.prestage.`, namespace: this.namespace },
+        involvedObject: { kind: 'Node', apiVersion: 'v1', name: this.nodeName, uid: this.node.items.get(this.nodeName)?.metadata.uid },
         type: 'Warning',
         reason,
         message: message.slice(0, 1024),
@@ -181,11 +160,37 @@ export class KubeAgentCluster implements AgentCluster {
     });
   }
 
+  /** Informer events come in bursts (a list, then its items): report once they are all in. */
+  private notify(): void {
+    if (this.notifyQueued) return;
+    this.notifyQueued = true;
+    setImmediate(() => {
+      this.notifyQueued = false;
+      if (this.stopping.signal.aborted || !this.loaded()) return;
+      this.markLoaded();
+      this.onChange();
+    });
+  }
+
+  private async startInformer(informer: Informer<KubeObject>, what: string): Promise<void> {
+    for (let delay = START_BACKOFF_MS.first; ; delay = Math.min(delay * 2, START_BACKOFF_MS.max)) {
+      try {
+        await informer.start(this.stopping.signal);
+        return;
+      } catch (error) {
+        if (this.stopping.signal.aborted) return;
+        // Fatal for input the agent cannot fix by waiting (RBAC, a missing CRD): say so and retry all the same.
+        const wait = delay / 2 + Math.random() * (delay / 2);
+        this.log.warn({ err: (error as Error).message, delayMs: Math.round(wait) }, `cannot list ${what}; retrying`);
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
+  }
+
   private async read(): Promise<NodePinnedImages | undefined> {
     try {
-      return (await this.objects.getClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: this.nodeName })) as NodePinnedImages;
+      return await this.client.find<NodePinnedImages>(`${NODE_PINNED_IMAGES_PATH}/${this.nodeName}`);
     } catch (error) {
-      if ((error as { code?: number }).code === 404) return undefined;
       throw clusterError(`cannot read ${NODE_PINNED_IMAGES}/${this.nodeName}`, error);
     }
   }
@@ -193,18 +198,17 @@ export class KubeAgentCluster implements AgentCluster {
   private async create(): Promise<NodePinnedImages> {
     const body: NodePinnedImages = { apiVersion: API_VERSION, kind: 'NodePinnedImages', metadata: { name: this.nodeName }, spec: { nodeName: this.nodeName } };
     try {
-      return (await this.objects.createClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, body })) as NodePinnedImages;
+      return await this.client.request<NodePinnedImages>('POST', NODE_PINNED_IMAGES_PATH, { body });
     } catch (error) {
-      if ((error as { code?: number }).code === 409) return (await this.read()) as NodePinnedImages;
+      if (error instanceof KubeApiError && error.status === 409) return (await this.read()) as NodePinnedImages;
       throw clusterError(`cannot create ${NODE_PINNED_IMAGES}/${this.nodeName}`, error);
     }
   }
 }
 
+/** KubeApiError messages already say method, path, status and reason: keep one line. */
 function clusterError(what: string, error: unknown): ClusterError {
-  const { code, body } = error as { code?: number; body?: unknown };
-  const detail = typeof body === 'string' ? (JSON.parse(body) as { message?: string }).message ?? body : (error as Error).message;
-  return new ClusterError(`${what}: ${code ?? ''} ${detail}`.replace(/\s+/g, ' '), { cause: error });
+  return new ClusterError(`${what}: ${(error as Error).message}`.replace(/\s+/g, ' '), { cause: error });
 }
 
 const DOCKER_CONFIG_JSON = 'kubernetes.io/dockerconfigjson';
@@ -215,7 +219,7 @@ const DOCKER_CFG = 'kubernetes.io/dockercfg';
  * `.dockerconfigjson` ({"auths": {...}}) or the legacy `.dockercfg` (the auths map alone).
  * Errors name the Secret and what is wrong, never its content.
  */
-export function pullSecretOfSecret(secret: Pick<V1Secret, 'type' | 'data'>, source: string): PullSecret {
+export function pullSecretOfSecret(secret: { type?: string; data?: Record<string, string> }, source: string): PullSecret {
   const key = secret.type === DOCKER_CONFIG_JSON ? '.dockerconfigjson' : secret.type === DOCKER_CFG ? '.dockercfg' : undefined;
   if (!key) throw new Error(`${source} is of type ${secret.type ?? 'Opaque'}; want ${DOCKER_CONFIG_JSON} (kubectl create secret docker-registry)`);
   const encoded = secret.data?.[key];

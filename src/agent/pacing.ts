@@ -1,15 +1,29 @@
 /**
  * Pacing across nodes: at most K nodes pull at once (MCO lets every node pull together and
  * saturates the registry or the uplink). A node pulls only while it holds one of K Leases
- * `prestage-pull-slot-<i>`; a holder that dies stops renewing and its slot expires.
+ * `prestage-pull-slot-<i>` in the agent's namespace.
+ *
+ * As client-go's leader election does: a Lease held by another node is judged expired from the
+ * time THIS process last saw it change, never from the holder's renewTime (another node's clock);
+ * the holder renews every third of the duration, retries failed renewals with jitter, and stops
+ * counting the slot as its own once it could not renew for two thirds of the duration. Waiting
+ * nodes watch the Leases (one watch each) instead of polling them, and try a slot that frees up
+ * only after a random delay and a fresh look, so K slots do not draw 1000 writes at once.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { Informer } from '../cluster/informer.js';
+import { KubeApiError, type KubeClient, type KubeObject } from '../cluster/kube.js';
+
+export interface PullSlot {
+  /** False once the slot was released or lost (renewals failed, another node took it): start no new pull. */
+  held(): boolean;
+  release(): Promise<void>;
+}
 
 export interface PullPacer {
-  /** Resolves with a release function once this node may pull. */
-  acquire(): Promise<() => Promise<void>>;
+  /** Resolves with a slot once this node may pull. */
+  acquire(): Promise<PullSlot>;
 }
 
 export interface LeasePacerOptions {
@@ -19,95 +33,190 @@ export interface LeasePacerOptions {
   /** This node's name: the Lease holder identity. */
   readonly holder: string;
   readonly leaseDurationSeconds?: number;
-  readonly pollMs?: number;
+  /** Longest random delay before trying a slot seen free; default 1 s. */
+  readonly contentionJitterMs?: number;
+  /** This node's clock, for the times it writes into Leases (tests skew it). */
+  readonly now?: () => number;
   readonly log: Logger;
 }
 
 export const PULL_SLOT_PREFIX = 'prestage-pull-slot-';
+/** On every pull-slot Lease: the watch selects them by it. */
+export const PULL_SLOT_LABEL = 'prestage.dev/pull-slot';
+
+interface Lease extends KubeObject {
+  spec?: { holderIdentity?: string; leaseDurationSeconds?: number; acquireTime?: string; renewTime?: string; leaseTransitions?: number };
+}
 
 export class LeasePacer implements PullPacer {
-  private readonly leases: CoordinationV1Api;
-  private readonly duration: number;
+  private readonly informer: Informer<Lease>;
+  private readonly collection: string;
+  private readonly durationMs: number;
+  /** Per Lease: its resourceVersion and the LOCAL time it was first seen at it. */
+  private readonly observed = new Map<string, { resourceVersion: string; at: number }>();
+  private readonly stopping = new AbortController();
+  private started: Promise<void> | undefined;
+  private changed: { promise: Promise<void>; resolve: () => void } = deferred();
+  private readonly timers = new Set<NodeJS.Timeout>();
 
-  constructor(kubeConfig: KubeConfig, private readonly options: LeasePacerOptions) {
-    this.leases = kubeConfig.makeApiClient(CoordinationV1Api);
-    this.duration = options.leaseDurationSeconds ?? 60;
+  constructor(private readonly client: KubeClient, private readonly options: LeasePacerOptions) {
+    this.durationMs = (options.leaseDurationSeconds ?? 60) * 1000;
+    this.collection = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(options.namespace)}/leases`;
+    this.informer = new Informer<Lease>(client, `${this.collection}?labelSelector=${encodeURIComponent(PULL_SLOT_LABEL)}`, {
+      onChange: () => this.onLeases(),
+      onRetry: (error, delayMs) => options.log.warn({ err: error.message, delayMs }, 'pull slot watch failed; retrying'),
+    });
   }
 
-  async acquire(): Promise<() => Promise<void>> {
+  async acquire(): Promise<PullSlot> {
+    this.started ??= this.informer.start(this.stopping.signal).catch((error: unknown) => {
+      this.started = undefined;
+      throw error;
+    });
+    await this.started;
     for (let waited = false; ; waited = true) {
-      for (let slot = 0; slot < this.options.slots; slot++) {
-        const lease = await this.tryTake(`${PULL_SLOT_PREFIX}${slot}`).catch((error: unknown) => {
-          this.options.log.warn({ slot, err: (error as Error).message }, 'pull slot lease failed');
+      const offset = Math.floor(Math.random() * this.options.slots);
+      for (let index = 0; index < this.options.slots; index++) {
+        const name = `${PULL_SLOT_PREFIX}${(offset + index) % this.options.slots}`;
+        if (!this.free(name)) continue;
+        // Every waiting node saw the same event: a random delay and a fresh look let the first
+        // winner's write reach the others before they try too.
+        await sleep(Math.random() * (this.options.contentionJitterMs ?? 1_000));
+        if (!this.free(name)) continue;
+        const lease = await this.take(name).catch((error: Error) => {
+          this.options.log.warn({ slot: name, err: error.message }, 'cannot take a pull slot');
           return undefined;
         });
         if (lease) {
-          if (waited) this.options.log.info({ slot }, 'got a pull slot');
+          if (waited) this.options.log.info({ slot: name }, 'got a pull slot');
           return this.hold(lease);
         }
       }
-      await sleep(this.options.pollMs ?? 2_000);
+      await this.nextChangeOrExpiry();
     }
   }
 
-  /** Renews every third of the duration until released; release clears the holder. */
-  private hold(lease: V1Lease): () => Promise<void> {
-    let current = lease;
-    const name = lease.metadata!.name!;
-    const timer = setInterval(() => {
-      void this.write(current, this.options.holder).then((renewed) => {
-        if (renewed) current = renewed;
-      });
-    }, (this.duration * 1000) / 3);
-    timer.unref();
-    return async () => {
-      clearInterval(timer);
-      const latest = await this.leases.readNamespacedLease({ namespace: this.options.namespace, name }).catch(() => undefined);
-      if (latest?.spec?.holderIdentity === this.options.holder) await this.write(latest, undefined);
-    };
+  /** Stops watching and renewing WITHOUT releasing: what a node that dies leaves behind. */
+  stop(): void {
+    this.stopping.abort();
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
   }
 
-  private async tryTake(name: string): Promise<V1Lease | undefined> {
-    const { namespace, holder } = this.options;
-    let existing: V1Lease | undefined;
+  private onLeases(): void {
+    const now = Date.now();
+    for (const [name, lease] of this.informer.items) {
+      const resourceVersion = lease.metadata.resourceVersion ?? '';
+      if (this.observed.get(name)?.resourceVersion !== resourceVersion) this.observed.set(name, { resourceVersion, at: now });
+    }
+    const { resolve } = this.changed;
+    this.changed = deferred();
+    resolve();
+  }
+
+  /** Missing, unheld, ours, or unchanged for its whole duration as seen from here. */
+  private free(name: string): boolean {
+    const lease = this.informer.items.get(name);
+    const holder = lease?.spec?.holderIdentity;
+    if (!lease || !holder || holder === this.options.holder) return true;
+    return Date.now() >= this.expiresAt(name, lease);
+  }
+
+  private expiresAt(name: string, lease: Lease): number {
+    return (this.observed.get(name)?.at ?? Date.now()) + (lease.spec?.leaseDurationSeconds ?? this.durationMs / 1000) * 1000;
+  }
+
+  /** The next watch event, or the moment the first held Lease expires by our clock. */
+  private async nextChangeOrExpiry(): Promise<void> {
+    const expiries = [...this.informer.items].filter(([, lease]) => lease.spec?.holderIdentity).map(([name, lease]) => this.expiresAt(name, lease));
+    const wait = Math.max(0, Math.min(this.durationMs, ...expiries) - Date.now()) + 10;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.changed.promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, wait)))]);
+    clearTimeout(timer);
+  }
+
+  /** Optimistic create or update: undefined when another node got there first (409). */
+  private async take(name: string): Promise<Lease | undefined> {
+    const current = this.informer.items.get(name);
+    const now = this.microTime();
+    const spec = { holderIdentity: this.options.holder, leaseDurationSeconds: this.durationMs / 1000, acquireTime: now, renewTime: now, leaseTransitions: (current?.spec?.leaseTransitions ?? 0) + (current ? 1 : 0) };
     try {
-      existing = await this.leases.readNamespacedLease({ namespace, name });
-    } catch (error) {
-      if ((error as { code?: number }).code !== 404) throw error;
-    }
-    if (!existing) {
-      try {
-        return await this.leases.createNamespacedLease({ namespace, body: { metadata: { name, namespace }, spec: this.spec(holder) } });
-      } catch (error) {
-        if ((error as { code?: number }).code === 409) return undefined;
-        throw error;
+      if (!current) {
+        return await this.client.request<Lease>('POST', this.collection, { body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace: this.options.namespace, labels: { [PULL_SLOT_LABEL]: '' } }, spec } });
       }
-    }
-    const spec = existing.spec ?? {};
-    const renewed = spec.renewTime ? new Date(spec.renewTime).getTime() : 0;
-    const expired = renewed + (spec.leaseDurationSeconds ?? this.duration) * 1000 < Date.now();
-    if (spec.holderIdentity && spec.holderIdentity !== holder && !expired) return undefined;
-    return this.write(existing, holder);
-  }
-
-  /** Optimistic update: a 409 means another node got there first. */
-  private async write(lease: V1Lease, holder: string | undefined): Promise<V1Lease | undefined> {
-    try {
-      return await this.leases.replaceNamespacedLease({
-        namespace: this.options.namespace,
-        name: lease.metadata!.name!,
-        body: { ...lease, spec: holder ? this.spec(holder) : { leaseDurationSeconds: this.duration } },
-      });
+      return await this.client.request<Lease>('PUT', `${this.collection}/${name}`, { body: { ...current, spec } });
     } catch (error) {
-      if ((error as { code?: number }).code === 409) return undefined;
+      if (error instanceof KubeApiError && (error.status === 409 || error.status === 422)) return undefined;
       throw error;
     }
   }
 
-  private spec(holder: string): V1Lease['spec'] {
-    // MicroTime wants microseconds; client-node would send a Date with milliseconds, which the
-    // API server rejects, and passes strings through.
-    const now = new Date().toISOString().replace(/Z$/, '000Z') as unknown as Date;
-    return { holderIdentity: holder, leaseDurationSeconds: this.duration, acquireTime: now, renewTime: now };
+  private hold(lease: Lease): PullSlot {
+    const { log, holder } = this.options;
+    const name = lease.metadata.name;
+    let current = lease;
+    let lastRenewed = Date.now();
+    let state: 'held' | 'lost' | 'released' = 'held';
+    let timer: NodeJS.Timeout | undefined;
+    const schedule = (ms: number) => {
+      timer = setTimeout(() => {
+        this.timers.delete(timer as NodeJS.Timeout);
+        void renew();
+      }, ms);
+      this.timers.add(timer);
+    };
+    const lose = (why: string) => {
+      state = 'lost';
+      log.warn({ slot: name, why }, 'pull slot lost: no new pulls until one is held again');
+    };
+    // Never rejects: a failed renewal is retried with jitter until the renew deadline passes.
+    const renew = async () => {
+      let renewed = false;
+      try {
+        const now = this.microTime();
+        current = await this.client.request<Lease>('PUT', `${this.collection}/${name}`, { body: { ...current, spec: { ...current.spec, holderIdentity: holder, renewTime: now } } });
+        lastRenewed = Date.now();
+        renewed = true;
+      } catch (error) {
+        if (error instanceof KubeApiError && error.status === 409) {
+          // Changed under us: ours still (re-read and renew at once), or taken.
+          const latest = await this.client.find<Lease>(`${this.collection}/${name}`).catch(() => undefined);
+          if (latest && latest.spec?.holderIdentity !== holder) return lose(`taken by ${latest.spec?.holderIdentity ?? 'nobody'}`);
+          if (latest) current = latest;
+        } else {
+          log.warn({ slot: name, err: (error as Error).message }, 'pull slot renewal failed; retrying');
+        }
+      }
+      if (state !== 'held') return;
+      if (Date.now() - lastRenewed > (this.durationMs * 2) / 3) return lose(`not renewed for ${Math.round((Date.now() - lastRenewed) / 1000)} s`);
+      schedule(renewed ? this.durationMs / 3 : 500 + Math.random() * 1_000);
+    };
+    schedule(this.durationMs / 3);
+    return {
+      held: () => state === 'held',
+      release: async () => {
+        const wasHeld = state === 'held';
+        state = 'released';
+        if (timer) {
+          clearTimeout(timer);
+          this.timers.delete(timer);
+        }
+        if (!wasHeld) return;
+        // Clear the holder so a waiting node takes the slot at once; on failure it expires.
+        const { holderIdentity: _, ...spec } = current.spec ?? {};
+        await this.client.request('PUT', `${this.collection}/${name}`, { body: { ...current, spec } }).catch((error: Error) => log.warn({ slot: name, err: error.message }, 'cannot release the pull slot; it expires'));
+      },
+    };
   }
+
+  /** MicroTime wants microseconds, from this node's clock. */
+  private microTime(): string {
+    return new Date((this.options.now ?? Date.now)()).toISOString().replace(/Z$/, '000Z');
+  }
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve: () => void = () => undefined;
+  const promise = new Promise<void>((done) => (resolve = done));
+  return { promise, resolve };
 }

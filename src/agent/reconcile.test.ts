@@ -216,7 +216,8 @@ describe('NodeAgent pull retries', () => {
       written.push(structuredClone(status));
       await write(status);
     };
-    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 1, reserveBytes: 0, retry: { attempts: 3, initialDelayMs: 50, maxDelayMs: 50 } });
+    // Retries 1.1 s apart: progress is written at most once a second.
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 1, reserveBytes: 0, retry: { attempts: 3, initialDelayMs: 1_100, maxDelayMs: 1_100 } });
     const status = await agent.reconcile();
     expect(status.pinnedImageSets?.[0]?.images[0]).toMatchObject({ state: 'Pinned', attempts: 3 });
     const retrying = written.map((entry) => entry.pinnedImageSets?.[0]).filter((entry) => entry?.images[0]?.state === 'Pulling' && entry.images[0].lastError);
@@ -381,5 +382,29 @@ describe("NodeAgent: the Secrets a set names in spec.pullSecrets", () => {
     expect(reads).toEqual([]);
     expect(status.pinnedImageSets?.[0]).toMatchObject({ currentGeneration: 1 });
     expect(status.pinnedImageSets?.[0]?.lastFailedGeneration).toBeUndefined();
+  });
+});
+
+describe('NodeAgent progress writes', () => {
+  it('writes the status at most once a second while pulls run, however many images finish', async () => {
+    const runtime = new MemoryRuntime(1024 * MiB);
+    // 40 pulls of 60 ms, 4 at a time: about 0.6 s of pulls poking the publisher 80 times.
+    runtime.pull = async (name: string) => {
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      runtime.images.set(name, { pinned: false });
+    };
+    const cluster = fixedCluster([set('many', Array.from({ length: 40 }, (_, index) => image(index + 1)), MiB)]);
+    const writes: number[] = [];
+    cluster.writeStatus = async (status) => {
+      writes.push(Date.now());
+      cluster.status = status;
+    };
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 4, reserveBytes: 0 });
+    const status = await agent.reconcile();
+    expect(status.pinnedImageSets?.[0]?.currentGeneration).toBe(1);
+    // Progress writes (all but the last, the pass's own) are 1 s apart at least.
+    const progress = writes.slice(0, -1);
+    expect(progress.length).toBeGreaterThanOrEqual(1);
+    for (let index = 1; index < progress.length; index++) expect(progress[index]! - progress[index - 1]!).toBeGreaterThanOrEqual(1_000);
   });
 });

@@ -222,7 +222,7 @@ export class NodeAgent {
     }
     const auth = pullAuthFrom((image) => [...(imageSecrets.get(image) ?? []), ...nodeSecrets]);
     const due = [...toPull].filter(([image]) => (this.records.get(image)?.notBefore ?? 0) <= Date.now());
-    const release = due.length > 0 && this.options.pacer ? await this.options.pacer.acquire() : undefined;
+    const slot = due.length > 0 && this.options.pacer ? await this.options.pacer.acquire() : undefined;
     const limit = pLimit(isControlPlane(labels) ? (this.options.controlPlaneConcurrency ?? this.options.concurrency) : this.options.concurrency);
     const progress = new StatusPublisher(async () => {
       await this.options.cluster.writeStatus(await this.snapshot());
@@ -237,6 +237,11 @@ export class NodeAgent {
             const record = this.record(image);
             // Pulling again at once would only fill the disk or hammer the registry again.
             if ((record.notBefore ?? 0) > Date.now()) return;
+            // The pull slot was lost (renewals failed, another node took it): pull in a later pass.
+            if (slot && !slot.held()) {
+              this.rerun = true;
+              return;
+            }
             record.pulling = true;
             progress.poke();
             // Each failed attempt is published at once: the error shows while retries go on.
@@ -247,7 +252,7 @@ export class NodeAgent {
       );
       await progress.settle();
     } finally {
-      await release?.();
+      await slot?.release();
     }
 
     // Phase 2: pin LAST, from a fresh look at sets and the runtime.
@@ -580,13 +585,23 @@ function pullAuthFrom(secretsFor: (image: string) => readonly PullSecret[]): (im
   };
 }
 
-/** Publishes progress while pulls run, at most one write at a time and never after settle(). */
+/** The node's status is written at most this often while pulls run (1000 nodes: 1000 writes/s at most). */
+const PROGRESS_WRITE_INTERVAL_MS = 1_000;
+
+/**
+ * Publishes progress while pulls run: at most one write at a time, at most one per
+ * PROGRESS_WRITE_INTERVAL_MS (pokes in between coalesce into the next), none after settle().
+ */
 class StatusPublisher {
   private writing: Promise<void> | undefined;
   private again = false;
+  private settled = false;
+  private lastWriteAt = 0;
+  private wake: (() => void) | undefined;
   constructor(private readonly publish: () => Promise<void>) {}
 
   poke(): void {
+    if (this.settled) return;
     if (this.writing) {
       this.again = true;
       return;
@@ -594,8 +609,11 @@ class StatusPublisher {
     this.writing = this.write();
   }
 
+  /** Drops a write waiting for its turn; waits for one under way. */
   async settle(): Promise<void> {
+    this.settled = true;
     this.again = false;
+    this.wake?.();
     await this.writing;
   }
 
@@ -603,6 +621,19 @@ class StatusPublisher {
     try {
       do {
         this.again = false;
+        const wait = this.lastWriteAt + PROGRESS_WRITE_INTERVAL_MS - Date.now();
+        if (wait > 0) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, wait);
+            this.wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+          this.wake = undefined;
+        }
+        if (this.settled) return;
+        this.lastWriteAt = Date.now();
         await this.publish();
       } while (this.again);
     } catch {

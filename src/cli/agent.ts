@@ -4,7 +4,6 @@
  */
 import { readFileSync, watch } from 'node:fs';
 import { basename, dirname } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Argv } from 'yargs';
 import { CrioRuntime, DEFAULT_CRIO_SOCKET, DEFAULT_PIN_DROP_IN, reloadCrioFoundInProc, reloadWithSignal, reloadWithSystemctl, type CrioReload } from '../agent/crio.js';
@@ -15,6 +14,8 @@ import { KubeAgentCluster } from '../agent/kube.js';
 import { AgentMetrics } from '../agent/metrics.js';
 import { LeasePacer } from '../agent/pacing.js';
 import { NodeAgent } from '../agent/reconcile.js';
+import { KubeClient } from '../cluster/kube.js';
+import { loadKubeconfig } from '../cluster/kubeconfig.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { createLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
@@ -32,7 +33,7 @@ export function agentCommand(ctx: CommandContext) {
     builder: (y: Argv) =>
       y
         .option('node-name', { type: 'string', default: process.env.NODE_NAME, describe: 'This node (default: $NODE_NAME)' })
-        .option('kubeconfig', { type: 'string', describe: 'Kubeconfig file (default: in-cluster, else the default chain)' })
+        .option('kubeconfig', { type: 'string', describe: 'Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)' })
         .option('cri-socket', { type: 'string', default: DEFAULT_CRIO_SOCKET, describe: "CRI-O's socket" })
         .option('drop-in', { type: 'string', default: DEFAULT_PIN_DROP_IN, describe: 'The pinned_images drop-in the agent owns' })
         .option('reload', {
@@ -74,10 +75,10 @@ export function agentCommand(ctx: CommandContext) {
       const runtime = await CrioRuntime.connect({ socketPath: args['cri-socket'], dropInPath: args['drop-in'], reload: reloadFrom(args.reload, dirname(args['drop-in'])) });
       const imageSizes = new RegistryImageSizes({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], log });
       let agent: NodeAgent | undefined;
-      const kubeConfig = kubeConfigFrom(args.kubeconfig);
+      const client = new KubeClient(await loadKubeconfig({ kubeconfig: args.kubeconfig }));
       // With --once the one pass below is the only one: informer events must not start another beside it.
       const cluster = new KubeAgentCluster(
-        kubeConfig,
+        client,
         nodeName,
         log,
         () => {
@@ -86,7 +87,7 @@ export function agentCommand(ctx: CommandContext) {
         args.namespace,
       );
       const slots: number = args['max-pulling-nodes'];
-      const pacer = slots > 0 ? new LeasePacer(kubeConfig, { namespace: args.namespace, slots, holder: nodeName, log }) : undefined;
+      const pacer = slots > 0 ? new LeasePacer(client, { namespace: args.namespace, slots, holder: nodeName, log }) : undefined;
       agent = new NodeAgent({
         nodeName,
         runtime,
@@ -178,19 +179,6 @@ async function untilLoaded(cluster: KubeAgentCluster, log: Logger, timeoutMs?: n
     clearInterval(warn);
     clearTimeout(timer);
   }
-}
-
-function kubeConfigFrom(path: string | undefined): KubeConfig {
-  const config = new KubeConfig();
-  try {
-    if (path) config.loadFromFile(path);
-    else if (process.env.KUBERNETES_SERVICE_HOST) config.loadFromCluster();
-    else config.loadFromDefault();
-  } catch (error) {
-    throw new BadInputError(`cannot read kubeconfig ${path ?? ''}: ${(error as Error).message}`);
-  }
-  if (!config.getCurrentCluster()) throw new BadInputError('no cluster to talk to: pass --kubeconfig or run in a pod');
-  return config;
 }
 
 function reloadFrom(method: string, confDir: string): CrioReload {

@@ -2,7 +2,7 @@
  * A list-then-watch cache of one resource collection. Re-watches from the last
  * resourceVersion seen (events and bookmarks), re-lists when the server says 410 Gone
  * (the version was compacted away), and reconnects with a capped backoff while the API
- * server is unreachable. Never polls: between reconnects it only waits on the stream.
+ * server is unreachable (jittered). Never polls: between reconnects it only waits on the stream.
  */
 import { KubeApiError, type KubeClient, type KubeList, type KubeObject, type WatchEvent } from './kube.js';
 
@@ -56,8 +56,11 @@ export class Informer<T extends KubeObject = KubeObject> {
           await this.relist(signal);
           continue;
         }
-        this.events.onRetry?.(error as Error, delay);
-        await sleep(delay, signal);
+        // Jittered (half to all of the delay), as client-go's reflector: a thousand agents that
+        // lost the API server together do not all come back in the same instant.
+        const wait = delay / 2 + Math.random() * (delay / 2);
+        this.events.onRetry?.(error as Error, wait);
+        await sleep(wait, signal);
         delay = Math.min(delay * 2, BACKOFF_MS.max);
       }
     }
