@@ -6,7 +6,8 @@
  * (whose node-name claim the admission policy checks), and pulls and pins a PinnedImageSet's image.
  *
  * What the test bed changes, and why (everything else is what `prestage install` renders):
- * - hostPath sources point at the node's own directories (every simulated node shares one host);
+ * - hostPath sources, and the host files read through /proc/1/root, point at the node's own
+ *   directories (every simulated node shares one host);
  *   the reload is the default one (SIGHUP to the CRI-O that /proc shows reading the mounted
  *   drop-in directory; here several CRI-Os run, one per simulated node); `hostNetwork: true` and
  *   KUBERNETES_SERVICE_HOST/PORT, because there is no pod network or kube-proxy to reach the API
@@ -206,7 +207,9 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
     }, 120_000, 1_000);
     expect(status.images?.map((image) => image.name)).toEqual([pushed]);
     expect(await readFile(join(node.crio.confDir, '99-prestage-pinned-images'), 'utf8')).toContain(JSON.stringify(pushed));
+    // As rendered: the default reload, not privileged (root with SYS_PTRACE only), nothing written outside its mounts.
     expect(daemonSet.spec.template.spec.containers[0].args.some((arg: string) => arg.startsWith('--reload'))).toBe(false);
+    expect(daemonSet.spec.template.spec.containers[0].securityContext).toMatchObject({ privileged: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'], add: ['SYS_PTRACE'] } });
     const after = await core.readNamespacedPod({ namespace: NAMESPACE, name: pod.metadata?.name as string });
     expect(after.status?.containerStatuses?.[0]?.restartCount).toBe(0);
   }, 600_000);
@@ -220,8 +223,6 @@ function testbedDaemonSet(manifests: Manifest[]) {
   const sources: Record<string, string> = {
     'crio-socket': node.crio.socketPath,
     'crio-config': nodeDir, // holds crio.conf.d/ (the drop-in dir)
-    'containers-config': nodeDir, // holds registries.conf and registries.conf.d/
-    'kubelet-pull-secret': join(nodeDir, 'kubelet', 'config.json'),
     'image-store': node.crio.root,
   };
   for (const volume of spec.volumes) {
@@ -229,6 +230,18 @@ function testbedDaemonSet(manifests: Manifest[]) {
     volume.hostPath.path = sources[volume.name];
   }
   const container = spec.containers[0];
+  // Host files read through the host's root: this node's copies sit in its directory.
+  const hostFiles: Record<string, string> = {
+    '/var/lib/kubelet/config.json': join(nodeDir, 'kubelet', 'config.json'),
+    '/etc/containers/registries.conf': join(nodeDir, 'registries.conf'),
+    '/etc/containers/registries.conf.d': join(nodeDir, 'registries.conf.d'),
+  };
+  container.args = container.args.map((arg: string) => {
+    const match = /^(--[a-z-]+=\/proc\/1\/root)(\/.*)$/.exec(arg);
+    if (!match) return arg;
+    if (!((match[2] as string) in hostFiles)) throw new Error(`the DaemonSet reads a new host file ${match[2]}: map it here`);
+    return `${match[1]}${hostFiles[match[2] as string]}`;
+  });
   spec.hostNetwork = true;
   container.env.push({ name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' }, { name: 'KUBERNETES_SERVICE_PORT', value: new URL(cluster.apiServerUrl).port });
   return daemonSet;

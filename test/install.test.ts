@@ -13,6 +13,7 @@ import { KubeClient } from '../src/cluster/kube.js';
 import { LeasePacer, PULL_SLOT_PREFIX } from '../src/agent/pacing.js';
 import { main } from '../src/cli/main.js';
 import { AGENT_NAME } from '../src/install/manifests.js';
+import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { createLogger } from '../src/telemetry/log.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { waitFor } from './cluster/processes.js';
@@ -71,27 +72,64 @@ describe('prestage install', () => {
       'ValidatingAdmissionPolicyBinding/prestage-agent-own-node',
       'DaemonSet/prestage-agent',
     ]);
-    const daemonSet = documents.at(-1) as unknown as { spec: { template: { spec: { containers: Array<{ image: string; args: string[]; env: unknown[]; volumeMounts: Array<{ mountPath: string; readOnly?: boolean }> }> } } } };
-    const container = daemonSet.spec.template.spec.containers[0]!;
+    const daemonSet = documents.at(-1) as unknown as { spec: { template: { spec: { hostPID: boolean; volumes: Array<{ name: string; hostPath: { path: string; type: string } }>; containers: Array<{ image: string; args: string[]; env: unknown[]; securityContext: unknown; volumeMounts: Array<{ mountPath: string; readOnly?: boolean }> }> } } } };
+    const pod = daemonSet.spec.template.spec;
+    const container = pod.containers[0]!;
     expect(container.image).toBe('registry.example/prestage:1.2.3');
     expect(container.args).toContain('--reserve=32Gi');
+    // The default reload (SIGHUP to CRI-O found in /proc): no --reload, hostPID.
+    expect(container.args.some((arg) => arg.startsWith('--reload'))).toBe(false);
+    expect(pod.hostPID).toBe(true);
     expect(container.env).toEqual([
+      { name: 'NODE_OPTIONS', value: '--max-semi-space-size=1' },
       { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
     ]);
-    expect(container.volumeMounts).toContainEqual({ name: 'kubelet-pull-secret', mountPath: '/var/lib/kubelet/config.json', readOnly: true });
-    // The agent reads CRI-O's registries.conf (mirrors) to size images exactly, and never writes it.
-    expect(container.volumeMounts).toContainEqual({ name: 'containers-config', mountPath: '/etc/containers', readOnly: true });
-    expect((daemonSet.spec.template.spec as unknown as { volumes: unknown[] }).volumes).toContainEqual({ name: 'containers-config', hostPath: { path: '/etc/containers', type: 'DirectoryOrCreate' } });
+    // Host files it only reads come through the host's root: no hostPath creates a file or directory on a host.
+    expect(container.args).toEqual(expect.arrayContaining(['--pull-secret=/proc/1/root/var/lib/kubelet/config.json', '--registries-conf=/proc/1/root/etc/containers/registries.conf', '--registries-conf-dir=/proc/1/root/etc/containers/registries.conf.d']));
+    expect(pod.volumes.map((volume) => [volume.name, volume.hostPath.type])).toEqual([['crio-socket', 'Socket'], ['crio-config', 'Directory'], ['image-store', 'Directory']]);
+    // Not privileged: root with SYS_PTRACE only, spc_t for SELinux hosts.
+    expect(container.securityContext).toEqual({
+      runAsUser: 0, privileged: false, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'], add: ['SYS_PTRACE'] }, seLinuxOptions: { type: 'spc_t' },
+    });
+    const namespace = documents.find((doc) => doc.kind === 'Namespace') as unknown as { metadata: { labels: Record<string, string> } };
+    expect(namespace.metadata.labels).toMatchObject({ 'pod-security.kubernetes.io/enforce': 'privileged' });
+    expect(namespace.metadata.labels).not.toHaveProperty('security.openshift.io/scc.podSecurityLabelSync');
+  });
+
+  it('renders an SCC the agent ServiceAccount alone may use with --openshift', async () => {
+    const { code, stdout } = await run(['install', '--image', 'registry.example/prestage:1.2.3', '--openshift']);
+    expect(code).toBe(0);
+    const documents = yaml.loadAll(stdout) as Array<{ kind: string; metadata: { name: string; labels?: Record<string, string> }; rules?: unknown[]; allowHostPID?: boolean; allowPrivilegedContainer?: boolean; allowedCapabilities?: string[] }>;
+    const scc = documents.find((doc) => doc.kind === 'SecurityContextConstraints');
+    expect(scc).toMatchObject({ metadata: { name: AGENT_NAME }, allowHostPID: true, allowPrivilegedContainer: false, allowedCapabilities: ['SYS_PTRACE'] });
+    expect(documents.find((doc) => doc.kind === 'Role' && doc.metadata.name === `${AGENT_NAME}-scc`)?.rules).toEqual([{ apiGroups: ['security.openshift.io'], resources: ['securitycontextconstraints'], resourceNames: [AGENT_NAME], verbs: ['use'] }]);
+    expect(documents.find((doc) => doc.kind === 'Namespace')?.metadata.labels).toMatchObject({ 'security.openshift.io/scc.podSecurityLabelSync': 'false' });
+  });
+
+  it('rejects a missing or bad --image, a bad --namespace and an unknown --context with exit 2 and one line', async () => {
+    const cases: Array<[string[], string]> = [
+      [['install'], 'prestage: error: --image is required: the agent image, e.g. REGISTRY/prestage:VERSION (build and push it with `prestage image push REGISTRY/prestage:VERSION`)\n'],
+      [['install', '--image', 'registry.example/prestage'], 'prestage: error: --image registry.example/prestage names no tag or digest: pin the version the nodes run, e.g. registry.example/prestage:0.1.0\n'],
+      [['install', '--image', 'Registry.example/Prestage:1'], expect.stringMatching(/^prestage: error: --image: invalid image reference "Registry.example\/Prestage:1": .*\n$/) as unknown as string],
+      [['install', '--image', 'registry.example/prestage:1', '--namespace', 'Prestage_NS'], "prestage: error: --namespace Prestage_NS is not a namespace name (lower-case letters, digits and '-', at most 63)\n"],
+      [['install', '--image', 'registry.example/prestage:1', '--apply', '--kubeconfig', cluster.kubeconfigPath, '--context', 'nowhere'], 'prestage: error: kubeconfig has no context nowhere\n'],
+    ];
+    for (const [argv, message] of cases) {
+      const result = await run(argv);
+      expect(result.code, argv.join(' ')).toBe(2);
+      expect(result.stderr).toEqual(message);
+    }
   });
 
   it('--apply applies everything server-side, and applying again changes nothing', async () => {
-    const first = await run(['install', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+    const first = await run(['install', '--image', 'registry.example/prestage:1.2.3', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toContain('daemonset/prestage-agent serverside-applied');
     const daemonSet = await cluster.kubeConfig.makeApiClient(AppsV1Api).readNamespacedDaemonSet({ namespace: NAMESPACE, name: AGENT_NAME });
     const generation = daemonSet.metadata?.generation;
-    const second = await run(['install', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+    const second = await run(['install', '--image', 'registry.example/prestage:1.2.3', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
     expect(second.code, second.stderr).toBe(0);
     expect((await cluster.kubeConfig.makeApiClient(AppsV1Api).readNamespacedDaemonSet({ namespace: NAMESPACE, name: AGENT_NAME })).metadata?.generation).toBe(generation);
     const role = await cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api).readClusterRole({ name: AGENT_NAME });
@@ -157,5 +195,29 @@ describe('prestage install', () => {
     );
     // get by name only: listing the Secrets of its own namespace is denied too.
     await expect(asAgent.makeApiClient(CoreV1Api).listNamespacedSecret({ namespace: NAMESPACE })).rejects.toMatchObject({ code: 403 });
+  });
+  it('--apply detects OpenShift (security.openshift.io served) and applies the SCC and its use grant', async () => {
+    // The group as OpenShift serves it; its schema here is a stand-in (the test bed has no OpenShift API server).
+    await applyServerSide(cluster.kubeConfig, [{
+      apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name: 'securitycontextconstraints.security.openshift.io' },
+      spec: {
+        group: 'security.openshift.io', scope: 'Cluster',
+        names: { plural: 'securitycontextconstraints', singular: 'securitycontextconstraints', kind: 'SecurityContextConstraints', listKind: 'SecurityContextConstraintsList' },
+        versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
+      },
+    } as Manifest]);
+    await waitForCrdsEstablished(cluster.kubeConfig, ['securitycontextconstraints.security.openshift.io']);
+    const result = await waitFor('install --apply to see security.openshift.io', async () => {
+      const attempt = await run(['install', '--image', 'registry.example/prestage:1.2.3', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+      return attempt.stdout.includes('securitycontextconstraints/prestage-agent serverside-applied') ? attempt : undefined;
+    }, 30_000, 1_000);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain(`rolebinding/${AGENT_NAME}-scc serverside-applied`);
+    const client = new KubeClient(cluster.kubeConfig);
+    expect(await client.get(`/apis/security.openshift.io/v1/securitycontextconstraints/${AGENT_NAME}`)).toMatchObject({ allowHostPID: true, allowedCapabilities: ['SYS_PTRACE'] });
+    expect((await client.get<{ metadata: { labels: Record<string, string> } }>(`/api/v1/namespaces/${NAMESPACE}`)).metadata.labels).toMatchObject({
+      'pod-security.kubernetes.io/enforce': 'privileged',
+      'security.openshift.io/scc.podSecurityLabelSync': 'false',
+    });
   });
 });

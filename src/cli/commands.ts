@@ -47,8 +47,8 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     usage: 'install',
     describe: 'Render or apply the prestage CRDs, RBAC, admission policy and node agent DaemonSet',
     examples: [
-      ['$0 install > prestage-agent.yaml', 'Render the manifests for review or GitOps'],
-      ['$0 install --apply --kubeconfig admin.kubeconfig', 'Apply them server-side'],
+      ['$0 install --image registry.example.com/prestage:0.1.0 > prestage-agent.yaml', 'Render the manifests for review or GitOps'],
+      ['$0 install --image registry.example.com/prestage:0.1.0 --apply', 'Apply them server-side (SCC on OpenShift)'],
     ],
     load: async () => (await import('./install.js')).installCommand,
   },

@@ -1,12 +1,12 @@
 /**
- * Server-side apply of raw manifests. The objects go to the API server byte for byte (no
- * client model in between, which would drop keys such as `x-kubernetes-list-type`).
+ * Server-side apply of raw manifests through the project's KubeClient. The objects go to the API
+ * server as they are (no client model in between, which would drop keys such as
+ * `x-kubernetes-list-type`).
  */
-import { request, type RequestOptions } from 'node:https';
-import { request as plainRequest } from 'node:http';
-import { ApiextensionsV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ClusterError } from '../errors.js';
+import { KubeClient, type KubeObject } from '../cluster/kube.js';
+import type { ClusterCredentials } from '../cluster/kubeconfig.js';
 
 export interface Manifest {
   apiVersion: string;
@@ -27,6 +27,7 @@ const RESOURCES: Readonly<Record<string, string>> = {
   DaemonSet: 'daemonsets',
   ValidatingAdmissionPolicy: 'validatingadmissionpolicies',
   ValidatingAdmissionPolicyBinding: 'validatingadmissionpolicybindings',
+  SecurityContextConstraints: 'securitycontextconstraints',
   PinnedImageSet: 'pinnedimagesets',
 };
 
@@ -38,59 +39,29 @@ export function resourcePath(manifest: Manifest): string {
   return `${base}${namespace}/${plural}/${encodeURIComponent(manifest.metadata.name)}`;
 }
 
+function clientOf(cluster: KubeClient | ClusterCredentials): KubeClient {
+  return cluster instanceof KubeClient ? cluster : new KubeClient(cluster);
+}
+
 /** Applies in order (CRDs and namespaces first is the caller's job); owns every field it sets. */
-export async function applyServerSide(kubeConfig: KubeConfig, manifests: readonly Manifest[], fieldManager = 'prestage'): Promise<void> {
+export async function applyServerSide(cluster: KubeClient | ClusterCredentials, manifests: readonly Manifest[], fieldManager = 'prestage'): Promise<void> {
+  const client = clientOf(cluster);
   for (const manifest of manifests) {
-    const path = `${resourcePath(manifest)}?fieldManager=${encodeURIComponent(fieldManager)}&force=true`;
-    const { status, body } = await send(kubeConfig, 'PATCH', path, JSON.stringify(manifest), 'application/apply-patch+yaml');
-    if (status >= 300) {
-      const message = (safeJson(body) as { message?: string } | undefined)?.message ?? body;
-      throw new ClusterError(`cannot apply ${manifest.kind}/${manifest.metadata.name}: ${status} ${message}`.replace(/\s+/g, ' '));
+    try {
+      await client.apply(resourcePath(manifest), manifest as unknown as KubeObject, { fieldManager });
+    } catch (error) {
+      throw new ClusterError(`cannot apply ${manifest.kind}/${manifest.metadata.name}: ${(error as Error).message}`.replace(/\s+/g, ' '), { cause: error });
     }
   }
 }
 
-async function send(kubeConfig: KubeConfig, method: string, path: string, body: string, contentType: string): Promise<{ status: number; body: string }> {
-  const cluster = kubeConfig.getCurrentCluster();
-  if (!cluster) throw new ClusterError('the kubeconfig has no current cluster');
-  const url = new URL(path, cluster.server);
-  const options: RequestOptions = {
-    method,
-    protocol: url.protocol,
-    hostname: url.hostname,
-    port: url.port,
-    path: `${url.pathname}${url.search}`,
-    headers: { 'content-type': contentType, accept: 'application/json', 'content-length': Buffer.byteLength(body) },
-  };
-  await kubeConfig.applyToHTTPSOptions(options);
-  const issue = url.protocol === 'https:' ? request : plainRequest;
-  return new Promise((resolve, reject) => {
-    const req = issue(options, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.on('error', (error) => reject(new ClusterError(`cannot reach the API server at ${cluster.server}: ${error.message}`, { cause: error })));
-    req.end(body);
-  });
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
-
 /** A new CRD serves its resources only once Established: wait, so the next command finds them. */
-export async function waitForCrdsEstablished(kubeConfig: KubeConfig, names: readonly string[], timeoutMs = 60_000): Promise<void> {
-  const extensions = kubeConfig.makeApiClient(ApiextensionsV1Api);
+export async function waitForCrdsEstablished(cluster: KubeClient | ClusterCredentials, names: readonly string[], timeoutMs = 60_000): Promise<void> {
+  const client = clientOf(cluster);
   const deadline = Date.now() + timeoutMs;
   for (const name of names) {
     for (;;) {
-      const crd = await extensions.readCustomResourceDefinition({ name });
+      const crd = await client.get<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`);
       if (crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
       if (Date.now() > deadline) throw new ClusterError(`CustomResourceDefinition ${name} not Established after ${timeoutMs / 1000} s`);
       await sleep(250);
