@@ -35,7 +35,7 @@ let failed = false;
 try {
   await pushFixture(registry.url, fixture);
   const plan = async (extra: Partial<PlanOptions>): Promise<Plan> => {
-    const client = registryClientFrom({ 'tls-verify': false, mirror: [`quay.io=${registry.host}`], retries: 3, 'max-concurrency': 16, 'stall-timeout': 60 });
+    const client = registryClientFrom({ 'insecure-registry': [registry.host], 'tls-verify': true, mirror: [`quay.io=${registry.host}`], retries: 3, 'max-concurrency': 16, 'stall-timeout': 60 }, undefined, (line) => console.error(line));
     try {
       return await buildPlan(client, {
         release: `quay.io/${truth.releaseRepository}:${truth.release.tag}`,

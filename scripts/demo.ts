@@ -23,7 +23,7 @@ try {
   const fixture = buildReleaseFixture();
   await pushFixture(registry.url, fixture);
   const release = `quay.io/${fixture.truth.releaseRepository}:${fixture.truth.release.tag}`;
-  const args = ['plan', release, '--mirror', `quay.io=${registry.host}`, '--tls-verify=false', ...process.argv.slice(2)];
+  const args = ['plan', release, '--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host, ...process.argv.slice(2)];
   console.error(`demo: fixture release served at ${registry.url}; running: prestage ${args.join(' ')}\n`);
   process.exitCode = await main(args, { scriptName: 'prestage' });
 } finally {

@@ -27,7 +27,7 @@ let kube: string[];
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'prestage-stage-'));
   registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
-  registryFlags = ['--mirror', `quay.io=${registry.host}`, '--tls-verify=false'];
+  registryFlags = ['--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host];
   cluster = await startCluster({ workers: 1 });
   client = new KubeClient(cluster.kubeConfig);
   await installMcoCrds(client);

@@ -47,7 +47,7 @@ beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'prestage-bundle-safety-'));
   const authFile = join(work, 'auth.json');
   await writeFile(authFile, JSON.stringify({ auths: { [sourceProxy.host]: { auth: Buffer.from(`${source.username}:${source.password}`).toString('base64') } } }));
-  from = ['--mirror', `quay.io=${sourceProxy.host}`, '--tls-verify=false', '--registry-config', authFile];
+  from = ['--mirror', `quay.io=${sourceProxy.host}`, '--insecure-registry', sourceProxy.host, '--registry-config', authFile];
   planFile = join(work, 'plan.json');
   const plan = await prestage(['plan', RELEASE, ...from, '-o', 'json']);
   expect(plan.code).toBe(0);
@@ -96,7 +96,7 @@ async function digestOfTag(repository: string, tag: string): Promise<string | nu
 describe('bundle push tags the release', () => {
   it('lets the README mirror example plan from the pushed mirror: quay.io/openshift-release-dev=MIRROR/ocp, release by tag', async () => {
     const target = `quay.io/openshift-release-dev=${mirror.host}/ocp`;
-    const push = await prestage(['bundle', 'push', bundle, target, '--tls-verify=false', '--output-dir', work]);
+    const push = await prestage(['bundle', 'push', bundle, target, '--insecure-registry', mirror.host, '--output-dir', work]);
     expect(push.code, push.stderr).toBe(0);
     expect(push.stdout).toContain('tags 1 written, 0 present');
     expect(push.stdout).toContain(`release ${mirror.host}/ocp/ocp-release:${truth.release.tag}\n`);
@@ -106,7 +106,7 @@ describe('bundle push tags the release', () => {
     const component = planned.images.find((i) => i.source === 'component')!;
     expect(await digestOfTag('ocp/ocp-v4.0-art-dev', component.digest)).toBe(component.digest);
 
-    const viaMirror = await prestage(['plan', RELEASE, '--mirror', target, '--tls-verify=false', '-o', 'json']);
+    const viaMirror = await prestage(['plan', RELEASE, '--mirror', target, '--insecure-registry', mirror.host, '-o', 'json']);
     expect(viaMirror.code, viaMirror.stderr).toBe(0);
     expect(JSON.parse(viaMirror.stdout)).toEqual(JSON.parse(await readFile(planFile, 'utf8')) as Plan);
   });
@@ -115,22 +115,22 @@ describe('bundle push tags the release', () => {
     const fromPlan = join(work, 'from-plan');
     expect((await prestage(['bundle', 'create', planFile, '--to', fromPlan, ...from])).code).toBe(0);
     const target = `${mirror.host}/mirrored`;
-    const first = await prestage(['bundle', 'push', fromPlan, target, '--tls-verify=false', '--output-dir', work]);
+    const first = await prestage(['bundle', 'push', fromPlan, target, '--insecure-registry', mirror.host, '--output-dir', work]);
     expect(first.code, first.stderr).toBe(0);
     const repository = `mirrored/${truth.releaseRepository}`;
     expect(await tagsOf(repository)).toEqual([`${truth.release.version}-x86_64`]);
     expect(await digestOfTag(repository, `${truth.release.version}-x86_64`)).toBe(truth.release.image.digest);
-    const viaMirror = await prestage(['plan', RELEASE, '--mirror', `quay.io=${target}`, '--tls-verify=false', '-o', 'json']);
+    const viaMirror = await prestage(['plan', RELEASE, '--mirror', `quay.io=${target}`, '--insecure-registry', mirror.host, '-o', 'json']);
     expect(viaMirror.code, viaMirror.stderr).toBe(0);
     expect((JSON.parse(viaMirror.stdout) as Plan).release.digest).toBe(truth.release.image.digest);
 
-    const again = await prestage(['bundle', 'push', fromPlan, target, '--tls-verify=false', '--output-dir', work]);
+    const again = await prestage(['bundle', 'push', fromPlan, target, '--insecure-registry', mirror.host, '--output-dir', work]);
     expect(again.code).toBe(0);
     expect(again.stdout).toMatch(/blobs 0 uploaded \(0 B\), 0 mounted, \d+ present; manifests 0 pushed, \d+ present; tags 0 written, 1 present/);
   });
 
   it('refuses a SOURCE=MIRROR target that does not cover every image, before sending anything', async () => {
-    const r = await prestage(['bundle', 'push', bundle, `quay.io/elsewhere=${mirror.host}/none`, '--tls-verify=false', '--output-dir', work]);
+    const r = await prestage(['bundle', 'push', bundle, `quay.io/elsewhere=${mirror.host}/none`, '--insecure-registry', mirror.host, '--output-dir', work]);
     expectOneLineError(r, 2, /quay\.io\/openshift-release-dev\/\S+ is not under quay\.io\/elsewhere, so push target .* has no place for it; push to REGISTRY\[\/PREFIX\] instead/);
     const catalog = (await (await fetch(`${mirror.url}/v2/_catalog`)).json()) as { repositories: string[] };
     expect(catalog.repositories.filter((r) => r.startsWith('none/'))).toEqual([]);
@@ -151,14 +151,14 @@ describe('bundle push from read-only media', () => {
 
   it('without --work-dir: one line naming --work-dir, exit 2, nothing written', async () => {
     const before = await treeHashes(parts);
-    const r = await prestage(['bundle', 'push', readOnlyParts, `${mirror.host}/from-dvd`, '--tls-verify=false', '--output-dir', work]);
+    const r = await prestage(['bundle', 'push', readOnlyParts, `${mirror.host}/from-dvd`, '--insecure-registry', mirror.host, '--output-dir', work]);
     expectOneLineError(r, 2, new RegExp(`cannot write the unpacked bundle into ${readOnlyParts}/archived: read-only file system \\(EROFS\\); pass --work-dir DIR, a writable directory with room for [\\d.]+ MiB, to unpack the parts there$`));
     expect(await treeHashes(parts)).toEqual(before);
   });
 
   it('with --work-dir: unpacks there, verified, and pushes', async () => {
     const workDir = join(work, 'unpack-here');
-    const r = await prestage(['bundle', 'push', readOnlyParts, `${mirror.host}/from-dvd`, '--tls-verify=false', '--output-dir', work, '--work-dir', workDir]);
+    const r = await prestage(['bundle', 'push', readOnlyParts, `${mirror.host}/from-dvd`, '--insecure-registry', mirror.host, '--output-dir', work, '--work-dir', workDir]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toContain(`unpacking `);
     expect(await treeHashes(join(workDir, 'archived'))).toEqual(await treeHashes(bundle));
@@ -167,9 +167,9 @@ describe('bundle push from read-only media', () => {
 
   it('pushes a read-only layout directory as is; a read-only --output-dir is refused before anything is sent', async () => {
     const readOnlyLayout = await readOnlyView(bundle);
-    const r = await prestage(['bundle', 'push', readOnlyLayout, `${mirror.host}/from-ro`, '--tls-verify=false', '--output-dir', work]);
+    const r = await prestage(['bundle', 'push', readOnlyLayout, `${mirror.host}/from-ro`, '--insecure-registry', mirror.host, '--output-dir', work]);
     expect(r.code, r.stderr).toBe(0);
-    const refused = await prestage(['bundle', 'push', readOnlyLayout, `${mirror.host}/never`, '--tls-verify=false', '--output-dir', readOnlyLayout]);
+    const refused = await prestage(['bundle', 'push', readOnlyLayout, `${mirror.host}/never`, '--insecure-registry', mirror.host, '--output-dir', readOnlyLayout]);
     expectOneLineError(refused, 2, new RegExp(`--output-dir ${readOnlyLayout}: cannot write in ${readOnlyLayout}: read-only file system \\(EROFS\\); name a writable directory$`));
     const catalog = (await (await fetch(`${mirror.url}/v2/_catalog`)).json()) as { repositories: string[] };
     expect(catalog.repositories.filter((r) => r.startsWith('never/'))).toEqual([]);
@@ -211,7 +211,7 @@ describe('bundle create repairs what it kept', () => {
 
     const verify = await prestage(['bundle', 'verify', dir]);
     expectOneLineError(verify, 2, /0 missing and 2 corrupt blobs .*rerun `prestage bundle create` with the same arguments, which fetches them again$/);
-    const push = await prestage(['bundle', 'push', dir, `${mirror.host}/damaged`, '--tls-verify=false', '--output-dir', work]);
+    const push = await prestage(['bundle', 'push', dir, `${mirror.host}/damaged`, '--insecure-registry', mirror.host, '--output-dir', work]);
     expectOneLineError(push, 2, /is corrupt.*repair it with `prestage bundle create`/);
 
     sourceProxy.resetStats();
@@ -224,7 +224,7 @@ describe('bundle create repairs what it kept', () => {
     expect(blobReads.filter((d) => !readToPlan.includes(d!))).toEqual([layer.digest]);
     expect(await treeHashes(dir)).toEqual(await treeHashes(bundle));
     expect((await prestage(['bundle', 'verify', dir])).code).toBe(0);
-    expect((await prestage(['bundle', 'push', dir, `${mirror.host}/damaged`, '--tls-verify=false', '--output-dir', work])).code).toBe(0);
+    expect((await prestage(['bundle', 'push', dir, `${mirror.host}/damaged`, '--insecure-registry', mirror.host, '--output-dir', work])).code).toBe(0);
   });
 });
 

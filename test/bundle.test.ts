@@ -18,7 +18,7 @@ import type { Plan } from '../src/plan/types.js';
 import { RegistryClient } from '../src/registry/client.js';
 import { parsePullSecretFile } from '../src/registry/credentials.js';
 import { parseMirrorRule } from '../src/registry/mirrors.js';
-import { DEFAULT_RETRY } from '../src/registry/transport.js';
+import { DEFAULT_RETRY } from '../src/registry/retry.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
 import { expectOneLineError, treeHashes } from './support/bundle-files.js';
 import { BIN_DIR, runCli, type CliResult } from './support/cli.js';
@@ -56,7 +56,7 @@ beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'prestage-bundle-'));
   authFile = join(work, 'auth.json');
   await writeFile(authFile, JSON.stringify({ auths: { [sourceProxy.host]: { auth: Buffer.from(`${source.username}:${source.password}`).toString('base64') } } }));
-  from = ['--mirror', `quay.io=${sourceProxy.host}`, '--tls-verify=false', '--registry-config', authFile];
+  from = ['--mirror', `quay.io=${sourceProxy.host}`, '--insecure-registry', sourceProxy.host, '--registry-config', authFile];
 
   reference = join(work, 'reference');
   sourceProxy.resetStats();
@@ -167,7 +167,7 @@ describe('bundle create from a release', () => {
     }
     expect((await runCli(['bundle', 'verify', dir])).code).toBe(0);
     // distribution refuses a list whose other platforms it lacks: say how to carry them.
-    const push = await runCli(['bundle', 'push', dir, `${mirrorProxy.host}/multi`, '--tls-verify=false', '--output-dir', dir]);
+    const push = await runCli(['bundle', 'push', dir, `${mirrorProxy.host}/multi`, '--insecure-registry', mirrorProxy.host, '--output-dir', dir]);
     expectOneLineError(push, 3, /refuses manifest list sha256:[a-f0-9]{64} without all of its platforms; create the bundle with --all-platforms/);
     // Reusing the directory for another release takes --force, and leaves exactly that content.
     expect((await runCli(['bundle', 'create', planFile, '--to', dir, ...from, '--force'])).code).toBe(0);
@@ -245,7 +245,7 @@ describe('bundle verify', () => {
     expect(lines[0]).toMatch(new RegExp(`^corrupt layer ${shared.digest} needed by quay\\.io/\\S+, quay\\.io/\\S+, quay\\.io/\\S+ and \\d+ more$`));
     expect(lines[1]).toBe(`missing config ${victim.config.digest} needed by ${victim.pullSpec}`);
 
-    const push = await runCli(['bundle', 'push', dir, `${mirrorProxy.host}/damaged`, '--tls-verify=false', '--output-dir', dir]);
+    const push = await runCli(['bundle', 'push', dir, `${mirrorProxy.host}/damaged`, '--insecure-registry', mirrorProxy.host, '--output-dir', dir]);
     expectOneLineError(push, 2, /the bundle's blob sha256:[a-f0-9]{64} is (corrupt|missing).*run `prestage bundle verify`/);
   });
 
@@ -260,7 +260,7 @@ describe('bundle push into an empty mirror', () => {
   beforeAll(async () => {
     await mkdir(out(), { recursive: true });
     mirrorProxy.resetStats();
-    first = await runCli(['bundle', 'push', reference, `${mirrorProxy.host}/mirrored`, '--tls-verify=false', '--output-dir', out()]);
+    first = await runCli(['bundle', 'push', reference, `${mirrorProxy.host}/mirrored`, '--insecure-registry', mirrorProxy.host, '--output-dir', out()]);
   });
 
   it('uploads each blob once per repository, mounting blobs another repository already got', () => {
@@ -274,7 +274,7 @@ describe('bundle push into an empty mirror', () => {
   });
 
   it('lets plan read the release through the mirror with the same digests and sets as from the source', async () => {
-    const viaMirror = await runCli(['plan', RELEASE_BY_DIGEST, '--mirror', `quay.io=${mirror.host}/mirrored`, '--tls-verify=false', '-o', 'json']);
+    const viaMirror = await runCli(['plan', RELEASE_BY_DIGEST, '--mirror', `quay.io=${mirror.host}/mirrored`, '--insecure-registry', mirror.host, '-o', 'json']);
     const viaSource = await runCli(['plan', RELEASE_BY_DIGEST, ...from, '-o', 'json']);
     expect(viaMirror.code).toBe(0);
     expect(JSON.parse(viaMirror.stdout)).toEqual(JSON.parse(viaSource.stdout));
@@ -297,7 +297,7 @@ describe('bundle push into an empty mirror', () => {
 
   it('uploads nothing the second time', async () => {
     mirrorProxy.resetStats();
-    const again = await runCli(['bundle', 'push', reference, `${mirrorProxy.host}/mirrored`, '--tls-verify=false', '--output-dir', out()]);
+    const again = await runCli(['bundle', 'push', reference, `${mirrorProxy.host}/mirrored`, '--insecure-registry', mirrorProxy.host, '--output-dir', out()]);
     expect(again.code).toBe(0);
     expect(mirrorProxy.stats.log.filter((r) => !['HEAD', 'GET'].includes(r.method))).toEqual([]);
     expect(again.stdout).toMatch(/blobs 0 uploaded \(0 B\), 0 mounted, \d+ present; manifests 0 pushed, \d+ present/);
@@ -333,7 +333,7 @@ describe('bundle as tar parts (--max-archive-size)', () => {
     const verify = await runCli(['bundle', 'verify', parts()]);
     expect(verify.code).toBe(0);
     expect(verify.stdout).toMatch(new RegExp(`${IMAGES} images, \\d+ blobs, [\\d.]+ MiB verified`));
-    const push = await runCli(['bundle', 'push', join(parts(), 'parts.json'), `${mirrorProxy.host}/mirrored`, '--tls-verify=false', '--output-dir', work]);
+    const push = await runCli(['bundle', 'push', join(parts(), 'parts.json'), `${mirrorProxy.host}/mirrored`, '--insecure-registry', mirrorProxy.host, '--output-dir', work]);
     expect(push.code).toBe(0);
     expect(push.stdout).toMatch(/blobs 0 uploaded/);
     expect(await treeHashes(join(parts(), 'reference'))).toEqual(await treeHashes(reference));
@@ -375,18 +375,18 @@ describe('incremental bundles (--since)', () => {
     expect(verify.code).toBe(0);
     expect(verify.stdout).toContain(`; ${carried.size} blobs provided by the previous bundle (${previous})`);
 
-    expectOneLineError(await runCli(['bundle', 'push', next, `${mirrorProxy.host}/incremental`, '--tls-verify=false', '--output-dir', work]), 2,
+    expectOneLineError(await runCli(['bundle', 'push', next, `${mirrorProxy.host}/incremental`, '--insecure-registry', mirrorProxy.host, '--output-dir', work]), 2,
       /blob sha256:[a-f0-9]{64} comes from the previous bundle \(.*previous\), but .*\/incremental\/.* does not have it; push the previous bundle first/);
-    expect((await runCli(['bundle', 'push', previous, `${mirrorProxy.host}/incremental`, '--tls-verify=false', '--output-dir', work])).code).toBe(0);
+    expect((await runCli(['bundle', 'push', previous, `${mirrorProxy.host}/incremental`, '--insecure-registry', mirrorProxy.host, '--output-dir', work])).code).toBe(0);
     mirrorProxy.resetStats();
-    const push = await runCli(['bundle', 'push', next, `${mirrorProxy.host}/incremental`, '--tls-verify=false', '--output-dir', work]);
+    const push = await runCli(['bundle', 'push', next, `${mirrorProxy.host}/incremental`, '--insecure-registry', mirrorProxy.host, '--output-dir', work]);
     expect(push.code).toBe(0);
     const uploaded = mirrorProxy.stats.log.filter((r) => r.method === 'PUT' && r.target.includes('/blobs/uploads/')).map((r) => new URL(r.target, 'http://x').searchParams.get('digest'));
     expect(uploaded.every((d) => !carried.has(d!))).toBe(true);
     // The components' repository gets the carried base layers by mounting them from the release's.
     const mounted = mirrorProxy.stats.log.filter((r) => r.method === 'POST' && r.status === 201).map((r) => new URL(r.target, 'http://x').searchParams.get('mount'));
     expect(mounted.some((d) => carried.has(d!))).toBe(true);
-    const viaMirror = await runCli(['plan', RELEASE_BY_DIGEST, '--mirror', `quay.io=${mirror.host}/incremental`, '--tls-verify=false', '-o', 'json']);
+    const viaMirror = await runCli(['plan', RELEASE_BY_DIGEST, '--mirror', `quay.io=${mirror.host}/incremental`, '--insecure-registry', mirror.host, '-o', 'json']);
     expect(JSON.parse(viaMirror.stdout)).toEqual(JSON.parse(await readFile(planFile, 'utf8')));
   });
 });
@@ -396,7 +396,7 @@ describe('free disk space', () => {
     const dir = join(work, 'tiny-disk');
     const client = new RegistryClient({
       pullSecrets: [parsePullSecretFile(authFile)],
-      tlsVerify: false,
+      insecureRegistries: [sourceProxy.host],
       mirrors: [parseMirrorRule(`quay.io=${sourceProxy.host}`)],
       retry: DEFAULT_RETRY,
       concurrency: 8,

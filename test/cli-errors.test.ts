@@ -19,7 +19,7 @@ import { BIN_DIR, runBin, type CliResult } from './support/cli.js';
 
 const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
 /** Nothing listens on port 1: any registry read fails fast with exit 3. */
-const UNREACHABLE = ['--mirror', 'quay.io=127.0.0.1:1', '--tls-verify=false'];
+const UNREACHABLE = ['--mirror', 'quay.io=127.0.0.1:1', '--insecure-registry', '127.0.0.1:1'];
 const BIN = `${BIN_DIR}prestage.js`;
 
 let dir: string;
@@ -156,7 +156,7 @@ describe('plan output against the harness registry', () => {
   let mirror: string[];
   beforeAll(async () => {
     registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
-    mirror = ['--mirror', `quay.io=${registry.host}`, '--tls-verify=false'];
+    mirror = ['--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host];
   });
   afterAll(async () => {
     await registry?.stop();

@@ -36,7 +36,7 @@ const merge = { contentType: 'application/merge-patch+json' };
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'prestage-plan-live-'));
   registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
-  registryFlags = ['--mirror', `quay.io=${registry.host}`, '--tls-verify=false'];
+  registryFlags = ['--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host];
   cluster = await startCluster({ workers: 2 });
   client = new KubeClient(cluster.kubeConfig);
   await installOpenShiftCrds(client, OPENSHIFT_4_21, 'all');

@@ -19,7 +19,7 @@ let mirror: string[];
 
 beforeAll(async () => {
   registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
-  mirror = ['--mirror', `quay.io=${registry.host}`, '--tls-verify=false'];
+  mirror = ['--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host];
 });
 afterAll(async () => {
   await registry?.stop();

@@ -51,25 +51,25 @@ describe('Basic auth (htpasswd)', () => {
   });
 
   it('plans with credentials from --registry-config', async () => {
-    expectPlanned(await plan(registry.host, '--tls-verify=false', '--registry-config', await authFile(registry.host, registry.username!, registry.password!)));
+    expectPlanned(await plan(registry.host, '--insecure-registry', registry.host, '--registry-config', await authFile(registry.host, registry.username!, registry.password!)));
   });
   it('finds credentials through REGISTRY_AUTH_FILE', async () => {
     const saved = process.env.REGISTRY_AUTH_FILE;
     process.env.REGISTRY_AUTH_FILE = await authFile(registry.host, registry.username!, registry.password!);
     try {
-      expectPlanned(await plan(registry.host, '--tls-verify=false'));
+      expectPlanned(await plan(registry.host, '--insecure-registry', registry.host));
     } finally {
       if (saved === undefined) delete process.env.REGISTRY_AUTH_FILE;
       else process.env.REGISTRY_AUTH_FILE = saved;
     }
   });
   it('exits 3 naming the fix when no credentials are found', async () => {
-    const r = await plan(registry.host, '--tls-verify=false', '--registry-config', await authFile('other.example.com', 'u', 'p'));
+    const r = await plan(registry.host, '--insecure-registry', registry.host, '--registry-config', await authFile('other.example.com', 'u', 'p'));
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/access denied \(401\) to openshift-release-dev\/ocp-release .*no credentials found; pass --registry-config/);
   });
   it('exits 3 when the credentials are refused, without printing them', async () => {
-    const r = await plan(registry.host, '--tls-verify=false', '--registry-config', await authFile(registry.host, registry.username!, 'wrong-password'));
+    const r = await plan(registry.host, '--insecure-registry', registry.host, '--registry-config', await authFile(registry.host, registry.username!, 'wrong-password'));
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/the credentials found were refused/);
     expect(r.stderr).not.toContain('wrong-password');
@@ -90,7 +90,7 @@ describe('Bearer token auth', () => {
   it('gets one token per repository scope and reuses it for hundreds of requests', async () => {
     const creds = await authFile(registry.host, registry.username!, registry.password!);
     registry.tokenIssuer!.resetStats();
-    expectPlanned(await plan(registry.host, '--tls-verify=false', '--registry-config', creds));
+    expectPlanned(await plan(registry.host, '--insecure-registry', registry.host, '--registry-config', creds));
     const scopes = registry.tokenIssuer!.log.map((l) => l.scopes.join(' ')).sort();
     expect(scopes).toEqual(['repository:openshift-release-dev/ocp-release:pull', 'repository:openshift-release-dev/ocp-v4.0-art-dev:pull']);
     expect(registry.tokenIssuer!.log.every((l) => l.authenticated)).toBe(true);
@@ -98,20 +98,20 @@ describe('Bearer token auth', () => {
   it('treats a token lifetime under 60 s as 60 s instead of refetching per request', async () => {
     registry.tokenIssuer!.expiresIn = 5;
     try {
-      expectPlanned(await plan(registry.host, '--tls-verify=false', '--registry-config', await authFile(registry.host, registry.username!, registry.password!)));
+      expectPlanned(await plan(registry.host, '--insecure-registry', registry.host, '--registry-config', await authFile(registry.host, registry.username!, registry.password!)));
       expect(registry.tokenIssuer!.requests).toBe(2);
     } finally {
       registry.tokenIssuer!.expiresIn = 300;
     }
   });
   it('exits 3 when the token service refuses the credentials', async () => {
-    const r = await plan(registry.host, '--tls-verify=false', '--registry-config', await authFile(registry.host, registry.username!, 'nope'));
+    const r = await plan(registry.host, '--insecure-registry', registry.host, '--registry-config', await authFile(registry.host, registry.username!, 'nope'));
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/token service .* refused \(401\); check the credentials/);
   });
   it('reports Quay-style tokens without pull access as access denied, not as a crash', async () => {
     registry.tokenIssuer!.quayMode = true;
-    const r = await plan(registry.host, '--tls-verify=false', '--registry-config', await authFile(registry.host, registry.username!, 'nope'));
+    const r = await plan(registry.host, '--insecure-registry', registry.host, '--registry-config', await authFile(registry.host, registry.username!, 'nope'));
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/access denied \(401\) to openshift-release-dev\/ocp-release/);
   });
@@ -130,10 +130,14 @@ describe('TLS with a test CA', () => {
   it('exits 3 naming --ca-file when the CA is unknown', async () => {
     const r = await plan(registry.host);
     expect(r.code).toBe(3);
-    expect(r.stderr).toMatch(/TLS certificate not trusted .*pass --ca-file with the registry's CA, or --tls-verify=false/);
+    expect(r.stderr).toMatch(/TLS certificate not trusted .*pass --ca-file with the registry's CA, or --insecure-registry 127\.0\.0\.1:\d+ to skip the check for this registry/);
   });
-  it('accepts any certificate with --tls-verify=false', async () => {
-    expectPlanned(await plan(registry.host, '--tls-verify=false'));
+  it('accepts any certificate of a registry named with --insecure-registry, still over TLS', async () => {
+    expectPlanned(await plan(registry.host, '--insecure-registry', registry.host));
+  });
+  it('reads the deprecated --tls-verify=false as --insecure-registry for the registries on the command line, with one warning', async () => {
+    const r = await plan(registry.host, '--tls-verify=false');
+    expectPlanned(r, [new RegExp(`^prestage: warning: --tls-verify=false is deprecated: it now names only the registries on the command line insecure \\(quay\\.io, ${registry.host.replace(/\./g, '\\.')}\\); pass --insecure-registry HOST for each instead$`)]);
   });
 });
 
@@ -154,7 +158,7 @@ describe('faults between plan and the registry', () => {
   it('waits out 429 Retry-After and retries', async () => {
     proxy.inject({ match: /\/manifests\/4\.16\.3-x86_64$/, times: 2, fault: { kind: 'status', status: 429, retryAfter: 1 } });
     const started = Date.now();
-    expectPlanned(await plan(proxy.host, '--tls-verify=false'), [new RegExp(`^prestage: warning: ${proxy.host}: 2 retries \\(HTTP 429 x2\\)$`)]);
+    expectPlanned(await plan(proxy.host, '--insecure-registry', proxy.host), [new RegExp(`^prestage: warning: ${proxy.host}: 2 retries \\(HTTP 429 x2\\)$`)]);
     expect(Date.now() - started).toBeGreaterThanOrEqual(2000);
     expect(proxy.stats.log.filter((r) => r.status === 429)).toHaveLength(2);
   });
@@ -162,19 +166,19 @@ describe('faults between plan and the registry', () => {
     proxy.inject({ match: /\/blobs\//, times: 2, fault: { kind: 'status', status: 503 } });
     proxy.inject({ match: /\/manifests\/sha256:/, times: 2, fault: { kind: 'status', status: 502 } });
     proxy.inject({ match: /\/manifests\/sha256:/, times: 1, fault: { kind: 'status', status: 504 } });
-    const r = await plan(proxy.host, '--tls-verify=false');
+    const r = await plan(proxy.host, '--insecure-registry', proxy.host);
     expectPlanned(r, [new RegExp(`^prestage: warning: ${proxy.host}: 5 retries \\(HTTP 502 x2, HTTP 503 x2, HTTP 504 x1\\)$`)]);
     expect(proxy.stats.log.filter((x) => x.fault === 'status')).toHaveLength(5);
   });
   it('exits 3 after its retries when the registry keeps failing', async () => {
     proxy.inject({ match: /\/manifests\//, times: Infinity, fault: { kind: 'status', status: 503 } });
-    const r = await plan(proxy.host, '--tls-verify=false', '--retries', '2');
+    const r = await plan(proxy.host, '--insecure-registry', proxy.host, '--retries', '2');
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/HTTP 503 for openshift-release-dev\/ocp-release\/manifests\/4\.16\.3-x86_64 after 3 attempts/);
   });
   it('resumes a blob reset mid-transfer with a Range request', async () => {
     proxy.inject({ match: new RegExp(`/blobs/${manifestsLayer()}$`), fault: { kind: 'reset', afterBytes: 100_000 } });
-    expectPlanned(await plan(proxy.host, '--tls-verify=false'), [new RegExp(`^prestage: warning: ${proxy.host}: 1 retry \\((ECONNRESET|UND_ERR_SOCKET) x1\\)$`)]);
+    expectPlanned(await plan(proxy.host, '--insecure-registry', proxy.host), [new RegExp(`^prestage: warning: ${proxy.host}: 1 retry \\((ECONNRESET|UND_ERR_SOCKET) x1\\)$`)]);
     const layerReads = proxy.stats.log.filter((r) => r.target.endsWith(manifestsLayer()) && r.range !== 'bytes=-4');
     expect(layerReads).toHaveLength(2);
     expect(layerReads[0]!.range).toBeUndefined();
@@ -185,29 +189,29 @@ describe('faults between plan and the registry', () => {
   });
   it('resumes a stalled blob after --stall-timeout', async () => {
     proxy.inject({ match: new RegExp(`/blobs/${manifestsLayer()}$`), fault: { kind: 'stall', afterBytes: 50_000 } });
-    expectPlanned(await plan(proxy.host, '--tls-verify=false', '--stall-timeout', '1'), [new RegExp(`^prestage: warning: ${proxy.host}: \\d+ retr(y|ies) \\(.*stalled transfer x1`)]);
+    expectPlanned(await plan(proxy.host, '--insecure-registry', proxy.host, '--stall-timeout', '1'), [new RegExp(`^prestage: warning: ${proxy.host}: \\d+ retr(y|ies) \\(.*stalled transfer x1`)]);
     expect(proxy.stats.log.filter((r) => r.target.endsWith(manifestsLayer())).map((r) => r.range)).toContain('bytes=50000-');
   });
   it('exits 3 when a blob stays truncated', async () => {
     proxy.inject({ match: new RegExp(`/blobs/${manifestsLayer()}$`), times: Infinity, fault: { kind: 'truncate', afterBytes: 0 } });
-    const r = await plan(proxy.host, '--tls-verify=false', '--retries', '2');
+    const r = await plan(proxy.host, '--insecure-registry', proxy.host, '--retries', '2');
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/blob transfer kept failing .* at byte 0 of \d+ after 3 attempts/);
   });
   it('re-reads a release layer damaged once in transit', async () => {
     proxy.inject({ match: new RegExp(`/blobs/${manifestsLayer()}$`), fault: { kind: 'corrupt', atByte: 1000 } });
-    expectPlanned(await plan(proxy.host, '--tls-verify=false'));
+    expectPlanned(await plan(proxy.host, '--insecure-registry', proxy.host));
     expect(proxy.stats.log.filter((r) => r.target.endsWith(manifestsLayer()) && r.range === undefined)).toHaveLength(3);
   });
   it('exits 3 on a blob whose bytes do not match its digest', async () => {
     proxy.inject({ match: new RegExp(`/blobs/${manifestsLayer()}$`), times: Infinity, fault: { kind: 'corrupt' } });
-    const r = await plan(proxy.host, '--tls-verify=false');
+    const r = await plan(proxy.host, '--insecure-registry', proxy.host);
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(new RegExp(`@${manifestsLayer()}: content hashes to sha256:[a-f0-9]{64}; the registry or a proxy corrupted it`));
   });
   it('exits 3 on a manifest whose bytes do not match its digest', async () => {
     proxy.inject({ match: /\/manifests\/sha256:/, fault: { kind: 'corrupt' } });
-    const r = await plan(proxy.host, '--tls-verify=false');
+    const r = await plan(proxy.host, '--insecure-registry', proxy.host);
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/manifest content has digest sha256:[a-f0-9]{64}, not the requested one|is not JSON/);
   });
@@ -225,7 +229,7 @@ describe('blob redirects to a CDN (Quay and S3)', () => {
 
   it('follows the redirect without forwarding Authorization to the other origin', async () => {
     const creds = await authFile(proxy.host, registry.username!, registry.password!);
-    expectPlanned(await plan(proxy.host, '--tls-verify=false', '--registry-config', creds));
+    expectPlanned(await plan(proxy.host, '--insecure-registry', proxy.host, '--registry-config', creds));
     const cdn = proxy.stats.log.filter((r) => r.origin === 'cdn');
     expect(cdn.length).toBeGreaterThan(100);
     expect(cdn.filter((r) => r.status === 400)).toEqual([]);

@@ -79,7 +79,7 @@ describe('registries through a forward proxy (tinyproxy)', () => {
   });
   it('sends a plain-HTTP registry through HTTP_PROXY', async () => {
     const before = (await proxy.targets()).length;
-    const r = await plan(plain.host, env({ HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url }), '--tls-verify=false');
+    const r = await plan(plain.host, env({ HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url }), '--insecure-registry', plain.host);
     // tinyproxy closes the connection after each forwarded response without saying so; a body
     // read slower than it arrives may then end in 'other side closed' and is resumed: at most
     // that one summed retry line.
@@ -146,12 +146,12 @@ describe('trust from the OS store', () => {
     expect(r.code).toBe(2);
     expect(lines(r.stderr)).toEqual([expect.stringMatching(/cannot read SSL_CERT_FILE \/nonexistent\/ca\.pem: ENOENT/)]);
   });
-  it('names --tls-verify=false in one line when an HTTPS request meets a plain-HTTP registry', async () => {
+  it('names --insecure-registry in one line when an HTTPS request meets a plain-HTTP registry', async () => {
     const plain = await startRegistry({ storageDir });
     handles.push(plain);
     const r = await plan(plain.host, env());
     expect(r.code).toBe(3);
-    expect(lines(r.stderr)).toEqual([expect.stringMatching(/: answers plain HTTP, not HTTPS, for .*; if that registry has no TLS, pass --tls-verify=false/)]);
+    expect(lines(r.stderr)).toEqual([expect.stringMatching(/: answers plain HTTP, not HTTPS, for .*; if that registry has no TLS, pass --insecure-registry 127\.0\.0\.1:\d+ \(plain HTTP for that registry only\)$/)]);
   });
 });
 
@@ -228,23 +228,23 @@ describe('what plan prints', () => {
   it('sums retries into one line per registry once the plan is done', async () => {
     faults.inject({ match: /\/manifests\/sha256:/, times: 3, fault: { kind: 'status', status: 429 } });
     faults.inject({ match: /\/blobs\//, times: 2, fault: { kind: 'status', status: 503 } });
-    const r = await plan(faults.host, env(), '--tls-verify=false');
+    const r = await plan(faults.host, env(), '--insecure-registry', faults.host);
     expect(r.code).toBe(0);
     expect(lines(r.stderr)).toEqual([`prestage: warning: ${faults.host}: 5 retries (HTTP 429 x3, HTTP 503 x2)`]);
   });
   it('prints only the fatal error when the retries run out', async () => {
     faults.inject({ match: /\/manifests\/sha256:/, times: 2, fault: { kind: 'status', status: 429 } });
     faults.inject({ match: new RegExp(`/blobs/${truth.release.manifestsLayer.digest}$`), times: Infinity, fault: { kind: 'status', status: 503 } });
-    const r = await plan(faults.host, env(), '--tls-verify=false', '--retries', '2');
+    const r = await plan(faults.host, env(), '--insecure-registry', faults.host, '--retries', '2');
     expect(r.code).toBe(3);
-    expect(lines(r.stderr)).toEqual([expect.stringMatching(/^prestage: error: .*HTTP 503 .* after 3 attempts/)]);
+    expect(lines(r.stderr)).toEqual([expect.stringMatching(/^prestage: error: .*HTTP 503.* after 3 attempts/)]);
   });
   it('exits at once after a fatal error, without waiting out the backoffs of other reads', async () => {
     const coreos = truth.components.find((c) => c.name === 'rhel-coreos')!;
     faults.inject({ match: new RegExp(`/manifests/${coreos.digest}$`), times: Infinity, fault: { kind: 'status', status: 404 } });
     faults.inject({ match: /\/manifests\/sha256:/, times: 20, fault: { kind: 'status', status: 429, retryAfter: 30 } });
     const started = Date.now();
-    const r = await plan(faults.host, env(), '--tls-verify=false');
+    const r = await plan(faults.host, env(), '--insecure-registry', faults.host);
     expect(r.code).toBe(3);
     expect(lines(r.stderr)).toEqual([expect.stringMatching(/^prestage: error: .*@sha256:[a-f0-9]{64}: manifest not found \(404\)/)]);
     expect(faults.stats.log.filter((x) => x.status === 429).length).toBeGreaterThan(0);
@@ -252,7 +252,7 @@ describe('what plan prints', () => {
   });
   it('warns once, not once per layer, when the registry ignores Range', async () => {
     faults.inject({ match: (req) => req.headers.range === 'bytes=-4', times: Infinity, fault: { kind: 'ignore-range' } });
-    const r = await plan(faults.host, env(), '--tls-verify=false');
+    const r = await plan(faults.host, env(), '--insecure-registry', faults.host);
     expect(r.code).toBe(0);
     const p = JSON.parse(r.stdout) as Plan;
     const estimated = new Set(p.images.flatMap((i) => i.layers).filter((l) => l.method === 'estimate-2x').map((l) => l.digest));
@@ -260,7 +260,7 @@ describe('what plan prints', () => {
     expect(p.warnings.filter((w) => /Range/.test(w))).toEqual([`${estimated.size} layers: the registry did not honour a Range request; disk sizes estimated as 2x compressed (-o json lists them)`]);
   });
   it('shows progress off a terminal only with --progress', async () => {
-    const r = await plan(faults.host, env(), '--tls-verify=false', '--progress');
+    const r = await plan(faults.host, env(), '--insecure-registry', faults.host, '--progress');
     expect(r.code).toBe(0);
     const shown = lines(r.stderr);
     expect(shown[0]).toMatch(new RegExp(`^reading release ${RELEASE.replace(/[.]/g, '\\.')} \\.\\.\\. \\d+\\.\\d MiB, \\d+ s$`));
@@ -268,7 +268,7 @@ describe('what plan prints', () => {
   });
   it('draws one line in place on a terminal and clears it before the output', async () => {
     // script(1) gives the CLI a real terminal for stdout and stderr.
-    const command = [process.execPath, `${BIN_DIR}prestage.js`, 'plan', RELEASE, '--mirror', `quay.io=${faults.host}`, '--tls-verify=false', '-o', 'json'].join(' ');
+    const command = [process.execPath, `${BIN_DIR}prestage.js`, 'plan', RELEASE, '--mirror', `quay.io=${faults.host}`, '--insecure-registry', faults.host, '-o', 'json'].join(' ');
     const typescript = await new Promise<string>((resolve, reject) => {
       execFile('script', ['-qec', command, '/dev/null'], { env: env(), maxBuffer: 64 * 1024 * 1024 }, (error, stdout) => (error ? reject(error) : resolve(stdout)));
     });

@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RegistryClient } from '../src/registry/client.js';
 import { parsePullSecretFile } from '../src/registry/credentials.js';
 import { MediaType } from '../src/registry/manifest.js';
-import { DEFAULT_RETRY, type TransportOptions } from '../src/registry/transport.js';
+import { DEFAULT_RETRY } from '../src/registry/retry.js';
+import type { TransportOptions } from '../src/registry/transport.js';
 import { PushClient } from '../src/registry/upload.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
 
@@ -36,7 +37,7 @@ function imageManifest(config: { digest: string; size: number }, layer: { digest
 }
 
 function options(extra: Partial<TransportOptions> = {}): TransportOptions {
-  return { pullSecrets: [], tlsVerify: false, retry: { ...DEFAULT_RETRY, baseDelayMs: 10 }, concurrency: 8, stallTimeoutMs: 10_000, ...extra };
+  return { pullSecrets: [], insecureRegistries: 'all', retry: { ...DEFAULT_RETRY, baseDelayMs: 10 }, concurrency: 8, stallTimeoutMs: 10_000, ...extra };
 }
 
 describe('pushing to an anonymous registry through a fault proxy', () => {

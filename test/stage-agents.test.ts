@@ -164,13 +164,13 @@ describe('prestage stage with the real agents', () => {
   it('stages the whole release on 3 nodes: every set current on every node it targets, every image pinned in CRI-O', async () => {
     console.log(`agents run ${prestageEntry().built ? 'bin/prestage.js (dist/ is current)' : 'the sources through tsx (dist/ is stale)'}${agentReadsRegistriesConf ? ' with --registries-conf' : ''}`);
     // What the plan puts in each set, and its ON DISK figure per set (the planner's rule is tested in plan.test).
-    const plan = await runCli(['plan', RELEASE, '--mirror', `quay.io=${registry.host}`, '--tls-verify=false', '-o', 'json']);
+    const plan = await runCli(['plan', RELEASE, '--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host, '-o', 'json']);
     expect(plan.code).toBe(0);
     const plannedSets = new Map((JSON.parse(plan.stdout) as { sets: Array<{ name: string; diskBytes: number; images: string[] }> }).sets.map((set) => [set.name, set]));
     const onDisk = (set: string) => plannedSets.get(set)!.diskBytes;
     const count = (set: string) => plannedSets.get(set)!.images.length;
     const started = Date.now();
-    const result = await runCli(['stage', RELEASE, '--mirror', `quay.io=${registry.host}`, '--tls-verify=false', '--timeout', '15m', ...kube]);
+    const result = await runCli(['stage', RELEASE, '--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host, '--timeout', '15m', ...kube]);
     console.log(`stage: ${Math.round((Date.now() - started) / 1000)} s for ${truth.components.length} components on 3 nodes (concurrency ${CONCURRENCY})`);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
@@ -214,7 +214,7 @@ describe('prestage stage with the real agents', () => {
   }, 20 * 60_000);
 
   it('staging the same release again changes nothing and is ready at once', async () => {
-    const result = await runCli(['stage', RELEASE, '--mirror', `quay.io=${registry.host}`, '--tls-verify=false', '--timeout', '1m', ...kube]);
+    const result = await runCli(['stage', RELEASE, '--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host, '--timeout', '1m', ...kube]);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     expect(result.stdout).toContain(`pinnedimageset/${CONTROL_PLANE_SET} unchanged\npinnedimageset/${WORKER_SET} unchanged\n`);

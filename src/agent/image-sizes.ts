@@ -209,7 +209,7 @@ export class RegistryImageSizes implements ImageSizeSource {
       stallTimeoutMs: requestTimeoutMs,
       connectTimeoutMs: requestTimeoutMs,
     };
-    this.clients = { fingerprint, secure: new RegistryClient({ ...common, tlsVerify: true }), insecure: new RegistryClient({ ...common, tlsVerify: false }) };
+    this.clients = { fingerprint, secure: new RegistryClient({ ...common, insecureRegistries: [] }), insecure: new RegistryClient({ ...common, insecureRegistries: 'all' }) };
     // Lookups still using the old clients fail and are retried on the next pass.
     if (previous) void Promise.all([previous.secure.close(), previous.insecure.close()]).catch(() => undefined);
     return this.clients;

@@ -21,7 +21,7 @@ export function withReleasePlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags & Regi
 }
 
 export async function planRelease(release: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext, live?: LiveCluster): Promise<Plan> {
-  const client = registryClientFrom(flags, (line) => ctx.log.warn(line));
+  const client = registryClientFrom(flags, (line) => ctx.log.warn(line), (line) => ctx.log.warn(line));
   try {
     return await buildPlan(client, planOptionsFrom(flags, release, live));
   } finally {

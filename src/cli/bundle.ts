@@ -20,15 +20,13 @@ import { BadInputError, EXIT_CODES_HELP } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
 import type { Plan } from '../plan/types.js';
 import type { RegistryClient } from '../registry/client.js';
-import { loadPullSecrets } from '../registry/credentials.js';
 import { parseReference } from '../registry/reference.js';
-import { DEFAULT_RETRY, type TransportOptions } from '../registry/transport.js';
 import { PushClient } from '../registry/upload.js';
 import { checkOutputDir } from '../render/pinned-image-sets.js';
 import { formatBytes } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';
-import { registryClientFrom, withRegistryOptions, type RegistryFlags } from './registry-options.js';
+import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
 
 const MAPPING_FILE = 'mapping.txt';
 const IDMS_FILE = 'image-digest-mirror-set.yaml';
@@ -72,7 +70,7 @@ function createCommand(ctx: CommandContext) {
       const sourceIsFile = isFile(args.source);
       await ensureWritableDir(args.to, 'the bundle', 'choose another --to');
       if (maxPartBytes) await ensureWritableDir(archiveDirFor(args.to), 'the bundle parts', 'choose another --to');
-      const client = registryClientFrom(args, (line) => ctx.log.warn(line));
+      const client = registryClientFrom(args, (line) => ctx.log.warn(line), (line) => ctx.log.warn(line));
       try {
         const plan = sourceIsFile ? await readPlanFile(args.source) : await buildPlan(client, planOptionsFrom(args, args.source));
         const previous = args.since !== undefined ? await previousBundle(args.since, client, args) : undefined;
@@ -152,7 +150,7 @@ function pushCommand(ctx: CommandContext) {
       const target = parseMirrorTarget(args.target);
       await checkOutputDir(args['output-dir']);
       const bundle = await openForPush(args.bundle, args['work-dir'], ctx);
-      const client = new PushClient(target.registry, transportOptionsFrom(args, (line) => ctx.log.warn(line)));
+      const client = new PushClient(target.registry, transportOptionsFrom(args, (e) => { if (e.kind === 'retry') ctx.log.warn(retryLine(e)); }, (line) => ctx.log.warn(line)));
       try {
         const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr });
         const name = `prestage-${bundle.metadata.release.version}`;
@@ -196,20 +194,6 @@ async function openForPush(path: string, workDir: string | undefined, ctx: Comma
   ctx.stderr.write(`unpacking ${archive.index.parts.length} parts into ${dir}\n`);
   await unpackArchive(archive, dir);
   return readBundle(dir);
-}
-
-function transportOptionsFrom(flags: RegistryFlags, onRetry: (line: string) => void): TransportOptions {
-  return {
-    pullSecrets: loadPullSecrets(flags['registry-config']),
-    tlsVerify: flags['tls-verify'],
-    ...(flags['ca-file'] ? { caFile: flags['ca-file'] } : {}),
-    retry: { ...DEFAULT_RETRY, attempts: Math.max(1, flags.retries + 1) },
-    concurrency: Math.max(1, flags['max-concurrency']),
-    stallTimeoutMs: Math.max(1, flags['stall-timeout']) * 1000,
-    onEvent: (e) => {
-      if (e.kind === 'retry') onRetry(`retry ${e.attempt} in ${e.delayMs} ms: ${e.reason} (${e.url})`);
-    },
-  };
 }
 
 /** An example as every command's help shows it: what it does as a comment, then the line. */

@@ -37,7 +37,7 @@ export function planCommand(ctx: CommandContext) {
       // Retries are summed per registry and reported only when the plan succeeds: a fatal
       // error is the one line printed.
       const retries = new RetrySummary();
-      const client = registryClientFrom(args, (_line, event) => retries.record(event));
+      const client = registryClientFrom(args, (_line, event) => retries.record(event), (line) => ctx.log.warn(line));
       const progress = planProgress(ctx.stderr, args.progress, client.counters);
       try {
         const plan = await buildPlan(client, planOptionsFrom(args, args.release, live), (p) => progress.update(p)).finally(() => progress.stop());

@@ -5,13 +5,15 @@
 import { createHash, type Hash } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { Readable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Dispatcher } from 'undici';
 import { BadInputError, DigestMismatchError, RegistryError } from '../errors.js';
+import { createDispatcher } from '../net/dispatcher.js';
 import { MANIFEST_ACCEPT, parseManifest, selectPlatform, listArchitectures, type Descriptor, type ImageManifest, type Manifest } from './manifest.js';
 import { applyMirrors, type MirrorRule } from './mirrors.js';
 import { formatReference, isDigest, type ImageReference } from './reference.js';
-import { asRegistryError, createDispatcher, RegistryTransport, transientReason, type TransportOptions } from './transport.js';
+import { asRegistryError, shortPath } from './failure.js';
+import { MIN_BODY_PROGRESS, RetryBudget } from './retry.js';
+import { RegistryTransport, type TransportOptions } from './transport.js';
 
 export interface RegistryClientOptions extends TransportOptions {
   readonly mirrors: readonly MirrorRule[];
@@ -127,20 +129,30 @@ export class RegistryClient {
     return Readable.from(this.blobChunks(ref, blob, resume), { objectMode: false });
   }
 
+  /**
+   * One retry budget for the whole blob: a failed request and a broken body spend the same
+   * attempts (no retries of retries), and a body that broke after real progress reconnects
+   * with a Range request without spending one.
+   */
   private async *blobChunks(ref: ImageReference, blob: Descriptor, resume?: BlobResume): AsyncGenerator<Buffer> {
     const { transport, repository } = this.transportFor(ref);
     const where = `${formatReference({ registry: ref.registry, repository: ref.repository })}@${blob.digest}`;
+    const path = `${repository}/blobs/${blob.digest}`;
     const hash = resume?.hash ?? createHash('sha256');
     let received = resume?.offset ?? 0;
-    let lastError: unknown;
-    for (let attempt = 1; received < blob.size || (attempt === 1 && received === 0); attempt++) {
-      if (attempt > this.opts.retry.attempts) {
-        throw new RegistryError(`${where}: blob transfer kept failing (${transientReason(lastError) ?? String(lastError)}) at byte ${received} of ${blob.size} after ${this.opts.retry.attempts} attempts`, { cause: lastError });
-      }
+    const hooks = transport.retryHooks(path);
+    const budget = new RetryBudget({
+      ...hooks,
+      onRetry: (notice) => hooks.onRetry?.({ ...notice, reason: `${notice.reason} at byte ${received}` }),
+      exhausted: (reason, attempts, last) => new RegistryError(`${where}: blob transfer kept failing (${reason}) at byte ${received} of ${blob.size} after ${attempts} attempts`, { cause: last }),
+      fatal: (err) => asRegistryError(err, ref.registry, `blob ${shortPath(blob.digest)}`),
+    });
+    while (received < blob.size || (received === 0 && !resume)) {
+      const startedAt = received;
       try {
         const headers: Record<string, string> = received > 0 ? { range: `bytes=${received}-` } : {};
         this.counters.requests++;
-        const res = await transport.request(repository, `${repository}/blobs/${blob.digest}`, { headers });
+        const res = await transport.request(repository, path, { headers, once: true });
         // A server that ignores Range restarts at byte 0: skip what we already hashed.
         let skip = received > 0 && res.status !== 206 ? received : 0;
         if (received > 0 && res.status === 206 && !String(res.headers['content-range'] ?? '').startsWith(`bytes ${received}-`)) {
@@ -162,16 +174,10 @@ export class RegistryClient {
           yield chunk;
         }
         if (received < blob.size) throw Object.assign(new Error(`short body: ${received} of ${blob.size} bytes`), { code: 'ECONNRESET' });
+        break;
       } catch (err) {
-        const reason = transientReason(err);
-        if (reason === undefined) throw asRegistryError(err, ref.registry, `blob ${blob.digest}`);
-        lastError = err;
-        const delayMs = Math.round(Math.random() * Math.min(this.opts.retry.maxDelayMs, this.opts.retry.baseDelayMs * 2 ** (attempt - 1)));
-        this.opts.onEvent?.({ kind: 'retry', registry: transport.registry, url: `${transport.registry}/v2/${repository}/blobs/${blob.digest.slice(0, 19)}…`, attempt, delayMs, reason: `${reason} at byte ${received}` });
-        await sleep(delayMs, undefined, { signal: this.closing.signal });
-        continue;
+        await budget.failed(err, received - startedAt >= MIN_BODY_PROGRESS);
       }
-      break;
     }
     const digest = `sha256:${hash.digest('hex')}`;
     if (digest !== blob.digest) throw new DigestMismatchError(`${where}: content hashes to ${digest}; the registry or a proxy corrupted it`);

@@ -5,11 +5,12 @@
  * scoped `pull,push`.
  */
 import type { Readable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Dispatcher } from 'undici';
-import { DigestMismatchError, PrestageError, RegistryError } from '../errors.js';
+import { DigestMismatchError, RegistryError } from '../errors.js';
+import { createDispatcher } from '../net/dispatcher.js';
 import { MANIFEST_ACCEPT } from './manifest.js';
-import { asRegistryError, createDispatcher, RegistryTransport, transientReason, type RegistryResponse, type RequestOptions, type TransportOptions } from './transport.js';
+import { RetryBudget } from './retry.js';
+import { RegistryTransport, type RegistryResponse, type RequestOptions, type TransportOptions } from './transport.js';
 
 export interface BlobToPush {
   readonly digest: string;
@@ -25,13 +26,11 @@ export interface PushCounters {
 export class PushClient {
   readonly registry: string;
   readonly counters: PushCounters = { requests: 0, bytesUploaded: 0 };
-  private readonly opts: TransportOptions;
   private readonly dispatcher: Dispatcher;
   private readonly transport: RegistryTransport;
 
   constructor(registry: string, opts: TransportOptions) {
     this.registry = registry;
-    this.opts = opts;
     this.dispatcher = createDispatcher(opts);
     this.transport = new RegistryTransport(registry, opts, this.dispatcher);
   }
@@ -75,8 +74,8 @@ export class PushClient {
    * the blob's bytes from the start on every call.
    */
   async uploadBlob(repository: string, blob: BlobToPush, open: () => Readable, mountFrom?: string): Promise<'mounted' | 'uploaded'> {
-    const { attempts, baseDelayMs, maxDelayMs } = this.opts.retry;
-    for (let attempt = 1; ; attempt++) {
+    const budget = new RetryBudget(this.transport.retryHooks(`upload of ${blob.digest} to ${repository}`, `${this.registry}/v2/${repository}/blobs/uploads/`));
+    for (;;) {
       const started = await this.startUpload(repository, mountFrom ? { digest: blob.digest, from: mountFrom } : undefined);
       if (started.mounted) return 'mounted';
       const target = new URL(started.location);
@@ -91,13 +90,7 @@ export class PushClient {
         this.counters.bytesUploaded += blob.size;
         return 'uploaded';
       } catch (err) {
-        const transient = transientReason(err);
-        if (err instanceof PrestageError && transient === undefined) throw err;
-        if (transient === undefined || attempt >= attempts) {
-          throw asRegistryError(err, this.registry, `upload of ${blob.digest} to ${repository}${transient ? ` after ${attempt} attempts` : ''}`);
-        }
-        this.opts.onEvent?.({ kind: 'retry', registry: this.registry, url: `${this.registry}/v2/${repository}/blobs/uploads/`, attempt, delayMs: 0, reason: transient });
-        await sleep(Math.random() * Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1)));
+        await budget.failed(err);
       }
     }
   }

@@ -13,3 +13,4 @@ export {
   type RequestRecord,
 } from './fault-proxy.js';
 export { startForwardProxy, type ForwardProxyHandle, type ForwardProxyOptions } from './forward-proxy.js';
+export { startTcpFaults, type TcpConnection, type TcpFaults } from './tcp-faults.js';
