@@ -22,7 +22,7 @@ const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
 
 export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   plan: {
-    usage: 'plan <release>',
+    usage: 'plan [release]',
     describe: 'Read an OpenShift release image and plan control-plane and worker PinnedImageSets',
     examples: [
       [`$0 plan ${RELEASE} --registry-config pull-secret.json`, 'Show the sets and their exact sizes'],
@@ -30,6 +30,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
       [`$0 plan ${RELEASE} --output-dir gitops/prestage`, 'One file per set plus kustomization.yaml'],
       [`$0 plan ${RELEASE} -o yaml --api mco-v1alpha1`, 'Manifests for OpenShift 4.16-4.18 (TechPreviewNoUpgrade)'],
       [`$0 plan ${RELEASE} --mirror quay.io/openshift-release-dev=mirror.example.com:5000/ocp --ca-file mirror-ca.pem`, 'Read from a disconnected mirror'],
+      ['$0 plan --to 4.16.3 --kubeconfig admin.kubeconfig', 'Plan the update the cluster offers to 4.16.3'],
     ],
     load: async () => (await import('./plan.js')).planCommand,
   },
@@ -80,14 +81,33 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     load: async () => (await import('./status.js')).statusCommand,
   },
   stage: {
-    usage: 'stage <release>',
+    usage: 'stage [release]',
     describe: 'Plan a release, apply its PinnedImageSets and wait until every node has them',
-    examples: [[`$0 stage ${RELEASE} --registry-config pull-secret.json --timeout 3h`, 'Plan, check node disks, apply and wait']],
+    examples: [
+      [`$0 stage ${RELEASE} --registry-config pull-secret.json --timeout 3h`, 'Plan, check node disks, apply and wait'],
+      ['$0 stage --to 4.16.3 --prune', 'The update the cluster offers; then delete the sets of older releases'],
+    ],
     load: async () => (await import('./stage.js')).stageCommand,
   },
+      ['$0 status --release 4.16.3', 'The sets of one release, then READY (exit 0) or NOT READY (exit 1)'],
   agent: {
     usage: 'agent',
     describe: 'Run the node agent: pull and pin the PinnedImageSets that select this node',
+  ready: {
+    usage: 'ready <version>',
+    describe: 'Exit 0 when every set of the release is current on every node it targets, else 1 naming what is missing',
+    examples: [['$0 ready 4.16.3 && oc adm upgrade --to 4.16.3', 'Start the upgrade only once its images are on every node']],
+    load: async () => (await import('./status.js')).readyCommand,
+  },
+  prune: {
+    usage: 'prune',
+    describe: 'Delete the prestage sets of releases older than the one the cluster runs (once its upgrade is Completed)',
+    examples: [
+      ['$0 prune --dry-run', 'List the sets and the bytes each node may free'],
+      ['$0 prune', 'Delete them: the images are unpinned and left to the kubelet\'s image GC'],
+    ],
+    load: async () => (await import('./prune.js')).pruneCommand,
+  },
     examples: [['$0 agent --node-name worker-0 --once', 'One reconcile pass on this node, then exit']],
     load: async () => (await import('./agent.js')).agentCommand,
   },

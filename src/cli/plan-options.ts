@@ -1,5 +1,9 @@
 /** The planning flags, shared by every command that plans a release (plan, bundle, apply, stage). */
 import type { Argv } from 'yargs';
+import { KubeClient } from '../cluster/kube.js';
+import { loadKubeconfig } from '../cluster/kubeconfig.js';
+import { readClusterVersion } from '../cluster/live-cluster.js';
+import { parseReleaseVersion, resolveUpdate, riskLines } from '../cluster/release-lifecycle.js';
 import { readImagesFile, type PlanOptions } from '../plan/build.js';
 import { CAPABILITY_SETS, DEFAULT_FEATURE_SET, DEFAULT_PROFILE } from '../plan/inclusion.js';
 import { parsePlatform, PLATFORMS } from '../plan/platform.js';
@@ -52,6 +56,35 @@ export function withLiveOptions<T>(y: Argv<T>, byDefault: string): Argv<T & Live
     type: 'boolean',
     describe: `Plan what each role of the running cluster needs after the upgrade: ClusterVersion, Infrastructure, Nodes and Pods, read-only (default: ${byDefault}; --no-cluster plans from the release alone)`,
   }) as unknown as Argv<T & LiveFlags>;
+}
+
+/** The release to plan: the RELEASE pullspec, or `--to VERSION`, an update the cluster offers. */
+export interface ToFlags {
+  release?: string;
+  to?: string;
+  'allow-not-recommended': boolean;
+  kubeconfig?: string;
+  context?: string;
+}
+
+export function withToOptions<T>(y: Argv<T>): Argv<T & ToFlags> {
+  return y
+    .option('to', {
+      type: 'string',
+      coerce: parseReleaseVersion('--to'),
+      describe: 'Release VERSION instead of RELEASE: an update the cluster offers (ClusterVersion status.availableUpdates), resolved to its pullspec as oc adm upgrade --to does',
+    })
+    .option('allow-not-recommended', { type: 'boolean', default: false, describe: 'With --to: accept a conditional update the cluster does not recommend (its risks are printed)' })
+    .check((argv) => ((argv['release'] === undefined) !== (argv['to'] === undefined) ? true : 'name the release as the RELEASE argument or as --to VERSION, exactly one of them')) as unknown as Argv<T & ToFlags>;
+}
+
+/** The pullspec to plan; `--to` reads ClusterVersion, and `warn`s each risk of a conditional update accepted. */
+export async function releaseToPlan(flags: ToFlags, warn: (line: string) => void): Promise<string> {
+  if (flags.to === undefined) return flags.release!;
+  const client = new KubeClient(await loadKubeconfig(flags));
+  const update = resolveUpdate(await readClusterVersion(client, '--to'), flags.to, flags['allow-not-recommended']);
+  for (const line of riskLines(update)) warn(line);
+  return update.pullSpec;
 }
 
 export function planOptionsFrom(flags: PlanFlags, release: string, live?: LiveCluster): PlanOptions {

@@ -6,7 +6,7 @@ import { checkOutputDir, renderYaml, SET_APIS, writeGitOpsDir } from '../render/
 import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
-import { planOptionsFrom, withLiveOptions, withPlanOptions } from './plan-options.js';
+import { planOptionsFrom, releaseToPlan, withLiveOptions, withPlanOptions, withToOptions } from './plan-options.js';
 import { RetrySummary } from '../registry/retry-summary.js';
 import { planProgress } from './plan-progress.js';
 import { registryClientFrom, withRegistryOptions } from './registry-options.js';
@@ -14,9 +14,9 @@ import { registryClientFrom, withRegistryOptions } from './registry-options.js';
 export function planCommand(ctx: CommandContext) {
   return {
     builder: (y: Argv) =>
-      withRegistryOptions(withLiveOptions(withPlanOptions(
+      withRegistryOptions(withLiveOptions(withPlanOptions(withToOptions(
         y
-          .positional('release', { type: 'string', demandOption: true, describe: 'Release pullspec, e.g. quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64' })
+          .positional('release', { type: 'string', describe: 'Release pullspec, e.g. quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64 (or --to VERSION)' })
           .option('output', { alias: 'o', choices: ['table', 'wide', 'json', 'yaml'] as const, default: 'table' as const, describe: 'Output format' })
           .option('output-dir', { type: 'string', describe: 'Write one PinnedImageSet YAML per set plus kustomization.yaml here' })
           .option('api', {
@@ -28,11 +28,12 @@ export function planCommand(ctx: CommandContext) {
           .option('kubeconfig', { type: 'string', describe: 'Plan the upgrade of this cluster (live; default kubeconfig: $KUBECONFIG, ~/.kube/config, in-cluster)' })
           .option('context', { type: 'string', describe: 'Kubeconfig context of the live cluster' })
           .epilogue(LIVE_CLUSTER_HELP),
-      ), 'with --kubeconfig or --context')),
+      )), 'with --kubeconfig, --context or --to')),
     handler: async (args: any) => {
       // Found now, not after minutes of registry reads.
       if (args['output-dir'] !== undefined) await checkOutputDir(args['output-dir']);
-      const requested = args.cluster ?? (args.kubeconfig !== undefined || args.context !== undefined);
+      const requested = args.cluster ?? (args.kubeconfig !== undefined || args.context !== undefined || args.to !== undefined);
+      const release = await releaseToPlan(args, (line) => ctx.log.warn(line));
       const live = requested ? await liveClusterFrom(args, true, (line) => ctx.log.warn(line)) : undefined;
       // Retries are summed per registry and reported only when the plan succeeds: a fatal
       // error is the one line printed.
@@ -40,7 +41,7 @@ export function planCommand(ctx: CommandContext) {
       const client = registryClientFrom(args, (_line, event) => retries.record(event), (line) => ctx.log.warn(line));
       const progress = planProgress(ctx.stderr, args.progress, client.counters);
       try {
-        const plan = await buildPlan(client, planOptionsFrom(args, args.release, live), (p) => progress.update(p)).finally(() => progress.stop());
+        const plan = await buildPlan(client, planOptionsFrom(args, release, live), (p) => progress.update(p)).finally(() => progress.stop());
         for (const line of retries.lines()) ctx.log.warn(line);
         if ((args['output-dir'] || args.output === 'yaml') && args.api !== 'prestage') checkMcoNames(plan.sets.flatMap((s) => s.images));
         if (args['output-dir']) {

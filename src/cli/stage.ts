@@ -1,6 +1,6 @@
 /**
- * `prestage stage RELEASE`: plan, show the sizes, check every target node has room, apply,
- * and wait. The disk check is prestage's own: each node's allocatable ephemeral-storage must
+ * `prestage stage RELEASE|--to VERSION`: plan, show the sizes, check every target node has room,
+ * apply, wait, and with --prune delete the sets of releases the cluster no longer needs. The disk check is prestage's own: each node's allocatable ephemeral-storage must
  * hold the uncompressed bytes of all sets it is about to get (MCO guesses 2x compressed).
  */
 import type { Argv } from 'yargs';
@@ -13,7 +13,8 @@ import { formatBytes, renderPlanTable } from '../render/table.js';
 import { planRelease, renderApplyOutcomes, withReleasePlanOptions } from './apply.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
-import { withLiveOptions } from './plan-options.js';
+import { releaseToPlan, withLiveOptions, withToOptions } from './plan-options.js';
+import { runPrune } from './prune.js';
 import { runWait, withWaitOptions, type WaitFlags } from './wait.js';
 
 const QUANTITY_SUFFIXES: Record<string, number> = {
@@ -47,12 +48,14 @@ export async function checkNodeDisks(client: KubeClient, backend: PinningBackend
 export function stageCommand(ctx: CommandContext, scriptName: string) {
   return {
     builder: (y: Argv) =>
-      withLiveOptions(withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', demandOption: true, describe: 'Release pullspec' })))), 'on; a cluster without ClusterVersion is planned from the release alone')
+      withToOptions(withLiveOptions(withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', describe: 'Release pullspec (or --to VERSION)' })))), 'on; a cluster without ClusterVersion is planned from the release alone'))
+        .option('prune', { type: 'boolean', default: false, describe: 'Once every set is ready, delete the prestage sets of releases older than the one the cluster runs (as prune does)' })
         .epilogue(LIVE_CLUSTER_HELP),
     handler: async (args: any) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
+      const release = await releaseToPlan(args, (line) => ctx.log.warn(line));
       const live = args.cluster === false ? undefined : await liveClusterFrom(args as KubeFlags, args.cluster === true, (line) => ctx.log.warn(line));
-      const plan = await planRelease(args.release, args, ctx, live);
+      const plan = await planRelease(release, args, ctx, live);
       const sets = desiredSetsFromPlan(plan);
       // Progress goes to stdout; with -o json only the events do, so the table goes to stderr.
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(renderPlanTable(plan));
@@ -60,6 +63,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       const applied = renderApplyOutcomes(await backend.apply(sets, { dryRun: false }), false);
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(applied);
       await runWait(backend, sets.map((s) => s.name), args as WaitFlags, ctx);
+      if (args.prune) await runPrune(client, backend, args.output === 'json' ? ctx.stderr : ctx.stdout, false);
     },
   };
 }

@@ -1,7 +1,11 @@
-/** `prestage status [SETS..]`: one row per node and set, as the cluster reports it now. */
+/**
+ * `prestage status [SETS..|--release VERSION]`: one row per node and set, as the cluster reports
+ * it now; with --release, the verdict on that release (`ready VERSION` prints only the verdict).
+ */
 import yaml from 'js-yaml';
 import type { Argv } from 'yargs';
 import type { ProgressSnapshot } from '../cluster/backend.js';
+import { checkReleaseReady, parseReleaseVersion, releaseSnapshot } from '../cluster/release-lifecycle.js';
 import { BadInputError } from '../errors.js';
 import { formatBytes, table } from '../render/table.js';
 import type { CommandContext } from './context.js';
@@ -36,18 +40,41 @@ export function statusCommand(ctx: CommandContext, scriptName: string) {
       withKubeOptions(
         y
           .positional('sets', { type: 'string', array: true, describe: 'PinnedImageSet names' })
-          .option('output', { alias: 'o', choices: ['table', 'json', 'yaml'] as const, default: 'table' as const, describe: 'Output format' }),
+          .option('release', {
+            type: 'string',
+            coerce: parseReleaseVersion('--release'),
+            describe: 'The sets of this release VERSION, then READY (exit 0) only when each is current on every node it targets, else NOT READY naming what is missing (exit 1)',
+          })
+          .option('output', { alias: 'o', choices: ['table', 'json', 'yaml'] as const, default: 'table' as const, describe: 'Output format' })
+          .check((argv) => (argv['release'] !== undefined && (argv['sets'] as string[] | undefined)?.length ? 'name sets or --release VERSION, not both' : true)),
       ),
     handler: async (args: any) => {
-      const { backend } = await clusterFrom(args as KubeFlags, scriptName);
-      const snapshot = await backend.snapshot((args.sets as string[] | undefined)?.length ? args.sets : undefined);
+      const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
+      const release = args.release as string | undefined;
+      const snapshot = release !== undefined ? await releaseSnapshot(client, backend, release) : await backend.snapshot((args.sets as string[] | undefined)?.length ? args.sets : undefined);
       // As `wait` does: a named set the cluster does not have is bad input.
       const missing = snapshot.sets.filter((set) => !set.exists).map((set) => set.name);
       if (missing.length) throw new BadInputError(`no PinnedImageSet ${missing.join(', ')} on the cluster`);
       const result = { backend: backend.kind, ...snapshot };
       if (args.output === 'json') ctx.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
       else if (args.output === 'yaml') ctx.stdout.write(yaml.dump(result, { lineWidth: -1, noRefs: true }));
-      else ctx.stdout.write(renderStatusTable(snapshot));
+      else if (snapshot.sets.length) ctx.stdout.write(renderStatusTable(snapshot));
+      // NOT READY is the error line (exit 1); READY goes after the table.
+      if (release !== undefined) {
+        const ready = checkReleaseReady(release, snapshot);
+        if (args.output === 'table') ctx.stdout.write(`\n${ready}\n`);
+      }
+    },
+  };
+}
+
+/** `prestage ready VERSION`: only the verdict of `status --release VERSION`, for scripts and CI gates. */
+export function readyCommand(ctx: CommandContext, scriptName: string) {
+  return {
+    builder: (y: Argv) => withKubeOptions(y.positional('version', { type: 'string', demandOption: true, coerce: parseReleaseVersion('VERSION'), describe: 'Release version, e.g. 4.16.3' })),
+    handler: async (args: any) => {
+      const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
+      ctx.stdout.write(`${checkReleaseReady(args.version, await releaseSnapshot(client, backend, args.version))}\n`);
     },
   };
 }

@@ -17,10 +17,25 @@ const CONTROL_PLANE_LABELS = ['node-role.kubernetes.io/master', 'node-role.kuber
 /** Pods per list request: a big cluster has tens of thousands. */
 const PAGE = 500;
 
-interface ClusterVersion extends KubeObject {
+/** A release as ClusterVersion names it (`status.desired`, `availableUpdates[]`, `conditionalUpdates[].release`). */
+export interface ClusterRelease {
+  image?: string;
+  version?: string;
+  url?: string;
+}
+
+/** ClusterVersion as the CVO writes it (openshift/api config/v1), the fields prestage reads. */
+export interface ClusterVersion extends KubeObject {
   status?: {
-    desired?: { image?: string; version?: string };
-    history?: Array<{ state?: string; image?: string; version?: string }>;
+    desired?: ClusterRelease;
+    /** Newest first; `state` Completed or Partial. */
+    history?: Array<ClusterRelease & { state?: string; completionTime?: string }>;
+    availableUpdates?: ClusterRelease[] | null;
+    conditionalUpdates?: Array<{
+      release?: ClusterRelease;
+      risks?: Array<{ name?: string; message?: string; url?: string }>;
+      conditions?: Array<{ type?: string; status?: string; reason?: string; message?: string }>;
+    }>;
     capabilities?: { enabledCapabilities?: string[] };
   };
 }
@@ -63,6 +78,21 @@ export async function liveClusterFrom(flags: { kubeconfig?: string; context?: st
   }
   if (!live && required) throw new ClusterError(`${client.server} has no ClusterVersion (not an OpenShift cluster): nothing to plan the upgrade of; plan with --no-cluster`);
   return live;
+}
+
+/** ClusterVersion `version`, for `what` (`--to`, `prune`): a refusal or a cluster without one is exit 4. */
+export async function readClusterVersion(client: KubeClient, what: string): Promise<ClusterVersion> {
+  let clusterVersion: ClusterVersion | undefined;
+  try {
+    clusterVersion = await client.find<ClusterVersion>(CLUSTER_VERSION);
+  } catch (error) {
+    if (error instanceof KubeApiError && (error.status === 401 || error.status === 403)) {
+      throw new ClusterError(`${client.server} refused to get clusterversions/version (HTTP ${error.status}): ${what} needs get on clusterversions (config.openshift.io)`);
+    }
+    throw error;
+  }
+  if (!clusterVersion) throw new ClusterError(`${client.server} has no ClusterVersion (not an OpenShift cluster): ${what} needs the cluster's release versions`);
+  return clusterVersion;
 }
 
 /** The cluster as observed; undefined when it has no ClusterVersion (not OpenShift). */

@@ -11,6 +11,7 @@ import yaml from 'js-yaml';
 import { writeFileAtomic } from '../atomic-file.js';
 import { BadInputError, OutputError, systemErrorText } from '../errors.js';
 import { toAgentPinnedImageSet } from '../cluster/agent/backend.js';
+import { RELEASE_ANNOTATION, RELEASE_DIGEST_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL, releaseVersionLabel } from '../cluster/release-lifecycle.js';
 import type { Plan, PlannedSet } from '../plan/types.js';
 
 export const MCO_API_VERSION = 'machineconfiguration.openshift.io/v1';
@@ -32,10 +33,12 @@ export function toPinnedImageSet(plan: Plan, set: PlannedSet, apiVersion = MCO_A
     kind: 'PinnedImageSet',
     metadata: {
       name: set.name,
-      labels: { ...set.labels, 'app.kubernetes.io/managed-by': 'prestage' },
+      // The release, so status, ready and prune can answer per version.
+      labels: { ...set.labels, 'app.kubernetes.io/managed-by': 'prestage', [RELEASE_VERSION_LABEL]: releaseVersionLabel(plan.release.version) },
       annotations: {
-        'prestage.dev/release': plan.release.pullSpec,
-        'prestage.dev/release-version': plan.release.version,
+        [RELEASE_ANNOTATION]: plan.release.pullSpec,
+        [RELEASE_DIGEST_ANNOTATION]: plan.release.digest,
+        [RELEASE_VERSION_ANNOTATION]: plan.release.version,
         'prestage.dev/role': set.role,
         'prestage.dev/compressed-bytes': String(set.compressedBytes),
         'prestage.dev/disk-bytes': String(set.diskBytes),
