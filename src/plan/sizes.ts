@@ -1,9 +1,12 @@
 /**
  * Honest image sizes. Compressed bytes come from manifests. On-disk bytes come from each
  * unique gzip layer's ISIZE trailer, read with a 4-byte Range request instead of MCO's
- * "twice the compressed size" guess; the guess is used only where the trailer cannot be
- * trusted (multi-member gzip, layers over 4 GiB, zstd, registries without Range).
+ * "twice the compressed size" guess. ISIZE is the size mod 2^32: a layer that may hold 4 GiB
+ * or more (big, or so compressible that a wrap is plausible) is read and inflated to count
+ * its bytes instead. The guess is used only where the trailer cannot be trusted
+ * (multi-member gzip, zstd, registries without Range).
  */
+import { createGunzip } from 'node:zlib';
 import type { RegistryClient } from '../registry/client.js';
 import type { Descriptor } from '../registry/manifest.js';
 import type { ImageReference } from '../registry/reference.js';
@@ -18,18 +21,39 @@ export interface MeasuredImage {
 
 /** Deflate cannot shrink data by more than about 1032:1. */
 const MAX_DEFLATE_RATIO = 1032;
+/**
+ * Container layers rarely compress better than this; past it (in the size a wrap would imply,
+ * or in the ratio the trailer already shows) a wrapped ISIZE is plausible enough to count.
+ */
+const PLAUSIBLE_RATIO = 16;
+const WRAP = 2 ** 32;
+
+export type TrailerReading =
+  /** ISIZE is the size: it cannot, or cannot plausibly, have wrapped. */
+  | { readonly exact: number }
+  /** The layer may hold 4 GiB or more: count it. */
+  | { readonly count: string }
+  /** ISIZE does not fit the layer (several gzip members, or a wrap past what counting is for). */
+  | { readonly implausible: string };
 
 /**
- * Disk size of a gzip layer from its trailer, or undefined when the trailer is implausible:
- * stored blocks can grow data only slightly, and deflate shrinks it at most ~1032x, so an
- * ISIZE outside those bounds means several gzip members or a size wrapped at 4 GiB.
+ * What a gzip trailer says about a layer of `compressedBytes`: stored blocks grow data only
+ * slightly and deflate shrinks it at most ~1032x, so the true size is ISIZE + k * 2^32 within
+ * those bounds.
  */
-export function diskBytesFromTrailer(compressedBytes: number, trailer: Buffer): number | undefined {
-  if (trailer.length !== 4 || compressedBytes >= 2 ** 32) return undefined;
+export function readTrailer(compressedBytes: number, trailer: Buffer): TrailerReading {
+  if (trailer.length !== 4) return { implausible: 'the gzip trailer is not 4 bytes' };
+  if (compressedBytes >= WRAP) return { count: 'the layer is over 4 GiB compressed' };
   const isize = trailer.readUInt32LE(0);
   const lowerBound = compressedBytes / 1.001 - 1024;
-  if (isize < lowerBound || isize > compressedBytes * MAX_DEFLATE_RATIO) return undefined;
-  return isize;
+  if (isize < lowerBound || isize > compressedBytes * MAX_DEFLATE_RATIO) {
+    return { implausible: 'the gzip trailer does not fit the layer size (several gzip members, or over 4 GiB)' };
+  }
+  const wrapPossible = isize + WRAP <= compressedBytes * MAX_DEFLATE_RATIO;
+  if (wrapPossible && (isize + WRAP <= compressedBytes * PLAUSIBLE_RATIO || isize > compressedBytes * PLAUSIBLE_RATIO)) {
+    return { count: `the layer may hold 4 GiB or more (ISIZE wraps there): ${isize} bytes from the trailer is a lower bound` };
+  }
+  return { exact: isize };
 }
 
 function layerKind(mediaType: string): 'gzip' | 'tar' | 'other' {
@@ -128,9 +152,20 @@ async function sizeLayer(client: RegistryClient, ref: ImageReference, layer: Des
     case 'gzip': {
       const trailer = await client.readBlobTail(ref, layer, 4);
       if (!trailer) return estimate('the registry did not honour a Range request');
-      const disk = diskBytesFromTrailer(layer.size, trailer);
-      if (disk === undefined) return estimate('the gzip trailer does not fit the layer size (several gzip members, or over 4 GiB)');
-      return { diskBytes: disk, method: 'gzip-isize' };
+      const reading = readTrailer(layer.size, trailer);
+      if ('implausible' in reading) return estimate(reading.implausible);
+      if ('exact' in reading) return { diskBytes: reading.exact, method: 'gzip-isize' };
+      return { diskBytes: await inflatedBytes(client, ref, layer), method: 'gzip-inflated' };
     }
   }
+}
+
+/** The uncompressed size of a gzip layer, counted by inflating it as it streams (verified, never stored). */
+async function inflatedBytes(client: RegistryClient, ref: ImageReference, layer: Descriptor): Promise<number> {
+  let bytes = 0;
+  // Big output chunks: counting is per chunk, and a wrapped layer inflates to gigabytes.
+  const gunzip = createGunzip({ chunkSize: 1024 * 1024 });
+  client.blobStream(ref, layer).on('error', (err) => gunzip.destroy(err)).pipe(gunzip);
+  for await (const chunk of gunzip) bytes += (chunk as Buffer).length;
+  return bytes;
 }

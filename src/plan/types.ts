@@ -10,11 +10,12 @@ export type ImageRole = 'control-plane' | 'worker' | 'all';
 export type SetRole = 'control-plane' | 'worker';
 
 /**
- * How a disk size was obtained: `gzip-isize` read the gzip trailer (exact), `uncompressed`
- * the layer is a plain tar (exact), `estimate-2x` twice the compressed size (MCO's guess,
- * used only where the exact size cannot be had cheaply).
+ * How a disk size was obtained: `gzip-isize` read the gzip trailer (exact), `gzip-inflated`
+ * counted by inflating a layer that may hold 4 GiB or more, where the trailer wraps (exact),
+ * `uncompressed` the layer is a plain tar (exact), `estimate-2x` twice the compressed size
+ * (MCO's guess, used only where the exact size cannot be had cheaply).
  */
-export type SizeMethod = 'gzip-isize' | 'uncompressed' | 'estimate-2x';
+export type SizeMethod = 'gzip-isize' | 'gzip-inflated' | 'uncompressed' | 'estimate-2x';
 
 export interface PlannedLayer {
   readonly digest: string;
