@@ -22,10 +22,10 @@
  *   mount (systemd makes / shared on real nodes; / is private here).
  */
 import { execFile } from 'node:child_process';
-import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
+import { PassThrough } from 'node:stream';
+import { readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
-import { dirname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
@@ -35,6 +35,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION, CRDS, GROUP, NODE_PINNED_IMAGES, VERSION, type NodePinnedImages } from '../src/api/prestage.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { AGENT_NAME, installManifests, NODE_NAME_EXTRA } from '../src/install/manifests.js';
+import { main } from '../src/cli/main.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { kubeconfig as kubeconfigFor } from './cluster/control-plane.js';
 import { Daemon, waitFor } from './cluster/processes.js';
@@ -43,7 +44,6 @@ import { startRegistry, type RegistryHandle } from './harness/registry.js';
 import { finishedTar, sha256 } from './cluster/registry.js';
 
 const run = promisify(execFile);
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const NAMESPACE = 'prestage';
 
 let registry: RegistryHandle;
@@ -171,7 +171,24 @@ afterAll(async () => {
 
 describe('the DaemonSet prestage install renders, on a real kubelet', () => {
   it('runs the agent pod, which authenticates with its pod-bound token and pulls and pins a set on its node', async () => {
-    const agentImage = await pushAgentImage(registry.host, cluster.binaries.busybox);
+    // Built as users build it: `prestage image push` appends prestage's layer to a Node.js base.
+    const base = await pushNodeBase(registry.host, cluster.binaries.busybox);
+    const built = await runCli(['image', 'push', `${registry.host}/prestage:test`, '--base', base, '--insecure-registry', registry.host]);
+    expect(built.code, built.stderr).toBe(0);
+    const agentImage = built.stdout.trim();
+    expect(agentImage).toMatch(new RegExp(`^${registry.host}/prestage:test@sha256:[0-9a-f]{64}$`));
+    // Every platform of the base, each its base layers plus the same prestage layer, under one index.
+    const index = (await (await fetch(`http://${registry.host}/v2/prestage/manifests/test`, { headers: { accept: 'application/vnd.docker.distribution.manifest.list.v2+json' } })).json()) as { manifests: Array<{ digest: string; platform: { architecture: string } }> };
+    expect(index.manifests.map((entry) => entry.platform.architecture)).toEqual(['amd64', 'arm64']);
+    const appLayers = new Set<string>();
+    for (const entry of index.manifests) {
+      const manifest = (await (await fetch(`http://${registry.host}/v2/prestage/manifests/${entry.digest}`, { headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' } })).json()) as { config: { digest: string }; layers: Array<{ digest: string }> };
+      expect(manifest.layers).toHaveLength(2);
+      appLayers.add(manifest.layers[1]!.digest);
+      const config = (await (await fetch(`http://${registry.host}/v2/prestage/blobs/${manifest.config.digest}`)).json()) as { architecture: string; config: { Entrypoint: string[]; WorkingDir: string } };
+      expect(config).toMatchObject({ architecture: entry.platform.architecture, config: { Entrypoint: ['node', '/app/bin/prestage.js'], WorkingDir: '/app' } });
+    }
+    expect(appLayers.size).toBe(1);
     // This node's CRI-O keeps its store under the test bed's dir: what `install --image-store` is for.
     const manifests = installManifests({ namespace: NAMESPACE, image: agentImage, agentArgs: ['--log-level=debug'], imageStore: node.crio.root });
     const daemonSet = testbedDaemonSet(manifests);
@@ -247,6 +264,17 @@ function testbedDaemonSet(manifests: Manifest[]) {
   return daemonSet;
 }
 
+async function runCli(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  stdout.on('data', (chunk: Buffer) => out.push(chunk));
+  stderr.on('data', (chunk: Buffer) => err.push(chunk));
+  const code = await main(argv, { stdout, stderr, scriptName: 'prestage' });
+  return { code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') };
+}
+
 async function findProjectedToken(podUid: string): Promise<string> {
   const volumes = join(kubeletRoot, 'pods', podUid, 'volumes', 'kubernetes.io~projected');
   const [volume] = readdirSync(volumes).filter((name) => name.startsWith('kube-api-access-'));
@@ -270,8 +298,12 @@ const file = (name: string, content: Buffer, mode = 0o644): Entry => ({ name, ty
 const dir = (name: string, mode = 0o755): Entry => ({ name, type: 'directory', mode });
 const link = (name: string, linkname: string): Entry => ({ name, type: 'symlink', linkname });
 
-/** `node` with its shared libraries, busybox, and /app: bin, dist (as built: `npm test` builds it first), proto and the production node_modules. */
-async function pushAgentImage(host: string, busyboxPath: string): Promise<string> {
+/**
+ * A stand-in for docker.io/library/node:20-bookworm-slim (no route to Docker Hub here): `node`
+ * with its shared libraries and busybox, as an index of two platforms (the same bytes labelled
+ * arm64 too: `image push` must build every platform the base offers). Returns `host/node-base:20`.
+ */
+async function pushNodeBase(host: string, busyboxPath: string): Promise<string> {
   const runtime: Entry[] = [
     dir('bin/'), dir('etc/'), dir('proc/'), dir('sys/'), dir('dev/'), dir('tmp/', 0o1777), dir('usr/'), dir('usr/lib/'), dir('usr/lib/x86_64-linux-gnu/'), dir('usr/lib64/'), dir('usr/local/'), dir('usr/local/bin/'),
     link('lib', 'usr/lib'), link('lib64', 'usr/lib64'),
@@ -286,37 +318,26 @@ async function pushAgentImage(host: string, busyboxPath: string): Promise<string
     if ((path as string).startsWith('/lib64/')) runtime.push(link(`usr/lib64/${base}`, real));
     else if (`/usr/lib/x86_64-linux-gnu/${base}` !== real) runtime.push(link(`usr/lib/x86_64-linux-gnu/${base}`, real.split('/').pop() as string));
   }
-  const app: Entry[] = [dir('app/'), dir('app/node_modules/')];
-  const addTree = (path: string) => {
-    const stat = lstatSync(path);
-    const name = join('app', relative(ROOT, path));
-    if (stat.isSymbolicLink()) {
-      if (!path.includes('/.bin/')) app.push(link(name, readlinkSync(path)));
-    } else if (stat.isDirectory()) {
-      app.push(dir(`${name}/`));
-      for (const entry of readdirSync(path)) addTree(join(path, entry));
-    } else {
-      app.push(file(name, readFileSync(path), stat.mode & 0o777));
-    }
-  };
-  for (const part of ['package.json', 'bin', 'dist', 'proto']) addTree(join(ROOT, part));
-  const { stdout } = await run('npm', ['ls', '--omit=dev', '--all', '--parseable'], { cwd: ROOT, maxBuffer: 16 * 2 ** 20 });
-  const added: string[] = [];
-  for (const path of [...new Set(stdout.split('\n'))].filter((line) => line.startsWith(join(ROOT, 'node_modules/'))).sort()) {
-    if (added.some((parent) => path.startsWith(`${parent}/`))) continue;
-    added.push(path);
-    const parts = relative(ROOT, path).split('/');
-    for (let index = 2; index < parts.length; index++) app.push(dir(`app/${parts.slice(0, index).join('/')}/`));
-    addTree(path);
+  const config = { Env: ['PATH=/usr/local/bin:/usr/bin:/bin', 'NODE_VERSION=20'], Cmd: ['node'] };
+  const platforms = [];
+  for (const architecture of ['amd64', 'arm64']) {
+    const pushed = await pushImage(host, 'node-base', [runtime], config, architecture);
+    platforms.push({ mediaType: 'application/vnd.docker.distribution.manifest.v2+json', digest: pushed.slice(pushed.indexOf('@') + 1), size: pushedSizes.get(pushed) as number, platform: { architecture, os: 'linux' } });
   }
-  return pushImage(host, 'prestage', [runtime, app], { Entrypoint: ['/usr/local/bin/node', '/app/bin/prestage.js'], WorkingDir: '/app' });
+  const index = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.docker.distribution.manifest.list.v2+json', manifests: platforms }));
+  const response = await fetch(`http://${host}/v2/node-base/manifests/20`, { method: 'PUT', headers: { 'content-type': 'application/vnd.docker.distribution.manifest.list.v2+json' }, body: index });
+  if (response.status !== 201) throw new Error(`manifest list PUT node-base: HTTP ${response.status}`);
+  return `${host}/node-base:20`;
 }
 
+/** Manifest sizes by pushed reference, for the index. */
+const pushedSizes = new Map<string, number>();
+
 /** Docker schema2, one gzip layer per entry list; returns `host/repository@digest`. */
-async function pushImage(host: string, repository: string, layers: Entry[][], config: object): Promise<string> {
+async function pushImage(host: string, repository: string, layers: Entry[][], config: object, architecture = 'amd64'): Promise<string> {
   const tars = await Promise.all(layers.map((entries) => tarOf([...new Map(entries.map((entry) => [entry.name, entry])).values()])));
   const blobs = tars.map((tar) => gzipSync(tar, { level: 1 }));
-  const configBlob = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', config, rootfs: { type: 'layers', diff_ids: tars.map(sha256) } }));
+  const configBlob = Buffer.from(JSON.stringify({ architecture, os: 'linux', config, rootfs: { type: 'layers', diff_ids: tars.map(sha256) } }));
   for (const blob of [...blobs, configBlob]) {
     const opened = await fetch(`http://${host}/v2/${repository}/blobs/uploads/`, { method: 'POST' });
     const url = new URL(opened.headers.get('location') as string, `http://${host}`);
@@ -330,9 +351,11 @@ async function pushImage(host: string, repository: string, layers: Entry[][], co
     config: { mediaType: 'application/vnd.docker.container.image.v1+json', size: configBlob.length, digest: sha256(configBlob) },
     layers: blobs.map((blob) => ({ mediaType: 'application/vnd.docker.image.rootfs.diff.tar.gzip', size: blob.length, digest: sha256(blob) })),
   }));
-  const response = await fetch(`http://${host}/v2/${repository}/manifests/latest`, { method: 'PUT', headers: { 'content-type': 'application/vnd.docker.distribution.manifest.v2+json' }, body: manifest });
+  const response = await fetch(`http://${host}/v2/${repository}/manifests/${sha256(manifest)}`, { method: 'PUT', headers: { 'content-type': 'application/vnd.docker.distribution.manifest.v2+json' }, body: manifest });
   if (response.status !== 201) throw new Error(`manifest PUT ${repository}: HTTP ${response.status}`);
-  return `${host}/${repository}@${sha256(manifest)}`;
+  const reference = `${host}/${repository}@${sha256(manifest)}`;
+  pushedSizes.set(reference, manifest.length);
+  return reference;
 }
 
 function tarOf(entries: Entry[]): Promise<Buffer> {

@@ -53,6 +53,15 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     ],
     load: async () => (await import('./install.js')).installCommand,
   },
+  image: {
+    usage: 'image <command>',
+    describe: "Build the agent image: prestage's layer on a Node.js base image, every platform, pushed to a registry",
+    examples: [
+      ['$0 image push registry.example.com/prestage:0.1.0', 'On node:20-bookworm-slim (every platform it offers)'],
+      ['$0 image push mirror.example.com:5000/prestage:0.1.0 --base mirror.example.com:5000/node:20-bookworm-slim', 'On a mirrored base'],
+    ],
+    load: async () => (await import('./image.js')).imageCommand,
+  },
   apply: {
     usage: 'apply <source>',
     describe: 'Apply PinnedImageSets from a plan (plan -o json), a directory of manifests, or a release pullspec',
@@ -77,22 +86,10 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     examples: [
       ['$0 status', 'Every prestage set on every target node'],
       ['$0 status prestage-4.16.3-worker -o json', 'One set, as JSON'],
+      ['$0 status --release 4.16.3', 'The sets of one release, then READY (exit 0) or NOT READY (exit 1)'],
     ],
     load: async () => (await import('./status.js')).statusCommand,
   },
-  stage: {
-    usage: 'stage [release]',
-    describe: 'Plan a release, apply its PinnedImageSets and wait until every node has them',
-    examples: [
-      [`$0 stage ${RELEASE} --registry-config pull-secret.json --timeout 3h`, 'Plan, check node disks, apply and wait'],
-      ['$0 stage --to 4.16.3 --prune', 'The update the cluster offers; then delete the sets of older releases'],
-    ],
-    load: async () => (await import('./stage.js')).stageCommand,
-  },
-      ['$0 status --release 4.16.3', 'The sets of one release, then READY (exit 0) or NOT READY (exit 1)'],
-  agent: {
-    usage: 'agent',
-    describe: 'Run the node agent: pull and pin the PinnedImageSets that select this node',
   ready: {
     usage: 'ready <version>',
     describe: 'Exit 0 when every set of the release is current on every node it targets, else 1 naming what is missing',
@@ -108,6 +105,18 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     ],
     load: async () => (await import('./prune.js')).pruneCommand,
   },
+  stage: {
+    usage: 'stage [release]',
+    describe: 'Plan a release, apply its PinnedImageSets and wait until every node has them',
+    examples: [
+      [`$0 stage ${RELEASE} --registry-config pull-secret.json --timeout 3h`, 'Plan, check node disks, apply and wait'],
+      ['$0 stage --to 4.16.3 --prune', 'The update the cluster offers; then delete the sets of older releases'],
+    ],
+    load: async () => (await import('./stage.js')).stageCommand,
+  },
+  agent: {
+    usage: 'agent',
+    describe: 'Run the node agent: pull and pin the PinnedImageSets that select this node',
     examples: [['$0 agent --node-name worker-0 --once', 'One reconcile pass on this node, then exit']],
     load: async () => (await import('./agent.js')).agentCommand,
   },
