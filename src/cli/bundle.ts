@@ -20,6 +20,7 @@ import { BadInputError, EXIT_CODES_HELP } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
 import type { Plan } from '../plan/types.js';
 import type { RegistryClient } from '../registry/client.js';
+import { withAgentImage } from '../install/agent-image.js';
 import { parseReference } from '../registry/reference.js';
 import { PushClient } from '../registry/upload.js';
 import { checkOutputDir } from '../render/pinned-image-sets.js';
@@ -60,6 +61,7 @@ function createCommand(ctx: CommandContext) {
           .option('max-archive-size', { type: 'string', describe: 'Also write the bundle as tar parts of at most SIZE (e.g. 4G) into <to>.parts/' })
           .option('parallel', { type: 'number', default: 8, describe: 'Blobs downloaded at once' })
           .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --to' })
+          .option('agent-image', { type: 'string', describe: 'Also carry the prestage agent image (`prestage image push`), e.g. registry.example.com/prestage:0.1.0; push mirrors it by digest' })
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))
           .example(...example('$0 bundle create plan.json --to ocp-4.16.3 --max-archive-size 4G', 'Bundle a plan file, also as 4 GiB tar parts in ocp-4.16.3.parts/'))
           .example(...example('$0 bundle create plan-4.16.4.json --to ocp-4.16.4 --since ocp-4.16.3', 'Carry only what the 4.16.3 bundle did not'))
@@ -72,7 +74,8 @@ function createCommand(ctx: CommandContext) {
       if (maxPartBytes) await ensureWritableDir(archiveDirFor(args.to), 'the bundle parts', 'choose another --to');
       const client = registryClientFrom(args, (line) => ctx.log.warn(line), (line) => ctx.log.warn(line));
       try {
-        const plan = sourceIsFile ? await readPlanFile(args.source) : await buildPlan(client, planOptionsFrom(args, args.source));
+        const planned = sourceIsFile ? await readPlanFile(args.source) : await buildPlan(client, planOptionsFrom(args, args.source));
+        const plan = args['agent-image'] ? await withAgentImage(client, planned, args['agent-image']) : planned;
         const previous = args.since !== undefined ? await previousBundle(args.since, client, args) : undefined;
         const namedBy = sourceIsFile ? undefined : parseReference(args.source).tag;
         const report = await createBundle(client, plan, {

@@ -14,7 +14,8 @@ import { pack } from 'tar-stream';
 import { BadInputError, RegistryError } from '../errors.js';
 import type { RegistryClient } from '../registry/client.js';
 import { MediaType, type Descriptor, type ImageManifest } from '../registry/manifest.js';
-import { formatReference, type ImageReference } from '../registry/reference.js';
+import type { Plan, SkippedImage } from '../plan/types.js';
+import { formatReference, parseReference, type ImageReference } from '../registry/reference.js';
 import type { PushClient } from '../registry/upload.js';
 
 /** Node.js 20 (the engines range) on Debian bookworm: has nsenter for `--reload=systemctl`. */
@@ -228,4 +229,22 @@ function platformName(descriptor: Descriptor): string {
 
 function sha256(bytes: Buffer): string {
   return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
+}
+
+/**
+ * `bundle create --agent-image REF`: the agent image as one more image the bundle carries (in the
+ * plan's skipped[], the images no set pins), named by digest so `bundle push` mirrors it as it does
+ * the release's. REF may name a tag: it is resolved here, once.
+ */
+export async function withAgentImage(reader: RegistryClient, plan: Plan, reference: string): Promise<Plan> {
+  let ref: ImageReference;
+  try {
+    ref = parseReference(reference);
+  } catch (error) {
+    throw new BadInputError(`--agent-image: ${(error as Error).message}`);
+  }
+  const { digest } = await reader.fetchManifest(ref);
+  const pullSpec = formatReference({ registry: ref.registry, repository: ref.repository, digest });
+  const entry: SkippedImage = { name: 'prestage-agent', names: ['prestage-agent'], pullSpec, digest, why: `the prestage agent image (${reference}), carried by --agent-image` };
+  return { ...plan, skipped: [...(plan.skipped ?? []).filter((image) => image.pullSpec !== pullSpec), entry] };
 }
