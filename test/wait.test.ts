@@ -13,10 +13,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
 import { KubeClient, type KubeObject } from '../src/cluster/kube.js';
 import { MCO_PATHS, mcoPaths } from '../src/cluster/mco/backend.js';
-import { renderYaml, writeGitOpsDir } from '../src/render/pinned-image-sets.js';
+import { renderYaml, setObjectFor, writeGitOpsDir } from '../src/render/pinned-image-sets.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { AgentStatusWriter, installAgentCrds } from './mco/agent-status-writer.js';
-import { installMcoCrds, OPENSHIFT_4_16 } from './mco/crds.js';
+import { installMcoCrds, installOpenShiftCrds, OPENSHIFT_4_16, OPENSHIFT_4_21 } from './mco/crds.js';
 import { testPlan, writePlan } from './mco/plans.js';
 import { McoSimulator, type NodeBehaviour } from './mco/simulator.js';
 import { runCli } from './support/cli.js';
@@ -219,6 +219,109 @@ describe.each([
       const json = JSON.parse((await runCli(['status', 'table-worker', '-o', 'json', ...kube()])).stdout) as { backend: string; sets: Array<{ nodes: unknown[] }> };
       expect(json.backend).toBe(backend);
       expect(json.sets[0]!.nodes).toHaveLength(2);
+    });
+  });
+
+  describe('release lifecycle: status --release, ready, prune', () => {
+    const CLUSTER_VERSIONS = '/apis/config.openshift.io/v1/clusterversions';
+    /** A plan of `prefix` whose release is `version` (testPlan's are all 4.16.3). */
+    const releasePlan = (prefix: string, version: string) => {
+      const plan = testPlan(prefix);
+      return { ...plan, release: { ...plan.release, version } };
+    };
+    /** ClusterVersion as the CVO writes it: `history` newest first. */
+    async function clusterHistory(history: Array<{ version: string; state: 'Completed' | 'Partial' }>): Promise<void> {
+      if (!(await client.request('GET', CLUSTER_VERSIONS).then((l) => (l as { items: unknown[] }).items.length))) {
+        await client.request('POST', CLUSTER_VERSIONS, { body: { apiVersion: 'config.openshift.io/v1', kind: 'ClusterVersion', metadata: { name: 'version' }, spec: { clusterID: '5a3c1e6e-6c1b-4d5e-9c39-0f0d1f6f2a11' } } });
+      }
+      const entries = history.map((h) => ({ ...h, image: `quay.io/openshift-release-dev/ocp-release:${h.version}-x86_64`, startedTime: '2024-07-01T09:00:00Z', completionTime: h.state === 'Completed' ? '2024-07-01T10:00:00Z' : null, verified: false }));
+      // A JSON patch: a merge patch would drop the null completionTime of a Partial entry.
+      const status = { desired: { version: history[0]!.version, image: entries[0]!.image }, history: entries, availableUpdates: null, observedGeneration: 1, versionHash: 'x' };
+      await client.request('PATCH', `${CLUSTER_VERSIONS}/version/status`, { body: [{ op: 'add', path: '/status', value: status }], contentType: 'application/json-patch+json' });
+    }
+
+    beforeAll(async () => {
+      // OpenShift's ClusterVersion CRD, once per API server (two backends share one).
+      if (!(await beds[bed]!.client.find('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/clusterversions.config.openshift.io'))) {
+        await installOpenShiftCrds(beds[bed]!.client, bed === 'current' ? OPENSHIFT_4_21 : OPENSHIFT_4_16, 'config');
+      }
+      await clusterHistory([{ version: '4.15.1', state: 'Completed' }]);
+    });
+
+    it('ready and status --release answer per release: READY once each set is current on every node it targets, else NOT READY naming the node', async () => {
+      await runCli(['apply', writePlan(dir, releasePlan('life-old', '4.15.1')), ...kube()]);
+      expect((await runCli(['wait', 'life-old-control-plane', 'life-old-worker', '--timeout', '60s', ...kube()])).code).toBe(0);
+      const ready = await runCli(['ready', '4.15.1', ...kube()]);
+      expect(ready.stderr).toBe('');
+      expect(ready.code).toBe(0);
+      expect(ready.stdout).toBe('READY 4.15.1: 2 sets current on all 3 nodes they target\n');
+      const labelled = await client.get<KubeObject>(`${setsPath}/life-old-worker`);
+      expect(labelled.metadata.labels).toMatchObject({ 'prestage.dev/release-version': '4.15.1' });
+      expect(Object.keys(labelled.metadata.annotations ?? {})).toEqual(expect.arrayContaining(['prestage.dev/release', 'prestage.dev/release-digest', 'prestage.dev/release-version']));
+
+      // The next release: worker-1 fails its pulls for a while, then recovers.
+      player().behave('worker-1', { pullMs: 100, failWith: 'exit status 125', failForMs: 10_000 });
+      await runCli(['apply', writePlan(dir, releasePlan('life-new', '4.15.2')), ...kube()]);
+      expect((await runCli(['wait', 'life-new-worker', '--fail-after', '1s', '--timeout', '30s', ...kube()])).code).toBe(1);
+      const notReady = await runCli(['ready', '4.15.2', ...kube()]);
+      expect(notReady.code).toBe(1);
+      expect(notReady.stdout).toBe('');
+      expect(notReady.stderr).toMatch(/^prestage: error: NOT READY 4\.15\.2: life-new-worker on worker-1 degraded( \(\d\/2 images\))?: exit status 125\n$/);
+      const status = await runCli(['status', '--release', '4.15.2', ...kube()]);
+      expect(status.code).toBe(1);
+      expect(status.stderr).toBe(notReady.stderr);
+      // Only that release's sets, every node of each.
+      expect(parseTable(status.stdout).map((r) => `${r['NODE']} ${r['SET']}`)).toEqual(['master-0 life-new-control-plane', 'worker-0 life-new-worker', 'worker-1 life-new-worker']);
+      // The old release stays ready meanwhile.
+      expect((await runCli(['ready', '4.15.1', ...kube()])).code).toBe(0);
+
+      expect((await runCli(['wait', 'life-new-worker', '--timeout', '60s', ...kube()])).code).toBe(0);
+      const recovered = await runCli(['status', '--release', '4.15.2', ...kube()]);
+      expect(recovered.code).toBe(0);
+      expect(recovered.stdout).toMatch(/\n\nREADY 4\.15\.2: 2 sets current on all 3 nodes they target\n$/);
+
+      const none = await runCli(['ready', '4.15.9', ...kube()]);
+      expect([none.code, none.stderr]).toEqual([1, 'prestage: error: NOT READY 4.15.9: no prestage set of release 4.15.9 on the cluster; stage it (stage --to 4.15.9)\n']);
+      const bad = await runCli(['ready', 'latest', ...kube()]);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/^prestage: error: VERSION latest: not a release version; name one such as 4\.16\.3/);
+    });
+
+    it('prune deletes only the sets of releases older than the Completed current one; --dry-run lists them with up-to bytes per node', async () => {
+      const exists = async (name: string) => (await beds[bed]!.client.find(`${setsPath}/${name}`)) !== undefined;
+      // Someone else's set of the old release: never prestage's to delete.
+      const foreign = setObjectFor(releasePlan('foreign', '4.15.1'), releasePlan('foreign', '4.15.1').sets[1]!, backend === 'agent' ? 'prestage' : bed === 'current' ? 'mco' : 'mco-v1alpha1') as KubeObject;
+      delete foreign.metadata.labels!['app.kubernetes.io/managed-by'];
+      await client.request('POST', setsPath, { body: foreign });
+      // A newer release staged already: 4.15.10 sorts before 4.15.2 as text, after it as a version.
+      await runCli(['apply', writePlan(dir, releasePlan('life-next', '4.15.10')), ...kube()]);
+
+      await clusterHistory([{ version: '4.15.2', state: 'Partial' }, { version: '4.15.1', state: 'Completed' }]);
+      const during = await runCli(['prune', ...kube()]);
+      expect([during.code, during.stdout]).toEqual([0, 'nothing to prune: the update to 4.15.2 is not Completed (history state Partial); prune once it is\n']);
+      expect(await exists('life-old-worker')).toBe(true);
+
+      await clusterHistory([{ version: '4.15.2', state: 'Completed' }, { version: '4.15.1', state: 'Completed' }]);
+      const dry = await runCli(['prune', '--dry-run', ...kube()]);
+      expect(dry.stderr).toBe('');
+      expect(dry.code).toBe(0);
+      expect(dry.stdout).toMatch(/^The cluster runs 4\.15\.2 \(Completed\); would delete 2 sets of older releases, keeping \d+ \(4\.15\.2, 4\.15\.10(, 4\.16\.3)?\)\n/);
+      expect(parseTable(dry.stdout.split('\n\n')[1]!)).toEqual([
+        { SET: 'life-old-control-plane', RELEASE: '4.15.1', 'ON DISK': '64.0 MiB', NODES: 'master-0' },
+        { SET: 'life-old-worker', RELEASE: '4.15.1', 'ON DISK': '64.0 MiB', NODES: 'worker-0, worker-1' },
+      ]);
+      expect(parseTable(dry.stdout.split('\n\n')[2]!)).toEqual(['master-0', 'worker-0', 'worker-1'].map((NODE) => ({ NODE, 'FREED (UP TO)': '64.0 MiB' })));
+      expect(dry.stdout).toMatch(/\nDry run: nothing deleted\.\n$/);
+      expect(await exists('life-old-worker')).toBe(true);
+
+      const pruned = await runCli(['prune', ...kube()]);
+      expect(pruned.code).toBe(0);
+      expect(pruned.stdout).toMatch(/\npinnedimageset\/life-old-control-plane deleted\npinnedimageset\/life-old-worker deleted\n$/);
+      expect([await exists('life-old-control-plane'), await exists('life-old-worker')]).toEqual([false, false]);
+      // Kept: the current release, a newer one, and the set prestage does not manage.
+      expect([await exists('life-new-worker'), await exists('life-next-worker'), await exists('foreign-worker')]).toEqual([true, true, true]);
+      expect((await runCli(['prune', ...kube()])).stdout).toMatch(/^nothing to prune: the cluster runs 4\.15\.2; no prestage set is of an older release \(kept: 4\.15\.2, 4\.15\.10(, 4\.16\.3)?\)\n$/);
+      await client.request('DELETE', `${setsPath}/foreign-worker`);
     });
   });
 });

@@ -91,7 +91,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     load: async () => (await import('./status.js')).statusCommand,
   },
   ready: {
-    usage: 'ready <version>',
+    usage: 'ready <release-version>',
     describe: 'Exit 0 when every set of the release is current on every node it targets, else 1 naming what is missing',
     examples: [['$0 ready 4.16.3 && oc adm upgrade --to 4.16.3', 'Start the upgrade only once its images are on every node']],
     load: async () => (await import('./status.js')).readyCommand,

@@ -8,7 +8,7 @@ import type { Argv } from 'yargs';
 import type { PinningBackend } from '../cluster/backend.js';
 import type { KubeClient } from '../cluster/kube.js';
 import { readClusterVersion } from '../cluster/live-cluster.js';
-import { bytesFreedPerNode, decidePrune, deleteReleaseSet, listReleaseSets, setsPathOf } from '../cluster/release-lifecycle.js';
+import { byVersion, bytesFreedPerNode, decidePrune, deleteReleaseSet, listReleaseSets, setsPathOf } from '../cluster/release-lifecycle.js';
 import { formatBytes, table } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
@@ -21,7 +21,7 @@ export async function runPrune(client: KubeClient, backend: PinningBackend, out:
     out.write(`nothing to prune: ${decision.waiting}\n`);
     return;
   }
-  const kept = [...new Set(decision.keep.map((set) => set.version ?? 'no release'))].join(', ');
+  const kept = [...new Set(decision.keep.map((set) => set.version ?? 'no release'))].sort(byVersion).join(', ');
   if (!decision.prune.length) {
     out.write(`nothing to prune: the cluster runs ${decision.current}; no prestage set is of an older release${kept ? ` (kept: ${kept})` : ''}\n`);
     return;
@@ -32,7 +32,7 @@ export async function runPrune(client: KubeClient, backend: PinningBackend, out:
   out.write(`${table([['SET', 'RELEASE', 'ON DISK', 'NODES'], ...decision.prune.map((set) => [set.name, set.version!, set.diskBytes ? formatBytes(set.diskBytes) : 'unknown', nodesOf.get(set.name)?.join(', ') || '-'])])}\n\n`);
   const freed = [...bytesFreedPerNode(decision.prune, snapshot)];
   if (freed.length) {
-    out.write(`${table([['NODE', 'FREED (UP TO)'], ...freed.map(([node, bytes]) => [node, formatBytes(bytes)])])}\n`);
+    out.write(`${table([['NODE', 'FREED (UP TO)'], ...freed.map(([node, bytes]) => [node, formatBytes(bytes)])])}\n\n`);
     out.write('Up to: layers shared with the sets kept stay; the rest is unpinned for the kubelet\'s image garbage collection to free.\n\n');
   }
   if (dryRun) {

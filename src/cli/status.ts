@@ -71,10 +71,12 @@ export function statusCommand(ctx: CommandContext, scriptName: string) {
 /** `prestage ready VERSION`: only the verdict of `status --release VERSION`, for scripts and CI gates. */
 export function readyCommand(ctx: CommandContext, scriptName: string) {
   return {
-    builder: (y: Argv) => withKubeOptions(y.positional('version', { type: 'string', demandOption: true, coerce: parseReleaseVersion('VERSION'), describe: 'Release version, e.g. 4.16.3' })),
+    // Not `version`: that is yargs' --version.
+    builder: (y: Argv) => withKubeOptions(y.positional('release-version', { type: 'string', demandOption: true, coerce: parseReleaseVersion('VERSION'), describe: 'Release version, e.g. 4.16.3' })),
     handler: async (args: any) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
-      ctx.stdout.write(`${checkReleaseReady(args.version, await releaseSnapshot(client, backend, args.version))}\n`);
+      const version = args['release-version'] as string;
+      ctx.stdout.write(`${checkReleaseReady(version, await releaseSnapshot(client, backend, version))}\n`);
     },
   };
 }

@@ -50,7 +50,8 @@ export interface ResolvedUpdate {
 
 const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim();
 const describeRisk = (risk: UpdateRisk) => `${risk.name}: ${risk.message}${risk.url ? ` (${risk.url})` : ''}`;
-const byVersion = (a: string, b: string) => (semver.valid(a) && semver.valid(b) ? semver.compare(a, b) : a.localeCompare(b));
+/** Release versions in semver order (4.16.3 < 4.16.10); anything else after, by name. */
+export const byVersion = (a: string, b: string) => (semver.valid(a) && semver.valid(b) ? semver.compare(a, b) : semver.valid(a) ? -1 : semver.valid(b) ? 1 : a.localeCompare(b));
 
 /**
  * The pullspec of `version` as the cluster offers it: a recommended update
