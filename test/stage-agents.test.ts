@@ -53,7 +53,7 @@ beforeAll(async () => {
   kube = ['--kubeconfig', cluster.kubeconfigPath];
   // As a user installs it: CRDs, namespace, RBAC, admission policy, DaemonSet. No kubelet runs
   // the DaemonSet here, so the test starts its agents the way the DaemonSet's pods would run.
-  const installed = await runCli(['install', '--apply', ...kube]);
+  const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', '--apply', ...kube]);
   expect(installed.stderr).toBe('');
   expect(installed.code).toBe(0);
   agentReadsRegistriesConf = (await prestageHelp('agent')).includes('--registries-conf');
