@@ -1,122 +1,166 @@
 /**
- * `npm run bench:bundle`: `prestage bundle create` against the baseline a person would script
- * with public tools (skopeo: copy every image of the plan to a directory, 4 at a time), in
- * the same run, on the fixture release behind a proxy capped at 8 MiB/s. Both start from the
- * same plan file. Prints the bytes each read upstream against the unique bytes the images
- * need (shared layers counted once) and how well each kept the capped link busy.
+ * `npm run bench:bundle`: `prestage bundle create`, this build beside the previous one (built
+ * from git in the same run, bench/previous-build.ts), on two fixtures:
+ * - the fixture release (≈190 images of small blobs) behind a proxy capped at 8 MiB/s: how busy
+ *   each keeps the capped link;
+ * - realistic blobs (tens to hundreds of MiB, random bytes made on the fly; BENCH_BIG_MIB
+ *   sizes, default 200,120,80,50,30,20): uncapped straight from the local registry (MiB/s, and
+ *   the CPU the process spent), and capped through the proxy (link use).
+ * Registry storage is in RAM where possible; bundles are written to the disk as users do.
  */
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
-import pLimit from 'p-limit';
 import { pushFixture } from '../fixtures/push.js';
 import { buildReleaseFixture } from '../fixtures/release.js';
-import type { Plan } from '../src/plan/types.js';
+import type { Plan, PlannedImage } from '../src/plan/types.js';
+import { MediaType } from '../src/registry/manifest.js';
+import { PushClient } from '../src/registry/upload.js';
 import { startFaultProxy, startRegistry, type FaultProxy } from '../test/harness/index.js';
+import { CURRENT, previousBuild, type Build } from './previous-build.js';
 
 const run = promisify(execFile);
 const CAP = Number(process.env.BENCH_CAP_BYTES ?? 8 * 1024 * 1024);
-const BIN = fileURLToPath(new URL('../bin/prestage.js', import.meta.url));
+const BIG_MIB = (process.env.BENCH_BIG_MIB ?? '200,120,80,50,30,20').split(',').map(Number);
+const MiB = 1024 * 1024;
 
 const fixture = buildReleaseFixture();
 const truth = fixture.truth;
+const storage = await mkdtemp(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'prestage-bench-bundle-'));
 const root = await mkdtemp(join(tmpdir(), 'prestage-bench-bundle-'));
-const registry = await startRegistry({ storageDir: join(root, 'storage') });
+const registry = await startRegistry({ storageDir: join(storage, 'storage') });
 await pushFixture(registry.url, fixture);
 const proxy = await startFaultProxy({ upstream: registry.url });
 const release = `quay.io/${truth.releaseRepository}:${truth.release.tag}`;
 
 interface Measured {
   readonly ms: number;
+  /** Body bytes the registry side sent (through the proxy, or the bundle's blob bytes when direct). */
   readonly bytes: number;
-  readonly requests: number;
   /** Milliseconds from the first to the last body byte the proxy sent. */
   readonly transferMs: number;
+  /** CPU seconds of the prestage process (user + system). */
+  readonly cpuS: number;
 }
 
-/** Wall time, and the proxy's bytes sampled every few ms to find when the link was in use. */
-async function measured(fn: () => Promise<void>): Promise<Measured> {
-  proxy.resetStats();
+/** Wall time, the child's CPU time, and the proxy's bytes sampled every few ms to find when the link was in use. */
+async function measured(fn: () => Promise<{ cpuS: number }>, p: FaultProxy | undefined, bytes?: () => Promise<number>): Promise<Measured> {
+  p?.resetStats();
   let first: number | undefined;
   let last = 0;
   let seen = 0;
   const sampler = setInterval(() => {
     const now = performance.now();
-    if (proxy.stats.bytesSent !== seen) {
-      seen = proxy.stats.bytesSent;
+    if (p && p.stats.bytesSent !== seen) {
+      seen = p.stats.bytesSent;
       first ??= now;
       last = now;
     }
   }, 2);
   const started = performance.now();
-  await fn();
+  const { cpuS } = await fn();
   const ms = performance.now() - started;
   clearInterval(sampler);
-  return { ms, bytes: proxy.stats.bytesSent, requests: proxy.stats.requests, transferMs: last - (first ?? last) };
+  return { ms, bytes: p ? p.stats.bytesSent : await bytes!(), transferMs: p ? last - (first ?? last) : ms, cpuS };
 }
 
-async function prestage(planFile: string, dir: string): Promise<void> {
-  await run(process.execPath, [BIN, 'bundle', 'create', planFile, '--to', dir, '--mirror', `quay.io=${proxy.host}`, '--tls-verify=false'], { maxBuffer: 64 * 1024 * 1024 });
+/** `bundle create` as a child process; its CPU time from /usr/bin/time's format. */
+async function bundleCreate(build: Build, planFile: string, dir: string, host: string): Promise<{ cpuS: number }> {
+  const { stderr } = await run('/usr/bin/time', ['-f', 'cpu %U %S', process.execPath, build.bin, 'bundle', 'create', planFile, '--to', dir, '--mirror', `quay.io=${host}`, ...build.insecure(host)], { maxBuffer: 64 * MiB });
+  const m = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(stderr);
+  return { cpuS: m ? Number(m[1]) + Number(m[2]) : NaN };
 }
 
-/** The baseline: `skopeo copy` of every planned image by digest into its own directory, 4 at a time. */
-async function skopeo(plan: Plan, dir: string, p: FaultProxy): Promise<void> {
-  const limit = pLimit(4);
-  await Promise.all(plan.images.map((image, n) => limit(() => run('skopeo', [
-    'copy', '--quiet', '--src-tls-verify=false',
-    `docker://${image.pullSpec.replace(/^quay\.io\//, `${p.host}/`)}`, `dir:${join(dir, String(n))}`,
-  ]))));
-}
-
-async function dirBytes(dir: string): Promise<number> {
+async function blobBytes(dir: string): Promise<number> {
   let total = 0;
-  for (const name of await readdir(dir)) total += (await stat(join(dir, name))).size;
+  for (const name of await readdir(join(dir, 'blobs', 'sha256'))) total += (await stat(join(dir, 'blobs', 'sha256', name))).size;
   return total;
 }
 
+function sha256(bytes: Buffer): string {
+  return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
+}
+
+/** Images of one random layer each (`BIG_MIB`), pushed under quay.io's repository names; a plan naming them. */
+async function pushBigImages(base: Plan): Promise<Plan> {
+  const push = new PushClient(registry.host, { pullSecrets: [], insecureRegistries: [registry.host], retry: { attempts: 3, baseDelayMs: 100, maxDelayMs: 1000 }, concurrency: 4, stallTimeoutMs: 60_000 });
+  const images: PlannedImage[] = [];
+  try {
+    for (const [n, mib] of BIG_MIB.entries()) {
+      const repository = `bench/big-${n}`;
+      const layer = randomBytes(mib * MiB);
+      const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: [sha256(layer)] } }));
+      for (const blob of [config, layer]) await push.uploadBlob(repository, { digest: sha256(blob), size: blob.length }, () => Readable.from([blob]));
+      const manifest = Buffer.from(JSON.stringify({
+        schemaVersion: 2,
+        mediaType: MediaType.ociManifest,
+        config: { mediaType: 'application/vnd.oci.image.config.v1+json', digest: sha256(config), size: config.length },
+        layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar', digest: sha256(layer), size: layer.length }],
+      }));
+      const digest = sha256(manifest);
+      await push.putManifest(repository, digest, manifest, MediaType.ociManifest);
+      const template = base.images[0]!;
+      images.push({
+        ...template,
+        name: `big-${n}`,
+        pullSpec: `quay.io/${repository}@${digest}`,
+        digest,
+        config: { digest: sha256(config), size: config.length },
+        layers: [{ digest: sha256(layer), mediaType: 'application/vnd.oci.image.layer.v1.tar', compressedBytes: layer.length, diskBytes: layer.length, method: 'uncompressed' }],
+      } as PlannedImage);
+    }
+  } finally {
+    await push.close();
+  }
+  return { ...base, images, skipped: [] };
+}
+
+const builds: Build[] = [await previousBuild(), CURRENT];
 try {
-  const planFile = join(root, 'plan.json');
-  const { stdout } = await run(process.execPath, [BIN, 'plan', release, '--mirror', `quay.io=${proxy.host}`, '--tls-verify=false', '-o', 'json'], { maxBuffer: 64 * 1024 * 1024 });
-  await writeFile(planFile, stdout);
-  const plan = JSON.parse(stdout) as Plan;
+  const { stdout } = await run(process.execPath, [CURRENT.bin, 'plan', release, '--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host, '-o', 'json'], { maxBuffer: 64 * MiB });
+  const smallPlan = join(root, 'small.json');
+  await writeFile(smallPlan, stdout);
+  const bigPlan = join(root, 'big.json');
+  await writeFile(bigPlan, JSON.stringify(await pushBigImages(JSON.parse(stdout) as Plan)));
 
-  // What this machine's registry and prestage manage with no cap: the ceiling for link use.
-  const uncapped = await measured(() => prestage(planFile, join(root, 'uncapped')));
-  proxy.setBandwidth(CAP);
-  const bundleDir = join(root, 'bundle');
-  const ours = await measured(() => prestage(planFile, bundleDir));
-  // The unique bytes the planned images need: what the bundle holds (manifests, configs, layers once each).
-  const unique = await dirBytes(join(bundleDir, 'blobs', 'sha256'));
-  const skopeoDir = join(root, 'skopeo');
-  await mkdir(skopeoDir);
-  const theirs = await measured(() => skopeo(plan, skopeoDir, proxy));
+  let n = 0;
+  const fresh = () => join(root, `bundle-${n++}`);
+  const results = new Map<string, { small: Measured; bigUncapped: Measured; bigCapped: Measured }>();
+  for (const build of builds) {
+    proxy.setBandwidth(CAP);
+    const small = await measured(() => bundleCreate(build, smallPlan, fresh(), proxy.host), proxy);
+    const bigCapped = await measured(() => bundleCreate(build, bigPlan, fresh(), proxy.host), proxy);
+    proxy.setBandwidth(null);
+    const dir = fresh();
+    const bigUncapped = await measured(() => bundleCreate(build, bigPlan, dir, registry.host), undefined, () => blobBytes(dir));
+    results.set(build.name, { small, bigUncapped, bigCapped });
+    for (let i = 0; i < n; i++) await rm(join(root, `bundle-${i}`), { recursive: true, force: true });
+  }
 
-  const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
-  const row = (name: string, m: Measured) => [
-    name,
-    `${(m.ms / 1000).toFixed(1)} s`,
-    String(m.requests),
-    mib(m.bytes),
-    (m.bytes / unique).toFixed(2),
-    (m.bytes / (m.transferMs / 1000) / CAP).toFixed(2),
-    (m.bytes / (m.ms / 1000) / CAP).toFixed(2),
+  const mib = (b: number) => (b / MiB).toFixed(1);
+  const linkUse = (m: Measured) => m.bytes / (m.transferMs / 1000) / CAP;
+  const rate = (m: Measured) => m.bytes / MiB / (m.ms / 1000);
+  const [before, after] = builds.map((b) => results.get(b.name)!) as [typeof results extends Map<string, infer V> ? V : never, typeof results extends Map<string, infer V> ? V : never];
+  const rows: Array<[string, string, string, string]> = [
+    [`small blobs (${truth.release.version}, ${mib(after.small.bytes)} MiB), ${mib(CAP)} MiB/s cap: link use`, linkUse(before.small).toFixed(2), linkUse(after.small).toFixed(2), (linkUse(after.small) / linkUse(before.small)).toFixed(2)],
+    [`big blobs (${BIG_MIB.join('+')} MiB), ${mib(CAP)} MiB/s cap: link use`, linkUse(before.bigCapped).toFixed(2), linkUse(after.bigCapped).toFixed(2), (linkUse(after.bigCapped) / linkUse(before.bigCapped)).toFixed(2)],
+    ['big blobs uncapped, local registry: MiB/s', rate(before.bigUncapped).toFixed(0), rate(after.bigUncapped).toFixed(0), (rate(after.bigUncapped) / rate(before.bigUncapped)).toFixed(2)],
+    ['big blobs uncapped: CPU s per GiB', (before.bigUncapped.cpuS / (before.bigUncapped.bytes / 1024 / MiB)).toFixed(2), (after.bigUncapped.cpuS / (after.bigUncapped.bytes / 1024 / MiB)).toFixed(2), ((after.bigUncapped.cpuS / after.bigUncapped.bytes) / (before.bigUncapped.cpuS / before.bigUncapped.bytes)).toFixed(2)],
+    ['small blobs capped: wall s', (before.small.ms / 1000).toFixed(1), (after.small.ms / 1000).toFixed(1), (after.small.ms / before.small.ms).toFixed(2)],
   ];
-  const rows = [
-    ['', 'wall', 'requests', 'upstream', 'up/unique', 'link use', 'end-to-end'],
-    row('prestage bundle', ours),
-    row('skopeo baseline', theirs),
-  ];
-  console.log(`bench:bundle  fixture: ${plan.images.length} images, release ${truth.release.version}; unique blob bytes ${mib(unique)}; proxy capped at ${mib(CAP)}/s; both start from the same plan file`);
-  for (const r of rows) console.log(`  ${r[0]!.padEnd(16)} ${r.slice(1).map((c, i) => c.padStart([8, 9, 11, 10, 9, 11][i]!)).join(' ')}`);
-  console.log(`  prestage upstream / unique bytes: ${(ours.bytes / unique).toFixed(3)}   (target 1.00; skopeo ${(theirs.bytes / unique).toFixed(2)}: it re-fetches shared layers per image)`);
-  console.log(`  prestage throughput while transferring / cap: ${(ours.bytes / (ours.transferMs / 1000) / CAP).toFixed(2)}   (target >= 0.9; end to end incl. process start and manifests: ${(ours.bytes / (ours.ms / 1000) / CAP).toFixed(2)})`);
-  console.log(`  the same run uncapped moves ${mib(uncapped.bytes / (uncapped.transferMs / 1000))}/s (${(uncapped.bytes / (uncapped.transferMs / 1000) / CAP).toFixed(2)}x the cap): below ~1.1x, this machine's registry and CPU, not the link, set the pace`);
-  console.log(`  wall time, skopeo / prestage: ${(theirs.ms / ours.ms).toFixed(1)}x`);
+  console.log(`bench:bundle  ${builds[0]!.name} vs ${builds[1]!.name}; ratio = this / previous`);
+  console.log(`  ${''.padEnd(64)} ${'previous'.padStart(9)} ${'this'.padStart(9)} ${'ratio'.padStart(7)}`);
+  for (const [what, a, b, r] of rows) console.log(`  ${what.padEnd(64)} ${a.padStart(9)} ${b.padStart(9)} ${r.padStart(7)}`);
+  console.log('  goals: link use >= 0.9 capped; >= 200 MiB/s uncapped from a local registry');
 } finally {
+  for (const build of builds) await build.remove();
   await proxy.stop();
   await registry.stop();
   await rm(root, { recursive: true, force: true });
+  await rm(storage, { recursive: true, force: true });
 }

@@ -11,14 +11,16 @@
  * RTT x (dependent round trips + one connection handshake + the other requests / concurrency)
  * + bytes / bandwidth (BENCH_BANDWIDTH bytes/s, default uncapped). The dependent chain is what
  * any planner waits through one after another: the release manifest, its payload layer, a
- * component manifest, a layer trailer; plus the scheme probe `--tls-verify=false` costs.
+ * component manifest, a layer trailer; plus the scheme probe an insecure (plain-HTTP) registry costs.
+ *
+ * First, this build beside the previous one (built from git in the same run,
+ * bench/previous-build.ts): wall time and the CPU time of the process, as ratios.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { gunzipSync } from 'node:zlib';
 import pLimit from 'p-limit';
@@ -26,6 +28,7 @@ import tar from 'tar-stream';
 import { pushFixture } from '../fixtures/push.js';
 import { buildReleaseFixture } from '../fixtures/release.js';
 import { startFaultProxy, startRegistry } from '../test/harness/index.js';
+import { CURRENT, previousBuild, type Build } from './previous-build.js';
 
 const run = promisify(execFile);
 const RTT_MS = Number(process.env.BENCH_RTT_MS ?? 20);
@@ -36,7 +39,6 @@ const CONCURRENCY = 32;
 /** Scheme probe, release manifest, payload layer, component manifest, layer trailer. */
 const DEPENDENT_ROUND_TRIPS = 5;
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
-const BIN = fileURLToPath(new URL('../bin/prestage.js', import.meta.url));
 
 const fixture = buildReleaseFixture();
 const truth = fixture.truth;
@@ -56,10 +58,27 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; bytes: numb
   return { ms: performance.now() - started, bytes: proxy.stats.bytesSent, requests: proxy.stats.requests, value };
 }
 
-async function prestage(): Promise<number> {
-  const { stdout } = await run(process.execPath, [BIN, 'plan', release, '--mirror', `quay.io=${proxy.host}`, '--tls-verify=false', '-o', 'json'], { maxBuffer: 256 * 1024 * 1024 });
-  const plan = JSON.parse(stdout) as { sets: Array<{ diskBytes: number }> };
-  return plan.sets[0]!.diskBytes;
+/** One plan by `build` as a child process; its CPU seconds (user + system) from /usr/bin/time. */
+async function prestage(build: Build = CURRENT): Promise<number> {
+  const { stdout, stderr } = await run('/usr/bin/time', ['-f', 'cpu %U %S', process.execPath, build.bin, 'plan', release, '--mirror', `quay.io=${proxy.host}`, ...build.insecure(proxy.host), '-o', 'json'], { maxBuffer: 256 * 1024 * 1024 });
+  JSON.parse(stdout);
+  const m = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(stderr);
+  return m ? Number(m[1]) + Number(m[2]) : NaN;
+}
+
+/** This build against the previous one, runs interleaved: wall and CPU medians, and their ratios. */
+async function againstPrevious(previous: Build): Promise<void> {
+  const runs = new Map<Build, Array<Awaited<ReturnType<typeof timed<number>>>>>([[previous, []], [CURRENT, []]]);
+  await prestage(previous);
+  for (let i = 0; i < RUNS; i++) for (const [build, list] of runs) list.push(await timed(() => prestage(build)));
+  const [before, after] = [...runs.values()].map((list) => ({ ms: median(list.map((r) => r.ms)), cpu: median(list.map((r) => r.value)), requests: list[0]!.requests, bytes: list[0]!.bytes }));
+  console.log(`bench:plan  ${previous.name} vs ${CURRENT.name}, RTT ${RTT_MS} ms, ${RUNS} runs each, interleaved; ratio = this / previous`);
+  console.log(`  ${''.padEnd(20)} ${'previous'.padStart(10)} ${'this'.padStart(10)} ${'ratio'.padStart(7)}`);
+  const row = (what: string, a: number, b: number, digits: number) => console.log(`  ${what.padEnd(20)} ${a.toFixed(digits).padStart(10)} ${b.toFixed(digits).padStart(10)} ${(b / a).toFixed(2).padStart(7)}`);
+  row('wall ms (median)', before!.ms, after!.ms, 0);
+  row('CPU s (median)', before!.cpu, after!.cpu, 2);
+  row('requests', before!.requests, after!.requests, 0);
+  row('bytes read', before!.bytes, after!.bytes, 0);
 }
 
 /** The skopeo baseline: copy the release image, read image-references, inspect each component 4 at a time. */
@@ -112,13 +131,13 @@ function minimumBytes(): number {
 
 /** The critical-path lower bound for prestage's own requests at each RTT, against its wall time. */
 async function criticalPath(): Promise<void> {
-  const startup = median(await Promise.all([0, 1, 2].map(async () => (await timed(() => run(process.execPath, [BIN, '--version']))).ms)));
+  const startup = median(await Promise.all([0, 1, 2].map(async () => (await timed(() => run(process.execPath, [CURRENT.bin, '--version']))).ms)));
   console.log(`critical path  bound = RTT x (${DEPENDENT_ROUND_TRIPS} dependent + 1 handshake + other requests / ${CONCURRENCY}) + bytes / ${BANDWIDTH ? `${BANDWIDTH} B/s` : 'uncapped bandwidth'}; process start (prestage --version): ${startup.toFixed(0)} ms`);
   console.log(`  ${'RTT'.padEnd(8)} ${'prestage'.padStart(10)} ${'bound'.padStart(8)} ${'ratio'.padStart(6)} ${'requests'.padStart(9)} ${'bytes'.padStart(9)}   (target ratio <= 1.5)`);
   for (const rtt of BOUND_RTTS) {
     proxy.setLatency(rtt);
     const runs: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
-    for (let i = 0; i < RUNS; i++) runs.push(await timed(prestage));
+    for (let i = 0; i < RUNS; i++) runs.push(await timed(() => prestage()));
     const ms = median(runs.map((r) => r.ms));
     const { requests, bytes } = runs[0]!;
     const roundTrips = DEPENDENT_ROUND_TRIPS + 1 + Math.ceil((requests - DEPENDENT_ROUND_TRIPS) / CONCURRENCY);
@@ -129,12 +148,14 @@ async function criticalPath(): Promise<void> {
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const previous = await previousBuild();
 try {
   await prestage(); // warm the registry's own caches so neither side pays for them
+  await againstPrevious(previous);
   const ours: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
   const theirs: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
   for (let i = 0; i < RUNS; i++) {
-    ours.push(await timed(prestage));
+    ours.push(await timed(() => prestage()));
     theirs.push(await timed(baseline));
   }
   const oursMs = median(ours.map((r) => r.ms));
@@ -151,6 +172,7 @@ try {
   console.log(`  prestage bytes / minimum bytes (${minimum}): ${(ours[0]!.bytes / minimum).toFixed(3)}   (target <= 1.05)`);
   await criticalPath();
 } finally {
+  await previous.remove();
   await proxy.stop();
   await registry.stop();
   await rm(storageDir, { recursive: true, force: true });

@@ -5,9 +5,11 @@
  * byte. A directory holding another release's bundle is left alone unless forced.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { setMaxListeners } from 'node:events';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import pLimit from 'p-limit';
 import { writeFileAtomic } from '../atomic-file.js';
 import { BadInputError, DigestMismatchError } from '../errors.js';
@@ -117,15 +119,19 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   const progress = new TransferProgress(opts.progressTo, { verb: 'bundled', totalBytes, totalImages: content.images.length, doneImages: tracker.doneAtStart, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
   progress.addBytes(tasks.reduce((a, t) => a + t.partialBytes, 0));
   let fetchedBytes = 0;
+  // Blobs are renamed into blobs/ as they verify and synced together at the end: one fsync
+  // per blob on the way stalls the link, and a blob a crash left short is re-hashed and
+  // fetched again on the rerun like any damaged one.
+  const written: string[] = [];
   try {
     await runAll(transfers, opts.concurrency, async (transfer, signal) => {
       if ('manifest' in transfer) {
-        await storeBlob(dir, transfer.manifest.digest, transfer.manifest.bytes);
+        written.push(await storeBlob(dir, transfer.manifest.digest, transfer.manifest.bytes));
       } else {
-        await fetchBlob(client, dir, transfer.blob, signal, (n) => {
+        written.push(await fetchBlob(client, dir, transfer.blob, signal, (n) => {
           fetchedBytes += n;
           progress.addBytes(n);
-        });
+        }));
       }
       const digest = 'manifest' in transfer ? transfer.manifest.digest : transfer.blob.descriptor.digest;
       for (const image of tracker.done(digest)) progress.imageDone(image.pullSpec, imageBytes(image));
@@ -135,6 +141,7 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   }
   // The layout holds this plan's blobs only: drop what an earlier run for other content left.
   for (const name of onDisk) if (!wanted.has(name)) await rm(join(dir, BLOBS_DIR, name), { force: true });
+  await syncFiles(written);
   await syncDir(join(dir, BLOBS_DIR));
 
   await writeFileAtomic(join(dir, INDEX_FILE), index, join(dir, PARTIAL_DIR));
@@ -268,10 +275,11 @@ async function usablePartialBytes(dir: string, blob: Descriptor, size: number): 
 
 /**
  * One blob into the layout: continue `.partial/<hex>` (hashing what it holds first), append
- * what the registry sends, fsync, and rename into blobs/ only once the digest matched. A
- * partial file that turns out damaged is discarded and the blob fetched again from byte 0.
+ * what the registry sends, and rename into blobs/ only once the digest matched; its path, to
+ * be synced with the others. A partial file that turns out damaged is discarded and the blob
+ * fetched again from byte 0.
  */
-async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {
+async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, signal: AbortSignal, onBytes: (n: number) => void): Promise<string> {
   const { descriptor } = task;
   const partial = partialPath(dir, descriptor.digest);
   let offset = task.partialBytes;
@@ -286,38 +294,52 @@ async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, si
       offset = 0;
     }
   }
-  await rename(partial, blobPath(dir, descriptor.digest));
+  const path = blobPath(dir, descriptor.digest);
+  await rename(partial, path);
+  return path;
 }
 
-/** Bytes already verified (a manifest) into the layout: temp file, fsync, rename. */
-async function storeBlob(dir: string, digest: string, bytes: Buffer): Promise<void> {
+/** Bytes already verified (a manifest) into the layout: temp file, rename; synced with the blobs. */
+async function storeBlob(dir: string, digest: string, bytes: Buffer): Promise<string> {
   const partial = partialPath(dir, digest);
-  const file = await open(partial, 'w');
-  try {
-    await file.writeFile(bytes);
-    await file.sync();
-  } finally {
-    await file.close();
-  }
-  await rename(partial, blobPath(dir, digest));
+  await writeFile(partial, bytes);
+  const path = blobPath(dir, digest);
+  await rename(partial, path);
+  return path;
 }
+
+/** Write buffer: large writes, few syscalls; the registry's chunks pass through uncopied. */
+const WRITE_BUFFER = 4 * 1024 * 1024;
 
 async function appendBlob(client: RegistryClient, from: ImageReference, blob: Descriptor, partial: string, offset: number, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {
   const hash = createHash('sha256');
   if (offset > 0) {
-    for await (const chunk of createReadStream(partial, { end: offset - 1 })) hash.update(chunk as Buffer);
+    for await (const chunk of createReadStream(partial, { end: offset - 1, highWaterMark: WRITE_BUFFER })) hash.update(chunk as Buffer);
   }
-  const file = await open(partial, offset > 0 ? 'a' : 'w');
-  try {
-    for await (const chunk of client.blobStream(from, blob, offset > 0 ? { offset, hash } : undefined)) {
-      signal.throwIfAborted();
-      await file.write(chunk as Buffer);
-      onBytes((chunk as Buffer).length);
+  await pipeline(
+    client.blobStream(from, blob, offset > 0 ? { offset, hash } : undefined),
+    async function* counted(source: AsyncIterable<Buffer>) {
+      for await (const chunk of source) {
+        onBytes(chunk.length);
+        yield chunk;
+      }
+    },
+    createWriteStream(partial, { flags: offset > 0 ? 'a' : 'w', highWaterMark: WRITE_BUFFER }),
+    { signal },
+  );
+}
+
+/** fsync every file written, a few at a time: the disk queues them together. */
+async function syncFiles(paths: readonly string[]): Promise<void> {
+  const limit = pLimit(16);
+  await Promise.all(paths.map((path) => limit(async () => {
+    const handle = await open(path, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
     }
-    await file.sync();
-  } finally {
-    await file.close();
-  }
+  })));
 }
 
 /**
@@ -328,6 +350,8 @@ async function appendBlob(client: RegistryClient, from: ImageReference, blob: De
 async function runAll<T>(items: readonly T[], concurrency: number, work: (item: T, signal: AbortSignal) => Promise<void>): Promise<void> {
   const limit = pLimit(Math.max(1, concurrency));
   const abort = new AbortController();
+  // Every transfer in flight listens (its write pipeline): dozens at once are expected, not a leak.
+  setMaxListeners(Infinity, abort.signal);
   let failure: { error: unknown } | undefined;
   await Promise.all(items.map((item) => limit(async () => {
     if (abort.signal.aborted) return;

@@ -24,23 +24,25 @@ export interface DispatcherOptions {
 const CONNECTIONS_PER_ORIGIN = 32;
 
 export function createDispatcher(opts: DispatcherOptions): Dispatcher {
-  const ca = [...systemTrust().certificates, ...(opts.caFile ? [readBundle(opts.caFile, '--ca-file')] : [])];
+  // A missing --ca-file is bad input before any request.
+  const extra = opts.caFile ? [readBundle(opts.caFile, '--ca-file')] : [];
   const timeout = opts.connectTimeoutMs !== undefined ? { timeout: opts.connectTimeoutMs } : {};
-  // Parsed once for every connection (an OS store holds about 150 certificates).
-  const verified: ConnectionOptions = { rejectUnauthorized: true, secureContext: createSecureContext({ ca }), ...timeout };
+  // Parsed once for every connection (an OS store holds about 150 certificates), and only once
+  // an origin needs it: a run against plain-HTTP registries never pays for it.
+  let verified: ConnectionOptions | undefined;
+  const verifiedTls = (): ConnectionOptions => (verified ??= { rejectUnauthorized: true, secureContext: createSecureContext({ ca: [...systemTrust().certificates, ...extra] }), ...timeout });
   const unchecked: ConnectionOptions = { rejectUnauthorized: false, ...timeout };
   const pool = { headersTimeout: opts.stallTimeoutMs, bodyTimeout: opts.stallTimeoutMs, connections: CONNECTIONS_PER_ORIGIN };
   return new Agent({
     ...pool,
     factory: (origin, options) => {
       const url = new URL(origin);
-      const tls = isInsecureOrigin(opts.insecureRegistries, url.href) ? unchecked : verified;
       const proxy = proxyFor(url);
+      const tls = (): ConnectionOptions => (isInsecureOrigin(opts.insecureRegistries, url.href) ? unchecked : verifiedTls());
       // Plain-HTTP origins are forwarded (GET http://...), not tunnelled, as curl does: proxies
       // often allow CONNECT only to port 443. The proxy itself is always verified.
-      return proxy
-        ? new ProxyAgent({ ...pool, uri: proxy.href, requestTls: tls, proxyTls: verified, proxyTunnel: false })
-        : new Pool(origin, { ...options, ...pool, connect: tls });
+      if (proxy) return new ProxyAgent({ ...pool, uri: proxy.href, requestTls: tls(), ...(proxy.protocol === 'https:' ? { proxyTls: verifiedTls() } : {}), proxyTunnel: false });
+      return new Pool(origin, { ...options, ...pool, connect: url.protocol === 'https:' ? tls() : timeout });
     },
   });
 }

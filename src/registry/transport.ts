@@ -78,11 +78,12 @@ export class RegistryTransport {
   }
 
   /** The retry policy's hooks for one operation on this registry: events, close, final errors. */
-  retryHooks(what: string, url = `${this.registry}/v2/${shortPath(what)}`): RetryHooks {
+  retryHooks(what: string, url?: string): RetryHooks {
+    // Messages are made only when needed: a request that succeeds at once pays for none.
     return {
       policy: this.opts.retry,
       signal: this.closing,
-      onRetry: ({ retry, delayMs, reason }) => this.opts.onEvent?.({ kind: 'retry', registry: this.registry, url, attempt: retry, delayMs, reason }),
+      onRetry: ({ retry, delayMs, reason }) => this.opts.onEvent?.({ kind: 'retry', registry: this.registry, url: url ?? `${this.registry}/v2/${shortPath(what)}`, attempt: retry, delayMs, reason }),
       exhausted: (reason, attempts, last) => exhaustedError(this.registry, reason, shortPath(what), attempts, last),
       fatal: (err) => asRegistryError(err, this.registry, shortPath(what)),
     };

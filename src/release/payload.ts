@@ -61,7 +61,6 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
     if (err instanceof ManifestNotFoundError) throw new BadInputError(`release image ${named} not found; check the pullspec (and --mirror when reading from a mirror)`);
     throw err;
   }
-  if (image.listDigest === undefined) await checkSingleArch(client, ref, image.manifest.config, arch, named);
   const last = image.manifest.layers.at(-1);
   if (!last) throw new BadInputError(`${named} is not an OpenShift release image: it has no layers`);
   if (!/gzip/.test(last.mediaType)) {
@@ -69,7 +68,12 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
   }
 
   const warnings: string[] = [];
-  const files = await readManifestsLayer({ client, ref, layer: last, named, limits }, warnings);
+  // The config (architecture check) and the payload layer are read at once, not one after
+  // the other; a wrong architecture is the error that counts.
+  const reading = readManifestsLayer({ client, ref, layer: last, named, limits }, warnings);
+  reading.catch(() => undefined);
+  if (image.listDigest === undefined) await checkSingleArch(client, ref, image.manifest.config, arch, named);
+  const files = await reading;
   const refsText = files.get('image-references');
   if (refsText === undefined) {
     throw new BadInputError(`${named} is not an OpenShift release image: its last layer has no release-manifests/image-references`);

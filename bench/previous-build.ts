@@ -1,0 +1,52 @@
+/**
+ * The previous build of prestage beside this one, for benches that report both in one run:
+ * `git worktree add` of BENCH_BASELINE (default: the commit before the layered registry
+ * transport) into a temp dir, sharing this checkout's node_modules, compiled with tsc.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+export interface Build {
+  readonly name: string;
+  /** bin/prestage.js of that build. */
+  readonly bin: string;
+  /** Flags naming a plain-HTTP test registry insecure, as that build spells them. */
+  insecure(host: string): string[];
+  remove(): Promise<void>;
+}
+
+export const CURRENT: Build = {
+  name: 'this build',
+  bin: join(ROOT, 'bin/prestage.js'),
+  insecure: (host) => ['--insecure-registry', host],
+  remove: async () => undefined,
+};
+
+export async function previousBuild(): Promise<Build> {
+  const ref = process.env.BENCH_BASELINE
+    ?? `${(await run('git', ['log', '-1', '--format=%H', '--grep=^registry transport in layers'], { cwd: ROOT })).stdout.trim()}^`;
+  const { stdout: commit } = await run('git', ['rev-parse', '--short', ref], { cwd: ROOT });
+  const dir = join(tmpdir(), `prestage-baseline-${commit.trim()}`);
+  if (!existsSync(join(dir, 'dist'))) {
+    if (!existsSync(dir)) await run('git', ['worktree', 'add', '--detach', dir, ref], { cwd: ROOT });
+    if (!existsSync(join(dir, 'node_modules'))) await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+    await run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir });
+  }
+  return {
+    name: `previous (${commit.trim()})`,
+    bin: join(dir, 'bin/prestage.js'),
+    // Before --insecure-registry, one switch for every registry.
+    insecure: () => ['--tls-verify=false'],
+    remove: async () => {
+      await run('git', ['worktree', 'remove', '--force', dir], { cwd: ROOT });
+    },
+  };
+}
