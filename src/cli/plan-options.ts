@@ -4,6 +4,7 @@ import { KubeClient } from '../cluster/kube.js';
 import { loadKubeconfig } from '../cluster/kubeconfig.js';
 import { readClusterVersion } from '../cluster/live-cluster.js';
 import { parseReleaseVersion, resolveUpdate, riskLines } from '../cluster/release-lifecycle.js';
+import { BadInputError } from '../errors.js';
 import { readImagesFile, type PlanOptions } from '../plan/build.js';
 import { CAPABILITY_SETS, DEFAULT_FEATURE_SET, DEFAULT_PROFILE } from '../plan/inclusion.js';
 import { parsePlatform, PLATFORMS } from '../plan/platform.js';
@@ -75,7 +76,10 @@ export function withToOptions<T>(y: Argv<T>): Argv<T & ToFlags> {
       describe: 'Release VERSION instead of RELEASE: an update the cluster offers (ClusterVersion status.availableUpdates), resolved to its pullspec as oc adm upgrade --to does',
     })
     .option('allow-not-recommended', { type: 'boolean', default: false, describe: 'With --to: accept a conditional update the cluster does not recommend (its risks are printed)' })
-    .check((argv) => ((argv['release'] === undefined) !== (argv['to'] === undefined) ? true : 'name the release as the RELEASE argument or as --to VERSION, exactly one of them')) as unknown as Argv<T & ToFlags>;
+    .check((argv) => {
+      if ((argv['release'] === undefined) === (argv['to'] === undefined)) throw new BadInputError('name the release as the RELEASE argument or as --to VERSION, exactly one of them');
+      return true;
+    }) as unknown as Argv<T & ToFlags>;
 }
 
 /** The pullspec to plan; `--to` reads ClusterVersion, and `warn`s each risk of a conditional update accepted. */

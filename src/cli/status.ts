@@ -46,7 +46,10 @@ export function statusCommand(ctx: CommandContext, scriptName: string) {
             describe: 'The sets of this release VERSION, then READY (exit 0) only when each is current on every node it targets, else NOT READY naming what is missing (exit 1)',
           })
           .option('output', { alias: 'o', choices: ['table', 'json', 'yaml'] as const, default: 'table' as const, describe: 'Output format' })
-          .check((argv) => (argv['release'] !== undefined && (argv['sets'] as string[] | undefined)?.length ? 'name sets or --release VERSION, not both' : true)),
+          .check((argv) => {
+            if (argv['release'] !== undefined && (argv['sets'] as string[] | undefined)?.length) throw new BadInputError('name sets or --release VERSION, not both');
+            return true;
+          }),
       ),
     handler: async (args: any) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
