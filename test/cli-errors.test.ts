@@ -191,7 +191,7 @@ describe('plan output against the harness registry', () => {
 });
 
 describe('help and completion', () => {
-  it.each(['plan', 'bundle', 'install', 'apply', 'wait', 'status', 'stage', 'agent'])('%s --help shows examples and the exit codes', async (command) => {
+  it.each(['plan', 'bundle', 'install', 'apply', 'wait', 'status', 'ready', 'stage', 'prune', 'agent'])('%s --help shows examples and the exit codes', async (command) => {
     const result = await runBin('prestage', [command, '--help']);
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(new RegExp(`Examples:\\n  # .+\\n  prestage ${command}\\b`));
@@ -202,7 +202,7 @@ describe('help and completion', () => {
   it('--help lists every command without loading them, with the exit codes', async () => {
     const result = await runBin('prestage', ['--help']);
     expect(result.code).toBe(0);
-    for (const command of ['plan <release>', 'bundle <command>', 'install', 'apply <source>', 'wait [sets..]', 'status [sets..]', 'stage <release>', 'agent', 'completion']) {
+    for (const command of ['plan [release]', 'bundle <command>', 'install', 'apply <source>', 'wait [sets..]', 'status [sets..]', 'ready <release-version>', 'stage [release]', 'prune', 'agent', 'completion']) {
       expect(result.stdout).toContain(`prestage ${command}`);
     }
     expect(result.stdout).toContain('  124  timeout (wait, stage)');
