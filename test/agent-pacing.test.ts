@@ -171,7 +171,9 @@ describe('1000 waiting nodes', () => {
     const windowMs = 20_000;
     const counter = { requests: 0, watches: 0 };
     const clients = Array.from({ length: nodes }, () => new TestClient(cluster.kubeConfig, counter));
-    const simulated = clients.map((client, index) => pacer(client, { namespace: ns, holder: `node-${index}`, slots, leaseDurationSeconds: leaseSeconds, contentionJitterMs: 1_000 }));
+    // The default contention jitter, as the agent runs.
+    const simulated = clients.map((client, index) => new LeasePacer(client, { namespace: ns, holder: `node-${index}`, slots, leaseDurationSeconds: leaseSeconds, log }));
+    pacers.push(...simulated);
     let pulls = 0;
     let maxHolding = 0;
     let holding = 0;

@@ -33,7 +33,11 @@ export interface LeasePacerOptions {
   /** This node's name: the Lease holder identity. */
   readonly holder: string;
   readonly leaseDurationSeconds?: number;
-  /** Longest random delay before trying a slot seen free; default 1 s. */
+  /**
+   * Longest random delay before trying a slot seen free; default 5 s. The first of N waiting
+   * nodes tries after about this / N, and the others see its write before their turn: the wider
+   * the window, the fewer conflicting writes per hand-off (a pull takes minutes; a second is cheap).
+   */
   readonly contentionJitterMs?: number;
   /** This node's clock, for the times it writes into Leases (tests skew it). */
   readonly now?: () => number;
@@ -41,6 +45,7 @@ export interface LeasePacerOptions {
 }
 
 export const PULL_SLOT_PREFIX = 'prestage-pull-slot-';
+const DEFAULT_CONTENTION_JITTER_MS = 5_000;
 /** On every pull-slot Lease: the watch selects them by it. */
 export const PULL_SLOT_LABEL = 'prestage.dev/pull-slot';
 
@@ -81,7 +86,7 @@ export class LeasePacer implements PullPacer {
         if (!this.free(name)) continue;
         // Every waiting node saw the same event: a random delay and a fresh look let the first
         // winner's write reach the others before they try too.
-        await sleep(Math.random() * (this.options.contentionJitterMs ?? 1_000));
+        await sleep(Math.random() * (this.options.contentionJitterMs ?? DEFAULT_CONTENTION_JITTER_MS));
         if (!this.free(name)) continue;
         const lease = await this.take(name).catch((error: Error) => {
           this.options.log.warn({ slot: name, err: error.message }, 'cannot take a pull slot');
@@ -129,7 +134,8 @@ export class LeasePacer implements PullPacer {
   /** The next watch event, or the moment the first held Lease expires by our clock. */
   private async nextChangeOrExpiry(): Promise<void> {
     const expiries = [...this.informer.items].filter(([, lease]) => lease.spec?.holderIdentity).map(([name, lease]) => this.expiresAt(name, lease));
-    const wait = Math.max(0, Math.min(this.durationMs, ...expiries) - Date.now()) + 10;
+    // Re-checked at least once a lease duration, however quiet the watch.
+    const wait = Math.max(0, Math.min(Date.now() + this.durationMs, ...expiries) - Date.now()) + 10;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.changed.promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, wait)))]);
     clearTimeout(timer);
