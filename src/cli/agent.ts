@@ -130,6 +130,7 @@ export function agentCommand(ctx: CommandContext) {
         await agent.stop();
         await http.close();
       } finally {
+        pacer?.stop();
         await cluster.stop();
         await imageSizes.close();
         runtime.close();
