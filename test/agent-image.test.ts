@@ -7,13 +7,12 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { pack } from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../src/cli/main.js';
 import { finishedTar, sha256 } from './cluster/registry.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
+import { runCli as run } from './support/cli.js';
 
 let registry: RegistryHandle;
 let dir: string;
@@ -28,16 +27,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  stdout.on('data', (chunk: Buffer) => out.push(chunk));
-  stderr.on('data', (chunk: Buffer) => err.push(chunk));
-  const code = await main(argv, { stdout, stderr, scriptName: 'prestage' });
-  return { code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') };
-}
 
 const get = async (path: string, accept = 'application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json') => {
   const response = await fetch(`http://${registry.host}/v2/${path}`, { headers: { accept } });

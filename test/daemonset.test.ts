@@ -22,7 +22,6 @@
  *   mount (systemd makes / shared on real nodes; / is private here).
  */
 import { execFile } from 'node:child_process';
-import { PassThrough } from 'node:stream';
 import { readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -34,14 +33,14 @@ import { pack } from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION, CRDS, GROUP, NODE_PINNED_IMAGES, VERSION, type NodePinnedImages } from '../src/api/prestage.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
-import { AGENT_NAME, installManifests, NODE_NAME_EXTRA } from '../src/install/manifests.js';
-import { main } from '../src/cli/main.js';
+import { AGENT_NAME, installManifests } from '../src/install/manifests.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { kubeconfig as kubeconfigFor } from './cluster/control-plane.js';
 import { Daemon, waitFor } from './cluster/processes.js';
 import { freePorts } from './cluster/ports.js';
 import { startRegistry, type RegistryHandle } from './harness/registry.js';
 import { finishedTar, sha256 } from './cluster/registry.js';
+import { runCli } from './support/cli.js';
 
 const run = promisify(execFile);
 const NAMESPACE = 'prestage';
@@ -264,16 +263,6 @@ function testbedDaemonSet(manifests: Manifest[]) {
   return daemonSet;
 }
 
-async function runCli(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  stdout.on('data', (chunk: Buffer) => out.push(chunk));
-  stderr.on('data', (chunk: Buffer) => err.push(chunk));
-  const code = await main(argv, { stdout, stderr, scriptName: 'prestage' });
-  return { code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') };
-}
 
 async function findProjectedToken(podUid: string): Promise<string> {
   const volumes = join(kubeletRoot, 'pods', podUid, 'volumes', 'kubernetes.io~projected');

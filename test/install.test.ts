@@ -3,7 +3,6 @@
  * and the admission policy lets an agent write only its own node's NodePinnedImages, judged by
  * the node name in its pod-bound ServiceAccount token.
  */
-import { PassThrough } from 'node:stream';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import yaml from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,12 +10,12 @@ import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION } fr
 import { KubeAgentCluster } from '../src/agent/kube.js';
 import { KubeClient } from '../src/cluster/kube.js';
 import { LeasePacer, PULL_SLOT_PREFIX } from '../src/agent/pacing.js';
-import { main } from '../src/cli/main.js';
 import { AGENT_NAME } from '../src/install/manifests.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { createLogger } from '../src/telemetry/log.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { waitFor } from './cluster/processes.js';
+import { runCli as run } from './support/cli.js';
 
 const NAMESPACE = 'prestage';
 let cluster: TestCluster;
@@ -29,16 +28,6 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  stdout.on('data', (chunk: Buffer) => out.push(chunk));
-  stderr.on('data', (chunk: Buffer) => err.push(chunk));
-  const code = await main(argv, { stdout, stderr, scriptName: 'prestage' });
-  return { code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') };
-}
 
 /** A pod-bound token for the agent ServiceAccount, as the kubelet would mount it on `nodeName`. */
 async function agentTokenOn(nodeName: string): Promise<string> {
