@@ -201,20 +201,22 @@ describe('names MCO accepts (PinnedImageSet CEL rules)', () => {
 
   it('refuses -o yaml and --output-dir for MCO when a name is localhost:PORT, naming it and the fix; the agent API and -o json take it', async () => {
     const local = `localhost:${registry.host.split(':')[1]}`;
+    // The registry named as localhost:PORT, plain HTTP: named insecure as the user would.
+    const insecure = [...mirror, '--insecure-registry', local];
     const message = `prestage: error: MCO's PinnedImageSet would reject ${releaseAt(local)}: its registry host ${local} is not a dotted name or IP address; plan the release by its source name (quay.io/...) with --mirror SOURCE=MIRROR, which keeps the source names, or use --api prestage (the prestage agent)\n`;
     for (const api of ['mco', 'mco-v1alpha1']) {
-      const r = await runCli(['plan', named(local), ...mirror, '-o', 'yaml', '--api', api]);
+      const r = await runCli(['plan', named(local), ...insecure, '-o', 'yaml', '--api', api]);
       expect(r).toEqual({ code: 2, stdout: '', stderr: message });
     }
     const dir = join(await mkdtemp(join(tmpdir(), 'prestage-names-')), 'gitops');
-    const written = await runCli(['plan', named(local), ...mirror, '--output-dir', dir, '-o', 'json']);
+    const written = await runCli(['plan', named(local), ...insecure, '--output-dir', dir, '-o', 'json']);
     expect(written).toEqual({ code: 2, stdout: '', stderr: message });
     await expect(readdir(dir)).rejects.toThrow(/ENOENT/);
 
-    const agent = await runCli(['plan', named(local), ...mirror, '-o', 'yaml', '--api', 'prestage']);
+    const agent = await runCli(['plan', named(local), ...insecure, '-o', 'yaml', '--api', 'prestage']);
     expect(agent.code).toBe(0);
     expect(agent.stdout).toContain(releaseAt(local));
-    const json = await runCli(['plan', named(local), ...mirror, '-o', 'json']);
+    const json = await runCli(['plan', named(local), ...insecure, '-o', 'json']);
     expect(json.code).toBe(0);
     expect((JSON.parse(json.stdout) as Plan).release.pullSpec).toBe(releaseAt(local));
   });
@@ -238,7 +240,7 @@ describe('names MCO accepts (PinnedImageSet CEL rules)', () => {
       expect((await fetch(`${to}/manifests/${truth.release.tag}`, { method: 'PUT', body: manifest, headers: { 'content-type': accept } })).status).toBe(201);
 
       const release = `${deep.host}/prefix/openshift/release-images@${truth.release.image.digest}`;
-      const r = await runCli(['plan', `${deep.host}/prefix/openshift/release-images:${truth.release.tag}`, ...mirror, '-o', 'yaml']);
+      const r = await runCli(['plan', `${deep.host}/prefix/openshift/release-images:${truth.release.tag}`, ...mirror, '--insecure-registry', deep.host, '-o', 'yaml']);
       expect(r).toEqual({
         code: 2,
         stdout: '',
@@ -361,7 +363,7 @@ describe('the bins', () => {
     expect(r.stderr).toMatch(/^oc prestage: error: invalid image reference/);
     const help = await runBin('kubectl-prestage', ['--help']);
     expect(help.code).toBe(0);
-    expect(help.stdout).toContain('kubectl prestage plan <release>');
+    expect(help.stdout).toContain('kubectl prestage plan [release]');
   });
 
   it('plans as a real process', async () => {
