@@ -6,11 +6,11 @@ import { AGENT_PATHS, projectAgent } from './backend.js';
 
 const MiB = 2 ** 20;
 
-function view(generation: number, entry: PinnedImageSetStatus): ClusterView {
+function view(generation: number, entry: PinnedImageSetStatus, uid?: string): ClusterView {
   const set: PinnedImageSet = {
     apiVersion: 'prestage.dev/v1alpha1',
     kind: 'PinnedImageSet',
-    metadata: { name: 'workers', generation },
+    metadata: { name: 'workers', generation, ...(uid ? { uid } : {}) },
     spec: { pinnedImages: entry.images.map((image) => ({ name: image.name })) },
   };
   const status: NodePinnedImages = { apiVersion: 'prestage.dev/v1alpha1', kind: 'NodePinnedImages', metadata: { name: 'worker-0' }, spec: { nodeName: 'worker-0' }, status: { pinnedImageSets: [entry] } };
@@ -41,5 +41,13 @@ describe('projectAgent bytes', () => {
     const [stale] = projectAgent(view(2, { name: 'workers', desiredGeneration: 1, bytes: 7 * MiB, pulledBytes: 7 * MiB, images }), ['workers']).sets[0]!.nodes;
     expect(stale).toMatchObject({ phase: 'pending' });
     expect(stale?.bytes).toBeUndefined();
+  });
+});
+
+describe('projectAgent set identity', () => {
+  const done = { name: 'workers', uid: 'uid-old', desiredGeneration: 1, currentGeneration: 1, images: [{ ...images[0]! }] };
+  it('reads a node entry only for the set it was written for: a set deleted and created again is pending until the agent reports it', () => {
+    expect(projectAgent(view(1, done, 'uid-old'), ['workers']).sets[0]!.nodes[0]).toMatchObject({ phase: 'done' });
+    expect(projectAgent(view(1, done, 'uid-new'), ['workers']).sets[0]!.nodes[0]).toMatchObject({ phase: 'pending', currentGeneration: 0 });
   });
 });

@@ -74,13 +74,14 @@ export function projectAgent(view: ClusterView, names: readonly string[] | undef
       if (!set) return { name, exists: false, generation: 0, nodes: [] };
       const generation = set.metadata.generation ?? 1;
       const targets = nodes.filter((n) => matchesSelector(n.metadata.labels, set.spec.nodeSelector as LabelSelector | undefined)).map((n) => n.metadata.name).sort();
-      return { name, exists: true, generation, nodes: targets.map((node) => nodeProgress(node, name, generation, statuses.get(node))) };
+      return { name, exists: true, generation, nodes: targets.map((node) => nodeProgress(node, name, generation, set.metadata.uid, statuses.get(node))) };
     }),
   };
 }
 
-function nodeProgress(node: string, set: string, generation: number, status: NodePinnedImages | undefined): NodeSetProgress {
-  const entry = status?.status?.pinnedImageSets?.find((s) => s.name === set);
+function nodeProgress(node: string, set: string, generation: number, uid: string | undefined, status: NodePinnedImages | undefined): NodeSetProgress {
+  // An entry of another set of the same name (deleted and created again) says nothing of this one.
+  const entry = status?.status?.pinnedImageSets?.find((s) => s.name === set && (!s.uid || !uid || s.uid === uid));
   const desiredGeneration = entry?.desiredGeneration ?? 0;
   const currentGeneration = entry?.currentGeneration ?? 0;
   const images = entry?.images ?? [];
