@@ -93,11 +93,12 @@ function bundledImages(): Array<{ pullSpec: string; digest: string; config: { di
 /** What the bundled images consist of: manifests, configs and layers by digest. */
 function releaseBlobs(): { manifests: Set<string>; blobs: Map<string, number> } {
   const blobs = new Map<string, number>();
-  for (const image of bundledImages()) {
+  const images = bundledImages();
+  for (const image of images) {
     blobs.set(image.config.digest, image.config.size);
     for (const l of image.layers) blobs.set(l.digest, l.size);
   }
-  return { manifests: new Set(bundledImages().map((i) => i.digest)), blobs };
+  return { manifests: new Set(images.map((i) => i.digest)), blobs };
 }
 
 const largestLayer = () => bundledImages().flatMap((i) => i.layers).reduce((a, b) => (b.size > a.size ? b : a));

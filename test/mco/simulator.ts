@@ -166,8 +166,9 @@ export class McoSimulator extends NodePlayer {
     const key = JSON.stringify([synchronizer, condition]);
     if (this.poolStatus.get(pool.metadata.name) === key) return;
     this.poolStatus.set(pool.metadata.name, key);
+    // The condition's previous transition time comes from the watched pool; no read before the write.
+    const previous = (pool.status?.['conditions'] ?? []) as Condition[];
     this.write(`pool-status/${pool.metadata.name}`, async () => {
-      const previous = ((await this.client.get<Pool>(`${this.paths.machineConfigPools}/${pool.metadata.name}`)).status?.['conditions'] ?? []) as Condition[];
       await this.client.apply(`${this.paths.machineConfigPools}/${pool.metadata.name}/status`, {
         apiVersion: `${MCO_GROUP}/v1`,
         kind: 'MachineConfigPool',
