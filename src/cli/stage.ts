@@ -9,6 +9,7 @@ import { desiredSetsFromPlan } from '../cluster/desired-sets.js';
 import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
 import type { KubeClient, KubeList, KubeObject } from '../cluster/kube.js';
 import { ClusterError } from '../errors.js';
+import type { Plan } from '../plan/types.js';
 import { formatBytes, renderPlanTable } from '../render/table.js';
 import { planRelease, renderApplyOutcomes, withReleasePlanOptions } from './apply.js';
 import type { CommandContext } from './context.js';
@@ -29,11 +30,24 @@ export function parseQuantity(text: string): number | undefined {
   return match && factor !== undefined ? Number(match[1]) * factor : undefined;
 }
 
-/** Bytes each target node must hold, summed over the sets it gets; throws when one cannot. */
-export async function checkNodeDisks(client: KubeClient, backend: PinningBackend, sets: readonly DesiredSet[]): Promise<Map<string, number>> {
+/**
+ * Bytes each target node must hold, summed over the sets it gets; throws when one cannot. A node
+ * the plan sized against what it runs now (`plan.nodes`, a live cluster) needs only its new
+ * bytes, when the sets it gets are the ones the plan sized it for.
+ */
+export async function checkNodeDisks(client: KubeClient, backend: PinningBackend, sets: readonly DesiredSet[], planned: Plan['nodes'] = []): Promise<Map<string, number>> {
   const need = new Map<string, number>();
+  const targeted = new Map<string, string[]>();
   for (const set of sets) {
-    for (const node of await backend.targetNodes(set)) need.set(node, (need.get(node) ?? 0) + (set.diskBytes ?? 0));
+    for (const node of await backend.targetNodes(set)) {
+      need.set(node, (need.get(node) ?? 0) + (set.diskBytes ?? 0));
+      targeted.set(node, [...(targeted.get(node) ?? []), set.name]);
+    }
+  }
+  for (const entry of planned) {
+    for (const node of entry.nodes) {
+      if (sameSets(targeted.get(node) ?? [], entry.sets)) need.set(node, entry.newDiskBytes);
+    }
   }
   const nodes = await client.get<KubeList<KubeObject & { status?: { allocatable?: Record<string, string> } }>>('/api/v1/nodes');
   const short = nodes.items.flatMap((node) => {
@@ -43,6 +57,10 @@ export async function checkNodeDisks(client: KubeClient, backend: PinningBackend
   });
   if (short.length) throw new ClusterError(`not enough ephemeral storage for the sets on ${short.length} node(s): ${short.join(', ')}`);
   return need;
+}
+
+function sameSets(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && [...a].sort().join('\n') === [...b].sort().join('\n');
 }
 
 export function stageCommand(ctx: CommandContext, scriptName: string) {
@@ -59,7 +77,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       const sets = desiredSetsFromPlan(plan);
       // Progress goes to stdout; with -o json only the events do, so the table goes to stderr.
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(renderPlanTable(plan));
-      await checkNodeDisks(client, backend, sets);
+      await checkNodeDisks(client, backend, sets, plan.nodes);
       const applied = renderApplyOutcomes(await backend.apply(sets, { dryRun: false }), false);
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(applied);
       await runWait(backend, sets.map((s) => s.name), args as WaitFlags, ctx);

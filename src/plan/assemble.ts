@@ -5,6 +5,7 @@
 import type { ComponentImage } from '../release/image-references.js';
 import type { ReleaseInfo } from '../release/payload.js';
 import type { Classification } from './classify.js';
+import { newBytesPerNode, type HeldLayers, type NodeHolding } from './held.js';
 import type { MeasuredImage } from './sizes.js';
 import { PLAN_API_VERSION, type ImageRole, type Plan, type PlanCluster, type PlannedImage, type PlannedSet, type SetRole, type SkippedImage } from './types.js';
 
@@ -33,6 +34,8 @@ export interface PlanInput {
   readonly cluster: PlanCluster;
   readonly namePrefix: string;
   readonly warnings: readonly string[];
+  /** A live cluster: the images each node runs and their layers, for the new bytes per node. */
+  readonly held?: { readonly nodes: readonly NodeHolding[]; readonly layers: HeldLayers };
 }
 
 export function assemblePlan(input: PlanInput): Plan {
@@ -86,6 +89,7 @@ export function assemblePlan(input: PlanInput): Plan {
     images: unique,
     skipped,
     sets,
+    ...(input.held ? { nodes: newBytesPerNode(unique, sets, input.held.nodes, input.held.layers) } : {}),
     warnings: [...new Set(input.warnings)].sort(),
   };
 }

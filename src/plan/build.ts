@@ -3,16 +3,17 @@
  * assemble (pure).
  */
 import { readFileSync } from 'node:fs';
-import { BadInputError } from '../errors.js';
-import type { RegistryClient } from '../registry/client.js';
+import { BadInputError, RegistryError } from '../errors.js';
+import { PlatformNotFoundError, type RegistryClient } from '../registry/client.js';
 import { digestReference, parseReference } from '../registry/reference.js';
-import { readRelease } from '../release/payload.js';
+import { readRelease, type ReleaseFacts } from '../release/payload.js';
 import type { ComponentImage } from '../release/image-references.js';
 import { assemblePlan, type ExtraImage } from './assemble.js';
 import { classifyComponents, type Classification, type ClassifyOptions } from './classify.js';
 import { checkInclusionOptions, enabledCapabilities, vocabularyOf } from './inclusion.js';
 import { PLATFORMS, type Platform } from './platform.js';
 import { measureImages, type MeasuredImage } from './sizes.js';
+import type { NodeHolding } from './held.js';
 import { classifyLive, type LiveCluster } from './live.js';
 import type { ImageRole, Plan, PlanObserved } from './types.js';
 
@@ -53,9 +54,10 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   checkInclusionOptions(classifyOptions, vocabulary);
   let classifications = classifyComponents(facts.components, facts.documents, classifyOptions);
   let observed: PlanObserved | undefined;
+  let current: ReleaseFacts | undefined;
   if (live) {
     onProgress?.({ phase: 'release', release: live.release.pullSpec });
-    const current = await readRelease(client, live.release.pullSpec, opts.arch);
+    current = await readRelease(client, live.release.pullSpec, opts.arch);
     const planned = classifyLive({
       cluster: live,
       current: { version: current.release.version, digest: current.release.digest, components: current.components },
@@ -86,6 +88,8 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
     return { name: ref.repository.split('/').at(-1)!, pullSpec: digestReference(ref, m.digest), digest: m.digest, role: opts.extraRole, measured: m };
   });
   if (!platform) warnPlatformSavings(kept, classifications, sizes, warnings);
+  const measuredByDigest = new Map([[releaseImage.digest, releaseImage], ...[...sizes.values(), ...extras.map((e) => e.measured)].map((m) => [m.digest, m] as const)]);
+  const held = live && current ? await readHeld(client, live, [current, facts], measuredByDigest, opts.arch, warnings) : undefined;
 
   return assemblePlan({
     release: facts.release,
@@ -104,7 +108,46 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
     },
     namePrefix: opts.namePrefix,
     warnings,
+    ...(held ? { held } : {}),
   });
+}
+
+/**
+ * What each node of a live cluster runs now, and the layers of those images: the release images
+ * (current or target) its Pods name, read from the registry unless the plan measured them. An
+ * image that cannot be read counts as not held (its layers are new): a warning, not a failure.
+ */
+async function readHeld(
+  client: RegistryClient,
+  live: LiveCluster,
+  releases: readonly ReleaseFacts[],
+  measured: ReadonlyMap<string, MeasuredImage>,
+  arch: string,
+  warnings: string[],
+): Promise<{ nodes: NodeHolding[]; layers: Map<string, readonly string[]> }> {
+  const pullSpecOf = new Map<string, string>();
+  for (const release of releases) {
+    pullSpecOf.set(release.release.digest, release.release.pullSpec);
+    for (const c of release.components) pullSpecOf.set(c.digest, c.pullSpec);
+  }
+  const running = new Map<string, Set<string>>(live.nodes.map((n) => [n.name, new Set()]));
+  for (const pod of live.pods) for (const digest of pod.digests) running.get(pod.node)?.add(digest);
+  const wanted = new Set([...running.values()].flatMap((digests) => [...digests].filter((d) => pullSpecOf.has(d))));
+  const layers = new Map<string, readonly string[]>();
+  const unread: string[] = [];
+  await Promise.all([...wanted].map(async (digest) => {
+    const known = measured.get(digest);
+    if (known) return layers.set(digest, known.layers.map((l) => l.digest));
+    try {
+      const image = await client.resolveImage(parseReference(pullSpecOf.get(digest)!), arch);
+      layers.set(digest, image.manifest.layers.map((l) => l.digest));
+    } catch (error) {
+      if (!(error instanceof RegistryError || error instanceof PlatformNotFoundError)) throw error;
+      unread.push(pullSpecOf.get(digest)!);
+    }
+  }));
+  if (unread.length > 0) warnings.push(`${unread.length} image(s) the nodes run could not be read (${unread.sort()[0]}${unread.length > 1 ? ', ...' : ''}): their layers count as new bytes`);
+  return { nodes: live.nodes.map((n) => ({ name: n.name, role: n.role, images: [...running.get(n.name)!].sort() })), layers };
 }
 
 /** The cluster's Infrastructure platform; one prestage does not know keeps every platform's images. */

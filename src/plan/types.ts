@@ -98,6 +98,28 @@ export interface PlanObserved {
   readonly releasePods: number;
 }
 
+/**
+ * What a role's sets add to nodes that run the same images now (a live cluster only): nodes with
+ * equal figures are one entry. Layers count as containers/storage stores them (by chain: a layer
+ * over the same layers below it is stored once), so layers the node's running images hold are not
+ * new; images it holds but runs in no Pod are not seen, so the new figures are upper bounds.
+ */
+export interface PlannedNodeBytes {
+  readonly role: SetRole;
+  /** Node names, sorted. */
+  readonly nodes: readonly string[];
+  /** The sets that target these nodes. */
+  readonly sets: readonly string[];
+  /** Uncompressed bytes the sets' images take on a node. */
+  readonly diskBytes: number;
+  /** Of those, already stored: layers of the images the node runs now. */
+  readonly heldDiskBytes: number;
+  /** Of those, not yet stored: what the node's disk must still hold. */
+  readonly newDiskBytes: number;
+  /** Blobs a node still downloads: its new layers (compressed) and the configs of images it does not run. */
+  readonly newCompressedBytes: number;
+}
+
 export interface PlanRelease {
   readonly pullSpec: string;
   readonly digest: string;
@@ -118,5 +140,7 @@ export interface Plan {
   /** Release images in no set, with why. */
   readonly skipped: readonly SkippedImage[];
   readonly sets: readonly PlannedSet[];
+  /** Planned from a live cluster: new bytes per node, against what each runs now. */
+  readonly nodes?: readonly PlannedNodeBytes[];
   readonly warnings: readonly string[];
 }

@@ -41,6 +41,7 @@ export function renderPlanTable(plan: Plan, wide = false): string {
     [['SET', 'ROLE', 'IMAGES', 'COMPRESSED', 'ON DISK', 'SIZES'], ...plan.sets.map((s) => [s.name, s.role, String(s.images.length), formatBytes(s.compressedBytes), formatBytes(s.diskBytes), estimateText(s)])],
     new Set([2, 3, 4]),
   ));
+  if (plan.nodes && plan.nodes.length > 0) out.push('', ...nodeBytesLines(plan));
   const byPullSpec = new Map(plan.images.map((i) => [i.pullSpec, i]));
   for (const set of plan.sets) {
     const images = set.images.map((p) => byPullSpec.get(p)!).sort((a, b) => b.diskBytes - a.diskBytes || a.name.localeCompare(b.name));
@@ -60,6 +61,18 @@ export function renderPlanTable(plan: Plan, wide = false): string {
     for (const w of plan.warnings) out.push(`  - ${w}`);
   }
   return `${out.join('\n')}\n`;
+}
+
+/** New bytes per node: what stage will download and store, against what each node runs now. */
+function nodeBytesLines(plan: Plan): string[] {
+  const names = (nodes: readonly string[]) => (nodes.length <= 3 ? nodes.join(', ') : `${nodes.slice(0, 2).join(', ')} and ${nodes.length - 2} more`);
+  return [
+    `New bytes per node (layers of the images each node runs now${plan.cluster.observed ? `, ${plan.cluster.observed.version}` : ''}, are not new):`,
+    table(
+      [['NODES', 'ROLE', 'DOWNLOAD', 'NEW ON DISK', 'ALREADY HELD', 'SETS ON DISK'], ...plan.nodes!.map((n) => [names(n.nodes), n.role, formatBytes(n.newCompressedBytes), formatBytes(n.newDiskBytes), formatBytes(n.heldDiskBytes), formatBytes(n.diskBytes)])],
+      new Set([2, 3, 4, 5]),
+    ),
+  ];
 }
 
 function imageRow(i: PlannedImage, wide: boolean): string[] {
