@@ -20,13 +20,13 @@ export const ExitCode = {
 export const EXIT_CODES_HELP = [
   'Exit codes:',
   '  0    ok (also when stdout is closed early, e.g. | head)',
-  '  1    a set failed on a node (wait, stage, agent --once)',
+  '  1    a set failed on a node (wait, stage, agent --once); NOT READY (ready); NOT VERIFIED (verify)',
   '  2    bad input: flags, files, references, unknown sets',
   '  3    registry or network failure after retries',
   '  4    Kubernetes API failure or refusal',
   '  70   internal error (a bug; PRESTAGE_DEBUG=1 shows the stack)',
   '  74   output could not be written (disk full)',
-  '  124  timeout (wait, stage)',
+  '  124  timeout (wait, stage); verify: a targeted node did not answer',
 ].join('\n');
 
 export abstract class PrestageError extends Error {

@@ -7,10 +7,12 @@
  * Changes are reported only once both informers have listed and the Node has been seen: a pass
  * started from the sets' first events alone would not know the node's labels yet. A Node update
  * is reported only when its labels change (the kubelet rewrites its status every few seconds,
- * which selects no set differently).
+ * which selects no set differently). A set change that only stamps a new verify request
+ * (`prestage.dev/verify-requested`) is reported to `onVerify`, not as a change: answering it is a
+ * CRI ListImages, not a pass.
  */
 import type { Logger } from 'pino';
-import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, type NodePinnedImages, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
+import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERIFY_REQUESTED_ANNOTATION, VERSION, type NodePinnedImages, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
 import { ClusterError } from '../errors.js';
 import { Informer } from '../cluster/informer.js';
 import { KubeApiError, type KubeClient, type KubeObject } from '../cluster/kube.js';
@@ -35,6 +37,12 @@ export class KubeAgentCluster implements AgentCluster {
   /** The labels last reported: a Node change that keeps them starts no pass. */
   private reportedLabels: string | undefined;
   private notifyQueued = false;
+  /** What was last reported of the sets: all but their verify requests, and the requests alone. */
+  private reportedSets: string | undefined;
+  private reportedRequests: string | undefined;
+  /** Changes not reported yet (kept while not loaded). */
+  private changePending = false;
+  private verifyPending = false;
   private readonly whenLoaded: Promise<void>;
   private markLoaded: () => void = () => undefined;
 
@@ -45,12 +53,19 @@ export class KubeAgentCluster implements AgentCluster {
     private readonly onChange: () => void,
     /** The agent's own namespace: the Secrets sets name, and its Events. */
     private readonly namespace = 'prestage',
+    /** A set's verify request changed: answer it (`NodeAgent.verify`). */
+    private readonly onVerify: () => void = () => undefined,
   ) {
     this.whenLoaded = new Promise((resolve) => (this.markLoaded = resolve));
     const onRetry = (what: string) => (error: Error, delayMs: number) => log.warn({ err: error.message, delayMs }, `${what} watch failed; retrying`);
     this.sets = new Informer(client, `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`, {
       onChange: () => {
         this.setsListed = true;
+        const { sets, requests } = this.setsKeys();
+        if (sets !== this.reportedSets) this.changePending = true;
+        if (requests !== this.reportedRequests) this.verifyPending = true;
+        this.reportedSets = sets;
+        this.reportedRequests = requests;
         this.notify();
       },
       onRetry: onRetry('PinnedImageSet'),
@@ -64,6 +79,7 @@ export class KubeAgentCluster implements AgentCluster {
         const key = labels === undefined ? undefined : JSON.stringify(Object.entries(labels).sort());
         if (key === this.reportedLabels) return;
         this.reportedLabels = key;
+        this.changePending = true;
         this.notify();
       },
       onRetry: onRetry('Node'),
@@ -168,8 +184,27 @@ export class KubeAgentCluster implements AgentCluster {
       this.notifyQueued = false;
       if (this.stopping.signal.aborted || !this.loaded()) return;
       this.markLoaded();
-      this.onChange();
+      const [change, verify] = [this.changePending, this.verifyPending];
+      this.changePending = this.verifyPending = false;
+      if (change) this.onChange();
+      if (verify) this.onVerify();
     });
+  }
+
+  /**
+   * The sets as a pass sees them (all but the verify annotation), and their verify requests: a
+   * new request alone must not start a pass (with 1000 nodes, a verify would be 1000 passes).
+   */
+  private setsKeys(): { sets: string; requests: string } {
+    const sets: unknown[] = [];
+    const requests: string[] = [];
+    for (const set of [...this.sets.items.values()].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))) {
+      const { [VERIFY_REQUESTED_ANNOTATION]: request, ...annotations } = set.metadata.annotations ?? {};
+      const { metadata, ...rest } = set;
+      sets.push([metadata.name, metadata.uid, metadata.generation, metadata.labels, annotations, metadata['deletionTimestamp'], rest]);
+      if (request !== undefined) requests.push(`${metadata.name}/${metadata.uid}=${request}`);
+    }
+    return { sets: JSON.stringify(sets), requests: requests.join('\n') };
   }
 
   private async startInformer(informer: Informer<KubeObject>, what: string): Promise<void> {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it, vi } from 'vitest';
-import { API_VERSION, DISK_BYTES_ANNOTATION, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
+import { API_VERSION, DISK_BYTES_ANNOTATION, VERIFY_REQUESTED_ANNOTATION, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
 import type { PullAuth, RuntimeImage } from '../cri/client.js';
 import type { PullSecret } from '../registry/credentials.js';
 import { createLogger } from '../telemetry/log.js';
@@ -406,5 +406,59 @@ describe('NodeAgent progress writes', () => {
     const progress = writes.slice(0, -1);
     expect(progress.length).toBeGreaterThanOrEqual(1);
     for (let index = 1; index < progress.length; index++) expect(progress[index]! - progress[index - 1]!).toBeGreaterThanOrEqual(1_000);
+  });
+});
+
+describe('NodeAgent verify requests', () => {
+  const requested = (name: string, images: string[], request: string, selector?: PinnedImageSet['spec']['nodeSelector']): PinnedImageSet => ({
+    ...set(name, images, 1),
+    metadata: { name, uid: `uid-${name}`, generation: 1, annotations: { [VERIFY_REQUESTED_ANNOTATION]: request } },
+    spec: { pinnedImages: images.map((entry) => ({ name: entry })), ...(selector ? { nodeSelector: selector } : {}) },
+  });
+
+  it('answers from CRI as it is now (no pull, no pin), for the selecting sets that carry a request; later status writes keep the answer', async () => {
+    const runtime = new MemoryRuntime(100 * MiB);
+    const sets = [
+      requested('a', [image(1), image(2)], 'r1'),
+      set('b', [image(3)], 1),
+      requested('cp', [image(4)], 'r1', { matchExpressions: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'Exists' }] }),
+    ];
+    const cluster = fixedCluster(sets);
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0 });
+    await agent.reconcile();
+    expect(cluster.status?.pinnedImageSets?.every((entry) => entry.currentGeneration === 1)).toBe(true);
+
+    // Image 2 removed by hand, image 1 unpinned: the answer says so, and repairs nothing.
+    runtime.images.delete(image(2));
+    runtime.images.get(image(1))!.pinned = false;
+    const pulls = runtime.pulls.length;
+    await agent.verify();
+    expect(runtime.pulls).toHaveLength(pulls);
+    expect(runtime.images.get(image(1))?.pinned).toBe(false);
+    expect(cluster.status?.verified?.sets).toEqual([
+      { name: 'a', uid: 'uid-a', request: 'r1', images: 2, missingCount: 1, missing: [image(2)], unpinnedCount: 1, unpinned: [image(1)] },
+    ]);
+    expect(cluster.status?.verified?.time).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    // The rest of the status is the one last written.
+    expect(cluster.status?.pinnedImageSets?.map((entry) => entry.name)).toEqual(['a', 'b']);
+
+    // A pass repairs and writes its own status: the answer stays until the next request.
+    await agent.reconcile();
+    expect(cluster.status?.pinnedImageSets?.[0]?.currentGeneration).toBe(1);
+    expect(cluster.status?.verified?.sets[0]).toMatchObject({ request: 'r1', missingCount: 1 });
+    sets[0] = requested('a', [image(1), image(2)], 'r2');
+    await agent.verify();
+    expect(cluster.status?.verified?.sets).toEqual([{ name: 'a', uid: 'uid-a', request: 'r2', images: 2, missingCount: 0, missing: [], unpinnedCount: 0, unpinned: [] }]);
+  });
+
+  it('a restarted agent carries the answer the previous one left', async () => {
+    const runtime = new MemoryRuntime(100 * MiB);
+    const cluster = fixedCluster([set('b', [image(3)], 1)]);
+    const verified = { time: '2026-11-24T06:00:00Z', sets: [{ name: 'a', request: 'r0', images: 1, missingCount: 0, missing: [], unpinnedCount: 0, unpinned: [] }] };
+    cluster.status = { verified };
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0 });
+    await agent.reconcile();
+    expect(cluster.status?.verified).toEqual(verified);
+    expect(cluster.status?.pinnedImageSets?.[0]?.currentGeneration).toBe(1);
   });
 });

@@ -15,16 +15,19 @@ import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import {
   DISK_BYTES_ANNOTATION,
+  VERIFY_REQUESTED_ANNOTATION,
   isSetDone,
   type Condition,
   type ImageStatus,
   type NodePinnedImagesStatus,
+  type NodeVerification,
   type PinnedImageSet,
   type PinnedImageSetStatus,
 } from '../api/prestage.js';
 import type { PullAuth, RuntimeImage } from '../cri/client.js';
 import { findCredential, parsePullSecretFile, type PullSecret } from '../registry/credentials.js';
 import { parseReference } from '../registry/reference.js';
+import { verifySet } from '../verify/verdict.js';
 import { checkDisk, imageBytes } from './disk.js';
 import { hasLayers, type ImageLayers, type ImageSizeSource, type SizeResult } from './image-sizes.js';
 import type { AgentMetrics } from './metrics.js';
@@ -129,15 +132,25 @@ export class NodeAgent {
   private lastProgressAt = Date.now();
   /** Pulls in flight: by when CRI must have answered. */
   private readonly pullDeadlines = new Map<string, number>();
+  /** The last answer to verify requests, carried in every status written (the previous agent's after a restart). */
+  private verified: NodeVerification | undefined;
+  /** Status writes, one at a time, so a write never lands over a newer one that carries the latest answer. */
+  private writes: Promise<void> = Promise.resolve();
+  private verifying: Promise<void> | undefined;
+  private verifyAgain = false;
 
   constructor(private readonly options: NodeAgentOptions) {
     this.retry = options.retry ?? DEFAULT_RETRY;
   }
 
-  /** Reconcile now and on every resync tick; call trigger() when sets or the Node change. */
+  /**
+   * Reconcile now and on every resync tick; call trigger() when sets or the Node change, verify()
+   * when a set's verify request does. Requests made while the agent was down are answered now.
+   */
   start(): void {
     if (this.stopped) return;
     this.trigger();
+    void this.verify();
     const resyncMs = this.options.resyncMs ?? DEFAULT_RESYNC_MS;
     this.timer = setInterval(() => this.trigger(), resyncMs);
     this.timer.unref();
@@ -193,6 +206,8 @@ export class NodeAgent {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     await this.idle();
+    await this.verifying;
+    await this.writes;
   }
 
   /** One full pass. Exposed so tests and the CLI's `--once` can run exactly one. */
@@ -201,8 +216,12 @@ export class NodeAgent {
     this.setErrors = new Map();
     const labels = this.options.cluster.nodeLabels();
     if (!labels) throw new Error(`node ${this.options.nodeName} not seen yet`);
-    // Failures announced before a restart are in the status the previous agent left.
-    this.announced ??= failuresOf(await this.options.cluster.readStatus());
+    // Failures announced, and verify requests answered, before a restart are in the status the previous agent left.
+    if (!this.announced) {
+      const left = await this.options.cluster.readStatus();
+      this.announced = failuresOf(left);
+      this.verified ??= left?.verified;
+    }
 
     // Phase 1: pull what the selecting sets need and the disk allows.
     const sets = this.selectingSets();
@@ -225,7 +244,7 @@ export class NodeAgent {
     const slot = due.length > 0 && this.options.pacer ? await this.options.pacer.acquire() : undefined;
     const limit = pLimit(isControlPlane(labels) ? (this.options.controlPlaneConcurrency ?? this.options.concurrency) : this.options.concurrency);
     const progress = new StatusPublisher(async () => {
-      await this.options.cluster.writeStatus(await this.snapshot());
+      await this.writeStatus(await this.snapshot());
       this.progressed();
     });
     try {
@@ -257,10 +276,72 @@ export class NodeAgent {
 
     // Phase 2: pin LAST, from a fresh look at sets and the runtime.
     const status = await this.pinAndReport(filesystem);
-    await this.options.cluster.writeStatus(status);
+    await this.writeStatus(status);
     await this.announceNewFailures(status);
     log.debug({ sets: status.pinnedImageSets?.length }, 'reconciled');
     return status;
+  }
+
+  /**
+   * Answers the verify requests of the sets that select this node (their
+   * `prestage.dev/verify-requested` annotation): one CRI ListImages made after the requests were
+   * seen, per set its missing and unpinned images, in the status's `verified`. No pull, no pin:
+   * what the runtime holds now, not after a repair. Calls during one coalesce into one more.
+   */
+  verify(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    if (this.verifying) {
+      this.verifyAgain = true;
+      return this.verifying;
+    }
+    this.verifying = (async () => {
+      do {
+        this.verifyAgain = false;
+        try {
+          await this.answerVerifyRequests();
+        } catch (error) {
+          this.options.log.error({ err: (error as Error).message }, 'verify failed');
+        }
+      } while (this.verifyAgain && !this.stopped);
+      this.verifying = undefined;
+    })();
+    return this.verifying;
+  }
+
+  private async answerVerifyRequests(): Promise<void> {
+    if (!this.options.cluster.nodeLabels()) return;
+    // The sets first, then the runtime: the check is made after each request was seen.
+    const requested = this.selectingSets().filter((set) => set.metadata.annotations?.[VERIFY_REQUESTED_ANNOTATION]);
+    if (requested.length === 0) return;
+    const stored = await this.options.runtime.listImages();
+    this.verified = {
+      time: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+      sets: requested.map((set) =>
+        verifySet(
+          { name: set.metadata.name, ...(set.metadata.uid ? { uid: set.metadata.uid } : {}), images: set.spec.pinnedImages.map((entry) => entry.name) },
+          set.metadata.annotations![VERIFY_REQUESTED_ANNOTATION]!,
+          stored,
+        ),
+      ),
+    };
+    const missing = this.verified.sets.reduce((total, set) => total + set.missingCount + set.unpinnedCount, 0);
+    this.options.log.info({ sets: this.verified.sets.length, missingOrUnpinned: missing }, 'verify request answered');
+    // The status as last written, with this answer.
+    await this.writeStatus(async () => (await this.options.cluster.readStatus()) ?? {});
+  }
+
+  /**
+   * Every status write goes through here, in order: each carries the latest verify answer as of
+   * its turn (`status` may be a function, to read what to write only then).
+   */
+  private writeStatus(status: NodePinnedImagesStatus | (() => Promise<NodePinnedImagesStatus>)): Promise<void> {
+    const write = this.writes.then(async () => {
+      const { verified: previous, ...base } = typeof status === 'function' ? await status() : status;
+      const verified = this.verified ?? previous;
+      await this.options.cluster.writeStatus(verified ? { ...base, verified } : base);
+    });
+    this.writes = write.catch(() => undefined);
+    return write;
   }
 
   /**

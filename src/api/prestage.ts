@@ -25,6 +25,14 @@ export const NODE_PINNED_IMAGES = 'nodepinnedimages';
 /** Set annotation (rendered by `prestage plan`): bytes the set's images take on a node's disk. */
 export const DISK_BYTES_ANNOTATION = 'prestage.dev/disk-bytes';
 
+/**
+ * Set annotation `prestage verify` stamps (a fresh value per run): every agent the set selects
+ * answers it with a CRI check of the set's images now, in its status's `verified`.
+ */
+export const VERIFY_REQUESTED_ANNOTATION = 'prestage.dev/verify-requested';
+/** A verification names at most this many missing (and unpinned) images per set; its counts are exact. */
+export const MAX_VERIFY_NAMES = 64;
+
 export const MAX_PINNED_IMAGES = 500;
 /** A digest pullspec: whatever the repository, it must end in `@sha256:<64 hex>`. */
 export const DIGEST_PULLSPEC_PATTERN = '^[^\\s@]+@sha256:[a-f0-9]{64}$';
@@ -103,11 +111,35 @@ export interface Condition {
   observedGeneration?: number;
 }
 
+/** One set's images as the node's runtime listed them (CRI ListImages) when a verify request came. */
+export interface SetVerification {
+  name: string;
+  uid?: string;
+  /** The set's `prestage.dev/verify-requested` value this check answers. */
+  request: string;
+  /** Images in the set. */
+  images: number;
+  /** Not stored on the node: how many, and the first MAX_VERIFY_NAMES of them. */
+  missingCount: number;
+  missing: string[];
+  /** Stored but not pinned (the kubelet's image GC may delete them). */
+  unpinnedCount: number;
+  unpinned: string[];
+}
+
+/** The node's last answer to verify requests: a CRI check made after the requests were seen. */
+export interface NodeVerification {
+  /** When the runtime was asked (RFC 3339). */
+  time: string;
+  sets: SetVerification[];
+}
+
 export interface NodePinnedImagesStatus {
   observedGeneration?: number;
   conditions?: Condition[];
   pinnedImageSets?: PinnedImageSetStatus[];
   imageFilesystem?: { capacityBytes: number; freeBytes: number };
+  verified?: NodeVerification;
 }
 
 export interface NodePinnedImages {
@@ -282,6 +314,34 @@ export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = clusterScopedCrd
             imageFilesystem: {
               type: 'object',
               properties: { capacityBytes: { type: 'integer', format: 'int64' }, freeBytes: { type: 'integer', format: 'int64' } },
+            },
+            verified: {
+              type: 'object',
+              description: "The node's last answer to `prestage verify`: per set carrying prestage.dev/verify-requested, its images as CRI ListImages reported them then.",
+              required: ['time', 'sets'],
+              properties: {
+                time: { type: 'string', format: 'date-time' },
+                sets: {
+                  type: 'array',
+                  maxItems: 100,
+                  'x-kubernetes-list-type': 'map',
+                  'x-kubernetes-list-map-keys': ['name'],
+                  items: {
+                    type: 'object',
+                    required: ['name', 'request', 'images', 'missingCount', 'missing', 'unpinnedCount', 'unpinned'],
+                    properties: {
+                      name: { type: 'string', minLength: 1, maxLength: 253 },
+                      uid: { type: 'string', maxLength: 64 },
+                      request: { type: 'string', maxLength: 256 },
+                      images: { type: 'integer', format: 'int32', minimum: 0 },
+                      missingCount: { type: 'integer', format: 'int32', minimum: 0 },
+                      missing: { type: 'array', maxItems: MAX_VERIFY_NAMES, items: { type: 'string', maxLength: 512 } },
+                      unpinnedCount: { type: 'integer', format: 'int32', minimum: 0 },
+                      unpinned: { type: 'array', maxItems: MAX_VERIFY_NAMES, items: { type: 'string', maxLength: 512 } },
+                    },
+                  },
+                },
+              },
             },
             pinnedImageSets: {
               type: 'array',

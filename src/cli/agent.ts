@@ -85,6 +85,10 @@ export function agentCommand(ctx: CommandContext) {
           if (!args.once) agent?.trigger();
         },
         args.namespace,
+        // A `prestage verify` request: a CRI check of the requested sets, answered in the status.
+        () => {
+          if (!args.once) void agent?.verify();
+        },
       );
       const slots: number = args['max-pulling-nodes'];
       const pacer = slots > 0 ? new LeasePacer(client, { namespace: args.namespace, slots, holder: nodeName, log }) : undefined;

@@ -96,6 +96,15 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     examples: [['$0 ready 4.16.3 && oc adm upgrade --to 4.16.3', 'Start the upgrade only once its images are on every node']],
     load: async () => (await import('./status.js')).readyCommand,
   },
+  verify: {
+    usage: 'verify <release-version>',
+    describe: "Check by CRI, per node, that every image of the release's sets is present and pinned on every node they target (exit 0 VERIFIED, 1 NOT VERIFIED naming node and images, 124 nodes did not answer)",
+    examples: [
+      ['$0 verify 4.16.3', "Every node's agent lists its runtime's images now and answers; VERIFIED or NOT VERIFIED"],
+      ['$0 verify 4.16.3 --cri-socket /var/run/crio/crio.sock', "On a node (also under MCO): this node's sets against its CRI-O"],
+    ],
+    load: async () => (await import('./verify.js')).verifyCommand,
+  },
   prune: {
     usage: 'prune',
     describe: 'Delete the prestage sets of releases older than the one the cluster runs (once its upgrade is Completed)',
