@@ -12,34 +12,25 @@
  *   drop-in directory; here several CRI-Os run, one per simulated node); `hostNetwork: true` and
  *   KUBERNETES_SERVICE_HOST/PORT, because there is no pod network or kube-proxy to reach the API
  *   server and the registry, which listen on 127.0.0.1.
- * - CRI-O runs containers with runc (Debian's crun 1.8.1 rejects the OCI spec version CRI-O 1.34
- *   writes: "unknown version specified") through a shim that drops what this VM cannot grant:
- *   a negative oom_score_adj and CAP_SYS_RESOURCE (not in the bounding set) and hugepage limits
- *   (no hugetlb cgroup hierarchy). The pause image is a busybox `sleep` from the test registry.
- *   A loopback-only CNI network makes CRI-O report NetworkReady, so the Node goes Ready.
- * - The node directory is bind-mounted onto itself as rshared: CRI-O gives hostPath volumes that
- *   contain its storage root HostToContainer propagation, which needs a shared or slave source
- *   mount (systemd makes / shared on real nodes; / is private here).
+ * - The kubelet and what its node's CRI-O needs to run containers (runc through a shim, a busybox
+ *   pause image, a loopback CNI network, an rshared bind of the node directory, its own cgroup
+ *   root): test/cluster/kubelet.ts, which says why for each.
  */
 import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync, realpathSync } from 'node:fs';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { gzipSync } from 'node:zlib';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import yaml from 'js-yaml';
-import { pack } from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION, CRDS, GROUP, NODE_PINNED_IMAGES, VERSION, type NodePinnedImages } from '../src/api/prestage.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { AGENT_NAME, installManifests } from '../src/install/manifests.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
-import { kubeconfig as kubeconfigFor } from './cluster/control-plane.js';
+import { KubeletBed, pushPauseImage } from './cluster/kubelet.js';
 import { Daemon, waitFor } from './cluster/processes.js';
-import { freePorts } from './cluster/ports.js';
 import { startRegistry, type RegistryHandle } from './harness/registry.js';
-import { finishedTar, sha256 } from './cluster/registry.js';
+import { dir, file, link, pushedSizes, pushImage, type Entry } from './support/built-images.js';
 import { runCli } from './support/cli.js';
 
 const run = promisify(execFile);
@@ -51,7 +42,7 @@ let node: TestNode;
 let nodeDir: string;
 let kubeletRoot: string;
 const daemons: Daemon[] = [];
-const cleanups: Array<() => Promise<unknown>> = [];
+let kubelets: KubeletBed;
 
 beforeAll(async () => {
   registry = await startRegistry();
@@ -60,51 +51,9 @@ beforeAll(async () => {
   nodeDir = dirname(node.crio.confDir);
   const { binaries } = cluster;
 
-  // Before CRI-O pins any namespace under it (a later bind would hide those pins).
-  await run('mount', ['--rbind', nodeDir, nodeDir]);
-  cleanups.push(() => run('umount', ['--recursive', '--lazy', nodeDir]).catch(() => undefined));
-  await run('mount', ['--make-rshared', nodeDir]);
-
-  const busybox = await readFile(binaries.busybox);
-  const pause = await pushImage(registry.host, 'pause', [[
-    dir('bin/'), file('bin/busybox', busybox, 0o755), link('bin/sleep', 'busybox'),
-  ]], { Entrypoint: ['/bin/sleep', 'infinity'] });
-
-  const shim = join(cluster.dir, 'runc-shim');
-  await writeFile(shim, `#!/bin/bash
-# See test/daemonset.test.ts: drop what this VM cannot grant from the bundle's config.json.
-args=("$@"); bundle=""
-for ((i = 0; i < \${#args[@]}; i++)); do
-  case "\${args[i]}" in --bundle|-b) bundle="\${args[i+1]}";; --bundle=*) bundle="\${args[i]#--bundle=}";; esac
-done
-if [[ -n $bundle && -f $bundle/config.json ]]; then
-  jq '(if (.process.oomScoreAdj // 0) < 0 then .process.oomScoreAdj = 0 else . end)
-    | (if .linux.resources.hugepageLimits then del(.linux.resources.hugepageLimits) else . end)
-    | (if .process.capabilities then .process.capabilities |= map_values(map(select(. != "CAP_SYS_RESOURCE"))) else . end)' \\
-    "$bundle/config.json" > "$bundle/config.json.shim" && mv "$bundle/config.json.shim" "$bundle/config.json"
-fi
-exec ${binaries.runc} "$@"
-`);
-  await chmod(shim, 0o755);
-  const toml = JSON.stringify;
-  await writeFile(join(node.crio.confDir, '05-testbed-run-containers.conf'), `[crio.runtime]
-default_runtime = "runc"
-[crio.runtime.runtimes.runc]
-runtime_path = ${toml(shim)}
-runtime_root = ${toml(join(nodeDir, 'run', 'runc'))}
-monitor_path = ${toml(binaries.conmon)}
-monitor_cgroup = "pod"
-[crio.image]
-pause_image = ${toml(pause)}
-pause_command = ""
-`);
-  await mkdir(join(nodeDir, 'cni', 'bin'), { recursive: true });
-  await run('cp', [join(binaries.cniPlugins, 'loopback'), join(nodeDir, 'cni', 'bin')]);
-  await writeFile(join(nodeDir, 'cni', 'net.d', '10-loopback.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'testbed-loopback', plugins: [{ type: 'loopback' }] }));
-  await node.crio.restart();
-  cleanups.push(() => removeContainers(binaries.runc, join(nodeDir, 'run', 'runc')));
-  // Last: the kubelet's (now empty) cgroupfs hierarchy; rmdir refuses anything still in use.
-  cleanups.unshift(() => run('sh', ['-c', 'find /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods -depth -type d -exec rmdir {} + 2>/dev/null; true']));
+  kubelets = new KubeletBed(cluster);
+  // Shared: the DaemonSet's hostPath volume holds CRI-O's storage root.
+  await kubelets.runContainers(node, { pauseImage: await pushPauseImage(registry.host, binaries.busybox), sharedMount: true });
 
   const pki = join(cluster.dir, 'control-plane', 'pki');
   const admin = cluster.kubeconfigPath;
@@ -114,56 +63,12 @@ pause_command = ""
   };
   controllers('kube-controller-manager', binaries['kube-controller-manager'], [`--root-ca-file=${join(pki, 'ca.crt')}`, `--service-account-private-key-file=${join(pki, 'sa.key')}`, '--controllers=*']);
   controllers('kube-scheduler', binaries['kube-scheduler'], []);
-
-  // The kubelet authenticates as the node (system:node:<name>), so the Node authorizer and
-  // NodeRestriction judge it as on a real cluster.
-  const kubeletDir = join(nodeDir, 'kubelet');
-  kubeletRoot = join(kubeletDir, 'root');
-  await mkdir(kubeletRoot, { recursive: true });
-  await run('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2',
-    '-CA', join(pki, 'ca.crt'), '-CAkey', join(pki, 'ca.key'), '-keyout', join(kubeletDir, 'node.key'), '-out', join(kubeletDir, 'node.crt'),
-    '-subj', `/O=system:nodes/CN=system:node:${node.name}`, '-addext', 'basicConstraints=critical,CA:FALSE', '-addext', 'extendedKeyUsage=clientAuth',
-  ]);
-  const ca = await readFile(join(pki, 'ca.crt'));
-  await writeFile(join(kubeletDir, 'kubeconfig'), yaml.dump(kubeconfigFor(cluster.apiServerUrl, ca, { 'client-certificate': join(kubeletDir, 'node.crt'), 'client-key': join(kubeletDir, 'node.key') })));
-  const [kubeletPort] = await freePorts(1);
-  await writeFile(join(kubeletDir, 'config.yaml'), yaml.dump({
-    apiVersion: 'kubelet.config.k8s.io/v1beta1',
-    kind: 'KubeletConfiguration',
-    address: '127.0.0.1',
-    port: kubeletPort,
-    readOnlyPort: 0,
-    healthzPort: 0,
-    cgroupDriver: 'cgroupfs',
-    failSwapOn: false,
-    containerRuntimeEndpoint: `unix://${node.crio.socketPath}`,
-    authentication: { anonymous: { enabled: false }, webhook: { enabled: false }, x509: { clientCAFile: join(pki, 'ca.crt') } },
-    authorization: { mode: 'AlwaysAllow' },
-    podLogsDir: join(kubeletDir, 'pod-logs'),
-    resolvConf: '',
-    oomScoreAdj: 0,
-    evictionHard: {},
-    imageGCHighThresholdPercent: 100,
-    imageGCLowThresholdPercent: 99,
-  }));
-  daemons.push(Daemon.start({
-    name: 'kubelet',
-    command: binaries.kubelet,
-    args: [`--config=${join(kubeletDir, 'config.yaml')}`, `--kubeconfig=${join(kubeletDir, 'kubeconfig')}`, `--root-dir=${kubeletRoot}`, `--hostname-override=${node.name}`, '--v=1'],
-    logPath: join(kubeletDir, 'kubelet.log'),
-  }));
-  const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-  await waitFor(`the kubelet to report ${node.name} Ready`, async () => {
-    const status = (await core.readNode({ name: node.name })).status;
-    const ready = status?.conditions?.find((condition) => condition.type === 'Ready');
-    return ready?.status === 'True' && ready.reason === 'KubeletReady' && status?.nodeInfo?.kubeletVersion === cluster.binaries.versions['kube-apiserver'] ? true : undefined;
-  }, 120_000, 500);
+  kubeletRoot = (await kubelets.start(node)).rootDir;
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
   for (const daemon of daemons.reverse()) await daemon.stop().catch(() => undefined);
-  for (const cleanup of cleanups.reverse()) await cleanup();
+  await kubelets?.stop();
   await cluster?.stop();
   await registry?.stop();
 }, 120_000);
@@ -274,18 +179,7 @@ function tokenClaims(token: string): Record<string, unknown> {
   return JSON.parse(Buffer.from(token.split('.')[1] as string, 'base64url').toString('utf8')) as Record<string, unknown>;
 }
 
-/** Containers outlive a stopped kubelet and CRI-O: remove them (and so their conmons). */
-async function removeContainers(runc: string, root: string): Promise<void> {
-  const listed = await run(runc, ['--root', root, 'list', '-q']).catch(() => ({ stdout: '' }));
-  for (const id of listed.stdout.split('\n').filter(Boolean)) await run(runc, ['--root', root, 'delete', '--force', id]).catch(() => undefined);
-}
-
 // --- images built in code ---------------------------------------------------------------
-
-interface Entry { readonly name: string; readonly type: 'file' | 'directory' | 'symlink'; readonly mode?: number; readonly content?: Buffer; readonly linkname?: string }
-const file = (name: string, content: Buffer, mode = 0o644): Entry => ({ name, type: 'file', mode, content });
-const dir = (name: string, mode = 0o755): Entry => ({ name, type: 'directory', mode });
-const link = (name: string, linkname: string): Entry => ({ name, type: 'symlink', linkname });
 
 /**
  * A stand-in for docker.io/library/node:20-bookworm-slim (no route to Docker Hub here): `node`
@@ -317,41 +211,4 @@ async function pushNodeBase(host: string, busyboxPath: string): Promise<string> 
   const response = await fetch(`http://${host}/v2/node-base/manifests/20`, { method: 'PUT', headers: { 'content-type': 'application/vnd.docker.distribution.manifest.list.v2+json' }, body: index });
   if (response.status !== 201) throw new Error(`manifest list PUT node-base: HTTP ${response.status}`);
   return `${host}/node-base:20`;
-}
-
-/** Manifest sizes by pushed reference, for the index. */
-const pushedSizes = new Map<string, number>();
-
-/** Docker schema2, one gzip layer per entry list; returns `host/repository@digest`. */
-async function pushImage(host: string, repository: string, layers: Entry[][], config: object, architecture = 'amd64'): Promise<string> {
-  const tars = await Promise.all(layers.map((entries) => tarOf([...new Map(entries.map((entry) => [entry.name, entry])).values()])));
-  const blobs = tars.map((tar) => gzipSync(tar, { level: 1 }));
-  const configBlob = Buffer.from(JSON.stringify({ architecture, os: 'linux', config, rootfs: { type: 'layers', diff_ids: tars.map(sha256) } }));
-  for (const blob of [...blobs, configBlob]) {
-    const opened = await fetch(`http://${host}/v2/${repository}/blobs/uploads/`, { method: 'POST' });
-    const url = new URL(opened.headers.get('location') as string, `http://${host}`);
-    url.searchParams.set('digest', sha256(blob));
-    const put = await fetch(url, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: blob });
-    if (put.status !== 201) throw new Error(`blob PUT ${repository}: HTTP ${put.status}`);
-  }
-  const manifest = Buffer.from(JSON.stringify({
-    schemaVersion: 2,
-    mediaType: 'application/vnd.docker.distribution.manifest.v2+json',
-    config: { mediaType: 'application/vnd.docker.container.image.v1+json', size: configBlob.length, digest: sha256(configBlob) },
-    layers: blobs.map((blob) => ({ mediaType: 'application/vnd.docker.image.rootfs.diff.tar.gzip', size: blob.length, digest: sha256(blob) })),
-  }));
-  const response = await fetch(`http://${host}/v2/${repository}/manifests/${sha256(manifest)}`, { method: 'PUT', headers: { 'content-type': 'application/vnd.docker.distribution.manifest.v2+json' }, body: manifest });
-  if (response.status !== 201) throw new Error(`manifest PUT ${repository}: HTTP ${response.status}`);
-  const reference = `${host}/${repository}@${sha256(manifest)}`;
-  pushedSizes.set(reference, manifest.length);
-  return reference;
-}
-
-function tarOf(entries: Entry[]): Promise<Buffer> {
-  const archive = pack();
-  for (const entry of entries) {
-    if (entry.type === 'file') archive.entry({ name: entry.name, mode: entry.mode }, entry.content ?? Buffer.alloc(0));
-    else archive.entry({ name: entry.name, mode: entry.mode ?? 0o755, type: entry.type, linkname: entry.linkname });
-  }
-  return finishedTar(archive);
 }

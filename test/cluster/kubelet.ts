@@ -1,0 +1,213 @@
+/**
+ * Real kubelets (v1.34) on the test bed's nodes, each on its node's CRI-O, several on one host.
+ *
+ * What a node needs that the plain test bed lacks, and why:
+ * - CRI-O runs containers with runc (Debian's crun 1.8.1 rejects the OCI spec version CRI-O 1.34
+ *   writes: "unknown version specified") through a shim that drops what this VM cannot grant:
+ *   a negative oom_score_adj and CAP_SYS_RESOURCE (not in the bounding set) and hugepage limits
+ *   (no hugetlb cgroup hierarchy). The pause image is a busybox `sleep` from a test registry.
+ *   A loopback-only CNI network makes CRI-O report NetworkReady, so the Node goes Ready.
+ * - Optionally the node directory is bind-mounted onto itself as rshared: CRI-O gives hostPath
+ *   volumes that contain its storage root HostToContainer propagation, which needs a shared or
+ *   slave source mount (systemd makes / shared on real nodes; / is private here).
+ * - Each kubelet has its own cgroup root (`cgroupRoot`, made in every cgroup v1 hierarchy before it
+ *   starts, which the kubelet requires): with the default `/`, two kubelets on one host share
+ *   `/kubepods`, and each one's orphaned-pod cleanup kills the other's pods' cgroups. The kubelet's
+ *   port is a free one, its healthz and read-only ports off, its root and pod-log dirs its node's.
+ *
+ * The kubelet authenticates as the node (`system:node:<name>`, a client certificate from the test
+ * bed's CA), so the Node authorizer and NodeRestriction judge it as on a real cluster.
+ */
+import { execFile } from 'node:child_process';
+import { copyFile, chmod, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { CoreV1Api } from '@kubernetes/client-node';
+import yaml from 'js-yaml';
+import { dir, file, link, pushImage } from '../support/built-images.js';
+import { kubeconfig as kubeconfigFor } from './control-plane.js';
+import type { TestCluster, TestNode } from './index.js';
+import { freePorts } from './ports.js';
+import { Daemon, waitFor } from './processes.js';
+
+const run = promisify(execFile);
+const CGROUP_V1 = '/sys/fs/cgroup';
+
+/** A busybox `sleep infinity` as the pause image (no route to registry.k8s.io); returns its digest reference. */
+export async function pushPauseImage(host: string, busyboxPath: string): Promise<string> {
+  const busybox = await readFile(busyboxPath);
+  return pushImage(host, 'pause', [[dir('bin/'), file('bin/busybox', busybox, 0o755), link('bin/sleep', 'busybox')]], { Entrypoint: ['/bin/sleep', 'infinity'] });
+}
+
+export interface Kubelet {
+  readonly node: TestNode;
+  /** `--root-dir`: pods/, their volumes. */
+  readonly rootDir: string;
+  /** Its cgroupfs root (`cgroupRoot`). */
+  readonly cgroupRoot: string;
+  readonly logPath: string;
+}
+
+export class KubeletBed {
+  private readonly kubelets: Array<{ kubelet: Kubelet; daemon: Daemon }> = [];
+  /** Run in reverse order by stop(), after the kubelets. */
+  private readonly cleanups: Array<() => Promise<unknown>> = [];
+  private shim: string | undefined;
+
+  constructor(private readonly cluster: TestCluster) {}
+
+  /**
+   * Makes `node`'s CRI-O able to run containers (runc shim, `pauseImage`, loopback CNI) and
+   * restarts it: its pid changes, so start what signals it (agents) after this.
+   */
+  async runContainers(node: TestNode, options: { pauseImage: string; sharedMount?: boolean }): Promise<void> {
+    const nodeDir = dirname(node.crio.confDir);
+    const { binaries } = this.cluster;
+    if (options.sharedMount) {
+      // Before CRI-O pins any namespace under it (a later bind would hide those pins).
+      await run('mount', ['--rbind', nodeDir, nodeDir]);
+      this.cleanups.push(() => run('umount', ['--recursive', '--lazy', nodeDir]).catch(() => undefined));
+      await run('mount', ['--make-rshared', nodeDir]);
+    }
+    const shim = await this.runcShim();
+    const toml = JSON.stringify;
+    await writeFile(join(node.crio.confDir, '05-testbed-run-containers.conf'), `[crio.runtime]
+default_runtime = "runc"
+[crio.runtime.runtimes.runc]
+runtime_path = ${toml(shim)}
+runtime_root = ${toml(join(nodeDir, 'run', 'runc'))}
+monitor_path = ${toml(binaries.conmon)}
+monitor_cgroup = "pod"
+[crio.image]
+pause_image = ${toml(options.pauseImage)}
+pause_command = ""
+`);
+    await mkdir(join(nodeDir, 'cni', 'bin'), { recursive: true });
+    await copyFile(join(binaries.cniPlugins, 'loopback'), join(nodeDir, 'cni', 'bin', 'loopback'));
+    await chmod(join(nodeDir, 'cni', 'bin', 'loopback'), 0o755);
+    await writeFile(join(nodeDir, 'cni', 'net.d', '10-loopback.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'testbed-loopback', plugins: [{ type: 'loopback' }] }));
+    await node.crio.restart();
+    this.cleanups.push(() => removeContainers(binaries.runc, join(nodeDir, 'run', 'runc')));
+  }
+
+  /** Starts a kubelet for `node` (after runContainers) and resolves once it reports the Node Ready itself. */
+  async start(node: TestNode): Promise<Kubelet> {
+    const { cluster } = this;
+    const nodeDir = dirname(node.crio.confDir);
+    const pki = join(cluster.dir, 'control-plane', 'pki');
+    const kubeletDir = join(nodeDir, 'kubelet');
+    const rootDir = join(kubeletDir, 'root');
+    await mkdir(rootDir, { recursive: true });
+    const cgroupRoot = `/${basename(cluster.dir)}-${node.name}`;
+    await makeCgroupRoot(cgroupRoot);
+    // Last (cleanups run in reverse): the kubelet's (now empty) cgroups; rmdir refuses anything still in use.
+    this.cleanups.unshift(() => removeCgroupRoot(cgroupRoot));
+    await run('openssl', [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2',
+      '-CA', join(pki, 'ca.crt'), '-CAkey', join(pki, 'ca.key'), '-keyout', join(kubeletDir, 'node.key'), '-out', join(kubeletDir, 'node.crt'),
+      '-subj', `/O=system:nodes/CN=system:node:${node.name}`, '-addext', 'basicConstraints=critical,CA:FALSE', '-addext', 'extendedKeyUsage=clientAuth',
+    ]);
+    const ca = await readFile(join(pki, 'ca.crt'));
+    await writeFile(join(kubeletDir, 'kubeconfig'), yaml.dump(kubeconfigFor(cluster.apiServerUrl, ca, { 'client-certificate': join(kubeletDir, 'node.crt'), 'client-key': join(kubeletDir, 'node.key') })));
+    const [port] = await freePorts(1);
+    await writeFile(join(kubeletDir, 'config.yaml'), yaml.dump({
+      apiVersion: 'kubelet.config.k8s.io/v1beta1',
+      kind: 'KubeletConfiguration',
+      address: '127.0.0.1',
+      port,
+      readOnlyPort: 0,
+      healthzPort: 0,
+      cgroupDriver: 'cgroupfs',
+      cgroupRoot,
+      failSwapOn: false,
+      containerRuntimeEndpoint: `unix://${node.crio.socketPath}`,
+      authentication: { anonymous: { enabled: false }, webhook: { enabled: false }, x509: { clientCAFile: join(pki, 'ca.crt') } },
+      authorization: { mode: 'AlwaysAllow' },
+      podLogsDir: join(kubeletDir, 'pod-logs'),
+      resolvConf: '',
+      oomScoreAdj: 0,
+      evictionHard: {},
+      imageGCHighThresholdPercent: 100,
+      imageGCLowThresholdPercent: 99,
+    }));
+    const logPath = join(kubeletDir, 'kubelet.log');
+    const daemon = Daemon.start({
+      name: `kubelet (${node.name})`,
+      command: cluster.binaries.kubelet,
+      args: [`--config=${join(kubeletDir, 'config.yaml')}`, `--kubeconfig=${join(kubeletDir, 'kubeconfig')}`, `--root-dir=${rootDir}`, `--hostname-override=${node.name}`, '--v=1'],
+      logPath,
+    });
+    const kubelet: Kubelet = { node, rootDir, cgroupRoot, logPath };
+    this.kubelets.push({ kubelet, daemon });
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    // The test bed registered the Node as Ready with an empty bootID; the kubelet's own status has its host's.
+    await waitFor(`the kubelet to report ${node.name} Ready`, async () => {
+      const status = (await core.readNode({ name: node.name })).status;
+      const ready = status?.conditions?.find((condition) => condition.type === 'Ready');
+      return ready?.status === 'True' && ready.reason === 'KubeletReady' && status?.nodeInfo?.bootID && status.nodeInfo.kubeletVersion === cluster.binaries.versions['kube-apiserver'] ? true : undefined;
+    }, 120_000, 500);
+    return kubelet;
+  }
+
+  /** Stops the kubelets, removes their containers, unmounts, removes their cgroups. */
+  async stop(): Promise<void> {
+    for (const { daemon } of this.kubelets.splice(0).reverse()) await daemon.stop().catch(() => undefined);
+    for (const cleanup of this.cleanups.splice(0).reverse()) await cleanup();
+  }
+
+  private async runcShim(): Promise<string> {
+    if (this.shim) return this.shim;
+    const shim = join(this.cluster.dir, 'runc-shim');
+    await writeFile(shim, `#!/bin/bash
+# See test/cluster/kubelet.ts: drop what this VM cannot grant from the bundle's config.json.
+args=("$@"); bundle=""
+for ((i = 0; i < \${#args[@]}; i++)); do
+  case "\${args[i]}" in --bundle|-b) bundle="\${args[i+1]}";; --bundle=*) bundle="\${args[i]#--bundle=}";; esac
+done
+if [[ -n $bundle && -f $bundle/config.json ]]; then
+  jq '(if (.process.oomScoreAdj // 0) < 0 then .process.oomScoreAdj = 0 else . end)
+    | (if .linux.resources.hugepageLimits then del(.linux.resources.hugepageLimits) else . end)
+    | (if .process.capabilities then .process.capabilities |= map_values(map(select(. != "CAP_SYS_RESOURCE"))) else . end)' \\
+    "$bundle/config.json" > "$bundle/config.json.shim" && mv "$bundle/config.json.shim" "$bundle/config.json"
+fi
+exec ${this.cluster.binaries.runc} "$@"
+`);
+    await chmod(shim, 0o755);
+    this.shim = shim;
+    return shim;
+  }
+}
+
+/** The cgroup v1 hierarchies mounted here (cpu, memory, ..., name=systemd), not the cgroup2 one. */
+async function hierarchies(): Promise<string[]> {
+  const names = await readdir(CGROUP_V1);
+  const found: string[] = [];
+  for (const name of names) {
+    if (name === 'unified') continue;
+    const path = join(CGROUP_V1, name);
+    if ((await stat(path).catch(() => undefined))?.isDirectory()) found.push(path);
+  }
+  return found;
+}
+
+/** The kubelet checks its cgroupRoot exists in every hierarchy; cpuset needs its cpus and mems set. */
+async function makeCgroupRoot(root: string): Promise<void> {
+  for (const hierarchy of await hierarchies()) {
+    const path = join(hierarchy, root);
+    await mkdir(path, { recursive: true });
+    if (basename(hierarchy) === 'cpuset') {
+      for (const key of ['cpuset.cpus', 'cpuset.mems']) await writeFile(join(path, key), await readFile(join(hierarchy, key)));
+    }
+  }
+}
+
+async function removeCgroupRoot(root: string): Promise<void> {
+  const paths = (await hierarchies()).map((hierarchy) => join(hierarchy, root));
+  await run('sh', ['-c', `for p in "$@"; do [ -d "$p" ] && find "$p" -depth -type d -exec rmdir {} + 2>/dev/null; done; true`, 'sh', ...paths]).catch(() => undefined);
+}
+
+/** Containers outlive a stopped kubelet and CRI-O: remove them (and so their conmons). */
+async function removeContainers(runc: string, root: string): Promise<void> {
+  const listed = await run(runc, ['--root', root, 'list', '-q']).catch(() => ({ stdout: '' }));
+  for (const id of listed.stdout.split('\n').filter(Boolean)) await run(runc, ['--root', root, 'delete', '--force', id]).catch(() => undefined);
+}
