@@ -87,6 +87,9 @@ pause_command = ""
     await chmod(join(nodeDir, 'cni', 'bin', 'loopback'), 0o755);
     await writeFile(join(nodeDir, 'cni', 'net.d', '10-loopback.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'testbed-loopback', plugins: [{ type: 'loopback' }] }));
     await node.crio.restart();
+    // After the containers are gone: what the kubelet and CRI-O mounted under the node's
+    // directory and left (the kubelet's bind of its root dir, pinned namespaces, sandbox shm).
+    this.cleanups.push(() => unmountBelow(nodeDir));
     this.cleanups.push(() => removeContainers(binaries.runc, join(nodeDir, 'run', 'runc')));
   }
 
@@ -204,6 +207,18 @@ async function makeCgroupRoot(root: string): Promise<void> {
 async function removeCgroupRoot(root: string): Promise<void> {
   const paths = (await hierarchies()).map((hierarchy) => join(hierarchy, root));
   await run('sh', ['-c', `for p in "$@"; do [ -d "$p" ] && find "$p" -depth -type d -exec rmdir {} + 2>/dev/null; done; true`, 'sh', ...paths]).catch(() => undefined);
+}
+
+/** Lazily unmounts every mount below `dir`, deepest first. */
+async function unmountBelow(dir: string): Promise<void> {
+  const mountInfo = await readFile('/proc/self/mountinfo', 'utf8');
+  // Field 5 is the mount point, with spaces and such octal-escaped.
+  const points = mountInfo
+    .split('\n')
+    .map((line) => line.split(' ')[4]?.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))))
+    .filter((point): point is string => !!point && point.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const point of points) await run('umount', ['--lazy', point]).catch(() => undefined);
 }
 
 /** Containers outlive a stopped kubelet and CRI-O: remove them (and so their conmons). */
