@@ -4,12 +4,15 @@
  * (Pods bound to nodes, their statuses written as a kubelet would), planning the upgrade to
  * 4.16.3 over the real registry. Expectations come from the fixture's truth columns.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { liveTruth, simulatedCluster, LIVE_DISABLED_CAPABILITIES, type SimulatedCluster } from '../fixtures/live-cluster.js';
+import pLimit from 'p-limit';
 import { KubeClient } from '../src/cluster/kube.js';
+import { CriClient } from '../src/cri/client.js';
+import { formatBytes } from '../src/render/table.js';
 import { MCO_PATHS } from '../src/cluster/mco/backend.js';
 import type { Plan } from '../src/plan/types.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
@@ -37,7 +40,8 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'prestage-plan-live-'));
   registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
   registryFlags = ['--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host];
-  cluster = await startCluster({ workers: 2 });
+  // Each node's CRI-O pulls quay.io names from the registry: the new-bytes test fills its storage.
+  cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': registry.host }, insecureRegistries: [registry.host] });
   client = new KubeClient(cluster.kubeConfig);
   await installOpenShiftCrds(client, OPENSHIFT_4_21, 'all');
   // The pools stage's disk check targets.
@@ -110,6 +114,45 @@ describe('plan of the upgrade of a running cluster', () => {
     expect(skippedOf(plan, 'insights-operator')!.why).toMatch(/capability Insights not enabled/);
   });
 
+  it("counts as new only the bytes a node's storage really adds: measured by containers/storage on the node's CRI-O", async () => {
+    expect(plan.nodes!.flatMap((n) => n.nodes).sort()).toEqual(['master-0', 'worker-0', 'worker-1']);
+    expect(plan.nodes![0]).toMatchObject({ role: 'control-plane', nodes: ['master-0'], sets: ['prestage-4.16.3-control-plane'] });
+    for (const node of [cluster.nodes.find((n) => n.role === 'control-plane')!, cluster.nodes.find((n) => n.name === 'worker-0')!]) {
+      const entry = plan.nodes!.find((n) => n.nodes.includes(node.name))!;
+      const cri = await CriClient.connect(node.crio.socketPath);
+      const pullAll = async (images: readonly string[]) => {
+        const limit = pLimit(4);
+        await Promise.all(images.map((image) => limit(() => cri.pullImage(image))));
+      };
+      try {
+        // The node as the cluster shows it: the release images its Pods run (4.16.2 digests), stored.
+        // (A user workload's image, docker.io here, shares no layer with a release: the plan does not read it.)
+        const pods = simulated.pods.filter((p) => p.spec.nodeName === node.name);
+        const running = [...new Set(pods.flatMap((p) => [...(p.spec.initContainers ?? []), ...p.spec.containers].map((c) => c.image)))];
+        await pullAll(running.filter((image) => image.startsWith(`${truth.sourceRegistry}/`)));
+        const before = storedLayerBytes(node.crio.root);
+        await pullAll(plan.sets.filter((s) => s.role === node.role).flatMap((s) => s.images));
+        const added = storedLayerBytes(node.crio.root) - before;
+        expect(entry.newDiskBytes, `${node.name}: planned new bytes vs what its storage added`).toBe(added);
+        // Most layers are shared with the running release: not counted again.
+        expect(entry.heldDiskBytes).toBeGreaterThan(entry.diskBytes / 2);
+        expect(entry.heldDiskBytes + entry.newDiskBytes).toBe(entry.diskBytes);
+        expect(entry.newCompressedBytes).toBeLessThan(entry.newDiskBytes);
+      } finally {
+        cri.close();
+      }
+    }
+  }, 10 * 60_000);
+
+  it('shows the new bytes per node in the table, under the sets', async () => {
+    const r = await runCli(['plan', RELEASE, ...registryFlags, ...kube()]);
+    expect(r.code).toBe(0);
+    const worker = plan.nodes!.find((n) => n.nodes.includes('worker-0'))!;
+    console.log(`$ prestage plan ${RELEASE} --kubeconfig ...\n${r.stdout}`); // the README shows it
+    expect(r.stdout).toContain('\nNew bytes per node (layers of the images each node runs now, 4.16.2, are not new):\nNODES ');
+    expect(r.stdout).toMatch(new RegExp(`^${worker.nodes.join(', ')} +worker +${formatBytes(worker.newCompressedBytes)} +${formatBytes(worker.newDiskBytes)} +${formatBytes(worker.heldDiskBytes)} +${formatBytes(worker.diskBytes)}$`, 'm'));
+  });
+
   it('lets flags override what the cluster says', async () => {
     const withFlags = await planJson([...kube(), '--capability-set', 'vCurrent', '--all-nodes', 'etcd']);
     expect(withFlags.cluster.capabilities).toContain('Insights');
@@ -172,12 +215,21 @@ describe('plan of the upgrade of a running cluster', () => {
       const r = await runCli(['stage', RELEASE, ...registryFlags, ...kube()]);
       expect(r.code).toBe(4);
       expect(r.stdout).toContain(`Live cluster: ${cluster.apiServerUrl} runs 4.16.2`);
-      expect(r.stderr).toMatch(/^prestage: error: not enough ephemeral storage for the sets on 1 node\(s\): worker-0 /);
+      // What worker-0 must still store: its new bytes, not the whole set.
+      const worker = plan.nodes!.find((n) => n.nodes.includes('worker-0'))!;
+      expect(worker.newDiskBytes).toBeLessThan(worker.diskBytes);
+      expect(r.stderr).toBe(`prestage: error: not enough ephemeral storage for the sets on 1 node(s): worker-0 (1.0 MiB allocatable < ${formatBytes(worker.newDiskBytes)} needed)\n`);
     } finally {
       await client.request('PATCH', '/api/v1/nodes/worker-0/status', { body: { status: { allocatable: { 'ephemeral-storage': String(120 * 2 ** 30) } } }, ...merge });
     }
   });
 });
+
+/** Uncompressed bytes of every layer a CRI-O's containers/storage holds, by its own accounting (diff-size). */
+function storedLayerBytes(root: string): number {
+  const layers = JSON.parse(readFileSync(join(root, 'vfs-layers', 'layers.json'), 'utf8')) as Array<{ 'diff-size'?: number }>;
+  return layers.reduce((total, layer) => total + (layer['diff-size'] ?? 0), 0);
+}
 
 describe('stage without the RBAC to read the cluster', () => {
   it('warns in one line and plans from the release alone', async () => {
