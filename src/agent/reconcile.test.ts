@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it, vi } from 'vitest';
-import { API_VERSION, DISK_BYTES_ANNOTATION, VERIFY_REQUESTED_ANNOTATION, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
+import { API_VERSION, DISK_BYTES_ANNOTATION, MAX_VERIFIED_SETS, MAX_VERIFY_REQUEST_LENGTH, VERIFY_REQUESTED_ANNOTATION, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
 import type { PullAuth, RuntimeImage } from '../cri/client.js';
 import type { PullSecret } from '../registry/credentials.js';
 import { createLogger } from '../telemetry/log.js';
@@ -449,6 +449,20 @@ describe('NodeAgent verify requests', () => {
     sets[0] = requested('a', [image(1), image(2)], 'r2');
     await agent.verify();
     expect(cluster.status?.verified?.sets).toEqual([{ name: 'a', uid: 'uid-a', request: 'r2', images: 2, missingCount: 0, missing: [], unpinnedCount: 0, unpinned: [] }]);
+  });
+
+  it('answers the newest requests first, as many as the status holds, each request value cut to what it holds', async () => {
+    const runtime = new MemoryRuntime(100 * MiB);
+    const sets = Array.from({ length: MAX_VERIFIED_SETS + 2 }, (_, i) => requested(`s${String(i).padStart(3, '0')}`, [image(1)], `2026-11-24T06:${String(i % 60).padStart(2, '0')}:${String(Math.floor(i / 60)).padStart(2, '0')}Z ${'x'.repeat(300)}`));
+    const cluster = fixedCluster(sets);
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0 });
+    await agent.verify();
+    const answered = cluster.status?.verified?.sets ?? [];
+    expect(answered).toHaveLength(MAX_VERIFIED_SETS);
+    expect(answered.every((entry) => entry.request.length === MAX_VERIFY_REQUEST_LENGTH)).toBe(true);
+    // The two oldest (06:00:00 and 06:00:01) are left out.
+    expect(answered.map((entry) => entry.name)).not.toContain('s000');
+    expect(answered.map((entry) => entry.name)).not.toContain('s060');
   });
 
   it('a restarted agent carries the answer the previous one left', async () => {

@@ -15,6 +15,8 @@ import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import {
   DISK_BYTES_ANNOTATION,
+  MAX_VERIFIED_SETS,
+  MAX_VERIFY_REQUEST_LENGTH,
   VERIFY_REQUESTED_ANNOTATION,
   isSetDone,
   type Condition,
@@ -311,7 +313,12 @@ export class NodeAgent {
   private async answerVerifyRequests(): Promise<void> {
     if (!this.options.cluster.nodeLabels()) return;
     // The sets first, then the runtime: the check is made after each request was seen.
-    const requested = this.selectingSets().filter((set) => set.metadata.annotations?.[VERIFY_REQUESTED_ANNOTATION]);
+    // The newest requests first (`verify` stamps an RFC 3339 time first), as many as the status holds.
+    const requestOf = (set: PinnedImageSet) => (set.metadata.annotations?.[VERIFY_REQUESTED_ANNOTATION] ?? '').slice(0, MAX_VERIFY_REQUEST_LENGTH);
+    const requested = this.selectingSets()
+      .filter((set) => requestOf(set))
+      .sort((a, b) => requestOf(b).localeCompare(requestOf(a)))
+      .slice(0, MAX_VERIFIED_SETS);
     if (requested.length === 0) return;
     const stored = await this.options.runtime.listImages();
     this.verified = {
@@ -319,7 +326,7 @@ export class NodeAgent {
       sets: requested.map((set) =>
         verifySet(
           { name: set.metadata.name, ...(set.metadata.uid ? { uid: set.metadata.uid } : {}), images: set.spec.pinnedImages.map((entry) => entry.name) },
-          set.metadata.annotations![VERIFY_REQUESTED_ANNOTATION]!,
+          requestOf(set),
           stored,
         ),
       ),

@@ -32,6 +32,9 @@ export const DISK_BYTES_ANNOTATION = 'prestage.dev/disk-bytes';
 export const VERIFY_REQUESTED_ANNOTATION = 'prestage.dev/verify-requested';
 /** A verification names at most this many missing (and unpinned) images per set; its counts are exact. */
 export const MAX_VERIFY_NAMES = 64;
+/** A node answers at most this many sets' requests (the newest), each request value at most this long. */
+export const MAX_VERIFIED_SETS = 100;
+export const MAX_VERIFY_REQUEST_LENGTH = 256;
 
 export const MAX_PINNED_IMAGES = 500;
 /** A digest pullspec: whatever the repository, it must end in `@sha256:<64 hex>`. */
@@ -323,7 +326,7 @@ export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = clusterScopedCrd
                 time: { type: 'string', format: 'date-time' },
                 sets: {
                   type: 'array',
-                  maxItems: 100,
+                  maxItems: MAX_VERIFIED_SETS,
                   'x-kubernetes-list-type': 'map',
                   'x-kubernetes-list-map-keys': ['name'],
                   items: {
@@ -332,7 +335,7 @@ export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = clusterScopedCrd
                     properties: {
                       name: { type: 'string', minLength: 1, maxLength: 253 },
                       uid: { type: 'string', maxLength: 64 },
-                      request: { type: 'string', maxLength: 256 },
+                      request: { type: 'string', maxLength: MAX_VERIFY_REQUEST_LENGTH },
                       images: { type: 'integer', format: 'int32', minimum: 0 },
                       missingCount: { type: 'integer', format: 'int32', minimum: 0 },
                       missing: { type: 'array', maxItems: MAX_VERIFY_NAMES, items: { type: 'string', maxLength: 512 } },
