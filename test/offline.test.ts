@@ -23,13 +23,16 @@ import { dirname, join } from 'node:path';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient, type KubeObject } from '../src/cluster/kube.js';
+import { MCO_GROUP } from '../src/cluster/mco/backend.js';
 import { CriClient } from '../src/cri/client.js';
 import { AGENT_NAME } from '../src/install/manifests.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { KubeletBed, pushPauseImage } from './cluster/kubelet.js';
 import { waitFor, type Daemon } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
+import { installMcoCrds } from './mco/crds.js';
+import { DEFAULT_POOLS } from './mco/simulator.js';
 import { pinState } from './support/agent-bed.js';
 import { runCli } from './support/cli.js';
 import { prestageHelp, startPrestageProcess } from './support/prestage-process.js';
@@ -150,6 +153,7 @@ async function eventsOf(name: string): Promise<Array<{ reason: string; message: 
   return events.items.map((event) => ({ reason: event.reason ?? '', message: event.message ?? '' }));
 }
 
+let removed: string;
 let controlPlaneOnly: string[];
 let workerImages: string[];
 /** A worker-set image the control-plane set has too (the release's all-nodes images): a Pod runs it on both nodes. */
@@ -256,7 +260,7 @@ describe('after stage, the registry can disappear', () => {
 
   it('verify: an image removed by hand on the worker is NOT VERIFIED naming the node and the image (exit 1), in both modes', async () => {
     // Not the image a Pod runs (CRI-O refuses to remove an image in use).
-    const removed = workerImages.find((image) => image !== everywhere)!;
+    removed = workerImages.find((image) => image !== everywhere)!;
     const cri = await CriClient.connect(worker.crio.socketPath);
     try {
       await cri.removeImage(removed);
@@ -296,5 +300,38 @@ describe('after stage, the registry can disappear', () => {
     const socket = await runCli(['verify', VERSION, '--cri-socket', join(dir, 'nothing.sock'), ...kube]);
     expect([socket.code, socket.stdout]).toEqual([2, '']);
     expect(socket.stderr).toBe(`prestage: error: --cri-socket ${join(dir, 'nothing.sock')}: no such file; name the container runtime's socket on this node (CRI-O: /var/run/crio/crio.sock)\n`);
+  }, 2 * 60_000);
+
+  it("under MCO: verify asks for --cri-socket (exit 2, MCO's daemon makes no per-image check), and --cri-socket checks the node's sets as MCO's pools target them", async () => {
+    // The cluster now serves MCO's PinnedImageSets (OpenShift 4.21's CRDs), with the master and
+    // worker pools, and the release's sets as MCO sets (as `stage --backend mco` writes them).
+    await installMcoCrds(client);
+    for (const pool of DEFAULT_POOLS) await client.request('POST', `/apis/${MCO_GROUP}/v1/machineconfigpools`, { body: pool });
+    for (const [name, role] of [[CONTROL_PLANE_SET, 'master'], [WORKER_SET, 'worker']] as const) {
+      const set = await client.get<KubeObject & { spec: { pinnedImages: Array<{ name: string }> } }>(`${AGENT_PATHS.pinnedImageSets}/${name}`);
+      await client.request('POST', `/apis/${MCO_GROUP}/v1/pinnedimagesets`, {
+        body: {
+          apiVersion: `${MCO_GROUP}/v1`,
+          kind: 'PinnedImageSet',
+          metadata: { name, labels: { ...set.metadata.labels, [`${MCO_GROUP}/role`]: role }, annotations: set.metadata.annotations },
+          spec: { pinnedImages: set.spec.pinnedImages },
+        },
+      });
+    }
+    const asked = await runCli(['verify', VERSION, ...kube]);
+    show(`prestage verify ${VERSION}  # on MCO`, asked);
+    expect([asked.code, asked.stdout]).toEqual([2, '']);
+    expect(asked.stderr).toBe(
+      `prestage: error: verify ${VERSION}: on MCO, the machine-config-daemon reports per set and node only (MachineConfigNode), no per-image CRI check to ask for; run 'prestage verify ${VERSION} --cri-socket /var/run/crio/crio.sock' on each node (e.g. in a debug pod with the host's socket)\n`,
+    );
+    const onWorker = await runCli(['verify', VERSION, '--cri-socket', worker.crio.socketPath, '--node-name', worker.name, ...kube]);
+    show(`prestage verify ${VERSION} --cri-socket ... --node-name worker-0  # on MCO`, onWorker);
+    expect(onWorker.code).toBe(1);
+    expect(onWorker.stdout).toMatch(new RegExp(`^worker-0 +worker +${WORKER_SET} +${workerImages.length} +${workerImages.length - 1} +1$`, 'm'));
+    expect(onWorker.stderr).toBe(`prestage: error: NOT VERIFIED ${VERSION}: worker-0 misses 1 image (${removed})\n`);
+    const onMaster = await runCli(['verify', VERSION, '--cri-socket', master.crio.socketPath, '--node-name', master.name, ...kube]);
+    expect(onMaster.stderr).toBe('');
+    expect(onMaster.code).toBe(0);
+    expect(onMaster.stdout).toMatch(new RegExp(`^master-0 +control-plane,master +${CONTROL_PLANE_SET} +`, 'm'));
   }, 2 * 60_000);
 });
