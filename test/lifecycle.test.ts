@@ -22,7 +22,8 @@ import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } 
 import { waitFor, type Daemon } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
-import { pinState } from './support/agent-bed.js';
+import { formatBytes } from '../src/render/table.js';
+import { pinState, storedLayerBytes } from './support/agent-bed.js';
 import { runCli } from './support/cli.js';
 import { prestageHelp, startPrestageProcess } from './support/prestage-process.js';
 import { loadSimulatedCluster } from './support/simulated-cluster.js';
@@ -90,6 +91,16 @@ async function startAgent(node: TestNode, readsRegistriesConf: boolean): Promise
 const imagesOf = async (set: string) => (await client.get<KubeObject & { spec: { pinnedImages: Array<{ name: string }> } }>(`${AGENT_PATHS.pinnedImageSets}/${set}`)).spec.pinnedImages.map((i) => i.name);
 const node = (name: string) => cluster.nodes.find((n) => n.name === name)!;
 
+/** The NEW ON DISK column of plan's "New bytes per node" table, by node (rows of up to 3 names). */
+function newBytesTable(stdout: string): Map<string, string> {
+  const section = stdout.split('\nNew bytes per node ')[1]?.split('\n\n')[0] ?? '';
+  const rows = section.split('\n').slice(2);
+  return new Map(rows.flatMap((row) => {
+    const match = /^(.+?) {2,}(control-plane|worker) +\S+ \S+ +(\S+ \S+) /.exec(row);
+    return match ? match[1]!.split(', ').map((node) => [node, match[3]!] as const) : [];
+  }));
+}
+
 /** stdout and stderr of a run, for the record (the README shows these). */
 function show(what: string, result: { stdout: string; stderr: string; code: number }): void {
   console.log(`$ ${what}  (exit ${result.code})\n${result.stdout}${result.stderr}`);
@@ -128,10 +139,20 @@ describe('the upgrade lifecycle: stage --to, ready, prune', () => {
     expect(old.stderr).toBe('');
     expect(old.code).toBe(0);
 
+    const stored = new Map(cluster.nodes.map((n) => [n.name, storedLayerBytes(n.crio.root)]));
     const staged = await runCli(['stage', '--to', NEW, '--prune', ...registryFlags, '--timeout', '15m', ...kube]);
     show(`prestage stage --to ${NEW} --prune`, staged);
     expect(staged.stderr).toBe('');
     expect(staged.code).toBe(0);
+    // Before it applied anything, stage said what each node still stores, against what it runs
+    // and what the ${OLD} sets pin there: what each node's containers/storage then really added.
+    const newBytes = newBytesTable(staged.stdout);
+    expect([...newBytes.keys()].sort()).toEqual(cluster.nodes.map((n) => n.name).sort());
+    for (const n of cluster.nodes) {
+      const added = storedLayerBytes(n.crio.root) - stored.get(n.name)!;
+      expect(newBytes.get(n.name), `${n.name}: NEW ON DISK printed vs what its storage added`).toBe(formatBytes(added));
+      expect(added).toBeLessThan(storedLayerBytes(n.crio.root) / 2);
+    }
     expect(staged.stdout).toMatch(new RegExp(`^Release ${NEW.replace(/\./g, '\\.')} \\(amd64\\) {2}${truth.sourceRegistry}/${truth.releaseRepository}@${truth.release.image.digest}$`, 'm'));
     expect(staged.stdout).toMatch(new RegExp(`^prestage-${NEW}-worker: 2/2 nodes done\\b.* ready$`, 'm'));
     // --prune after the stage: the cluster still runs ${OLD}, so nothing is older than it.

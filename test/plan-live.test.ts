@@ -4,7 +4,7 @@
  * (Pods bound to nodes, their statuses written as a kubelet would), planning the upgrade to
  * 4.16.3 over the real registry. Expectations come from the fixture's truth columns.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -21,6 +21,7 @@ import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
 import { testPlan, writePlan } from './mco/plans.js';
 import { McoSimulator } from './mco/simulator.js';
 import { runBin, runCli } from './support/cli.js';
+import { storedLayerBytes } from './support/agent-bed.js';
 import { loadSimulatedCluster } from './support/simulated-cluster.js';
 
 const truth = inject('fixtureTruth');
@@ -149,7 +150,7 @@ describe('plan of the upgrade of a running cluster', () => {
     expect(r.code).toBe(0);
     const worker = plan.nodes!.find((n) => n.nodes.includes('worker-0'))!;
     console.log(`$ prestage plan ${RELEASE} --kubeconfig ...\n${r.stdout}`); // the README shows it
-    expect(r.stdout).toContain('\nNew bytes per node (layers of the images each node runs now, 4.16.2, are not new):\nNODES ');
+    expect(r.stdout).toContain('\nNew bytes per node (layers of the 4.16.2 images each node runs now are not new):\nNODES ');
     expect(r.stdout).toMatch(new RegExp(`^${worker.nodes.join(', ')} +worker +${formatBytes(worker.newCompressedBytes)} +${formatBytes(worker.newDiskBytes)} +${formatBytes(worker.heldDiskBytes)} +${formatBytes(worker.diskBytes)}$`, 'm'));
   });
 
@@ -224,12 +225,6 @@ describe('plan of the upgrade of a running cluster', () => {
     }
   });
 });
-
-/** Uncompressed bytes of every layer a CRI-O's containers/storage holds, by its own accounting (diff-size). */
-function storedLayerBytes(root: string): number {
-  const layers = JSON.parse(readFileSync(join(root, 'vfs-layers', 'layers.json'), 'utf8')) as Array<{ 'diff-size'?: number }>;
-  return layers.reduce((total, layer) => total + (layer['diff-size'] ?? 0), 0);
-}
 
 describe('stage without the RBAC to read the cluster', () => {
   it('warns in one line and plans from the release alone', async () => {

@@ -7,6 +7,7 @@ import type { Argv } from 'yargs';
 import type { DesiredSet, PinningBackend } from '../cluster/backend.js';
 import { desiredSetsFromPlan } from '../cluster/desired-sets.js';
 import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
+import { pinnedOnNodes } from '../cluster/release-lifecycle.js';
 import type { KubeClient, KubeList, KubeObject } from '../cluster/kube.js';
 import { ClusterError } from '../errors.js';
 import type { Plan } from '../plan/types.js';
@@ -72,7 +73,9 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
     handler: async (args: any) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
       const release = await releaseToPlan(args, (line) => ctx.log.warn(line));
-      const live = args.cluster === false ? undefined : await liveClusterFrom(args as KubeFlags, args.cluster === true, (line) => ctx.log.warn(line));
+      const observed = args.cluster === false ? undefined : await liveClusterFrom(args as KubeFlags, args.cluster === true, (line) => ctx.log.warn(line));
+      // What earlier stages pinned is on the nodes' disks too: not new bytes.
+      const live = observed && { ...observed, pinned: await pinnedOnNodes(client, backend) };
       const plan = await planRelease(release, args, ctx, live);
       const sets = desiredSetsFromPlan(plan);
       // Progress goes to stdout; with -o json only the events do, so the table goes to stderr.

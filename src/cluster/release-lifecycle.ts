@@ -190,3 +190,23 @@ export async function releaseSnapshot(client: KubeClient, backend: PinningBacken
   const sets = (await listReleaseSets(client, await setsPathOf(client, backend))).filter((set) => set.version === version);
   return sets.length ? backend.snapshot(sets.map((set) => set.name)) : { sets: [] };
 }
+
+/**
+ * Per node, the images prestage sets (of any release) pin there now: done on that node. What
+ * earlier stages left is on disk, so a new plan does not count it as new bytes.
+ */
+export async function pinnedOnNodes(client: KubeClient, backend: PinningBackend): Promise<Array<{ node: string; images: string[] }>> {
+  const list = await client.get<KubeList<KubeObject & { spec?: { pinnedImages?: Array<{ name?: string }> } }>>(await setsPathOf(client, backend), { labelSelector: `${MANAGED_BY_LABEL}=prestage` });
+  if (list.items.length === 0) return [];
+  const imagesOf = new Map(list.items.map((set) => [set.metadata.name, (set.spec?.pinnedImages ?? []).flatMap((i) => (i.name ? [i.name] : []))]));
+  const pinned = new Map<string, Set<string>>();
+  for (const set of (await backend.snapshot([...imagesOf.keys()])).sets) {
+    for (const node of set.nodes) {
+      if (node.phase !== 'done') continue;
+      const images = pinned.get(node.node) ?? new Set<string>();
+      for (const image of imagesOf.get(set.name) ?? []) images.add(image);
+      pinned.set(node.node, images);
+    }
+  }
+  return [...pinned].map(([node, images]) => ({ node, images: [...images].sort() })).sort((a, b) => a.node.localeCompare(b.node));
+}

@@ -113,9 +113,10 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
 }
 
 /**
- * What each node of a live cluster runs now, and the layers of those images: the release images
- * (current or target) its Pods name, read from the registry unless the plan measured them. An
- * image that cannot be read counts as not held (its layers are new): a warning, not a failure.
+ * What each node of a live cluster holds now, and the layers of those images: the release images
+ * (current or target) its Pods name and the images sets already pin there, read from the
+ * registry unless the plan measured them. An image that cannot be read counts as not held (its
+ * layers are new): a warning, not a failure.
  */
 async function readHeld(
   client: RegistryClient,
@@ -132,6 +133,14 @@ async function readHeld(
   }
   const running = new Map<string, Set<string>>(live.nodes.map((n) => [n.name, new Set()]));
   for (const pod of live.pods) for (const digest of pod.digests) running.get(pod.node)?.add(digest);
+  for (const { node, images } of live.pinned ?? []) {
+    for (const pullSpec of images) {
+      const digest = /@(sha256:[a-f0-9]{64})$/.exec(pullSpec)?.[1];
+      if (!digest) continue;
+      running.get(node)?.add(digest);
+      if (!pullSpecOf.has(digest)) pullSpecOf.set(digest, pullSpec);
+    }
+  }
   const wanted = new Set([...running.values()].flatMap((digests) => [...digests].filter((d) => pullSpecOf.has(d))));
   const layers = new Map<string, readonly string[]>();
   const unread: string[] = [];

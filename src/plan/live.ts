@@ -32,6 +32,8 @@ export interface LiveCluster {
   readonly platform?: string;
   readonly nodes: ReadonlyArray<{ readonly name: string; readonly role: SetRole }>;
   readonly pods: readonly RunningPod[];
+  /** Images sets already pin on a node (stage reads them from the backend): held there too. */
+  readonly pinned?: ReadonlyArray<{ readonly node: string; readonly images: readonly string[] }>;
 }
 
 export interface LiveInput {
@@ -97,6 +99,7 @@ export function classifyLive(input: LiveInput): LivePlan {
       nodes: nodeCount,
       pods: bound.length,
       releasePods,
+      ...(cluster.pinned ? { pinnedImages: cluster.pinned.reduce((n, p) => n + p.images.length, 0) } : {}),
     },
     warnings,
   };

@@ -96,6 +96,8 @@ export interface PlanObserved {
   /** Pods bound to nodes, and how many of them run a release image. */
   readonly pods: number;
   readonly releasePods: number;
+  /** `stage`: image pins of prestage sets done on the nodes (summed over nodes), held there too. */
+  readonly pinnedImages?: number;
 }
 
 /**

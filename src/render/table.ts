@@ -65,9 +65,10 @@ export function renderPlanTable(plan: Plan, wide = false): string {
 
 /** New bytes per node: what stage will download and store, against what each node runs now. */
 function nodeBytesLines(plan: Plan): string[] {
+  const observed = plan.cluster.observed;
   const names = (nodes: readonly string[]) => (nodes.length <= 3 ? nodes.join(', ') : `${nodes.slice(0, 2).join(', ')} and ${nodes.length - 2} more`);
   return [
-    `New bytes per node (layers of the images each node runs now${plan.cluster.observed ? `, ${plan.cluster.observed.version}` : ''}, are not new):`,
+    `New bytes per node (layers of the ${observed ? `${observed.version} ` : ''}images each node runs now${observed?.pinnedImages !== undefined ? ', and of the images prestage sets pin there,' : ''} are not new):`,
     table(
       [['NODES', 'ROLE', 'DOWNLOAD', 'NEW ON DISK', 'ALREADY HELD', 'SETS ON DISK'], ...plan.nodes!.map((n) => [names(n.nodes), n.role, formatBytes(n.newCompressedBytes), formatBytes(n.newDiskBytes), formatBytes(n.heldDiskBytes), formatBytes(n.diskBytes)])],
       new Set([2, 3, 4, 5]),

@@ -1,4 +1,6 @@
 /** What the node-agent tests share on the test bed: the prestage CRDs, and what a node's CRI-O stores and pins. */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { CRDS } from '../../src/api/prestage.js';
 import { CriClient } from '../../src/cri/client.js';
@@ -21,4 +23,10 @@ export async function pinState(node: TestNode, images: readonly string[]): Promi
   } finally {
     cri.close();
   }
+}
+
+/** Uncompressed bytes of every layer a test-bed CRI-O's containers/storage (vfs) holds, by its own accounting (diff-size). */
+export function storedLayerBytes(root: string): number {
+  const layers = JSON.parse(readFileSync(join(root, 'vfs-layers', 'layers.json'), 'utf8')) as Array<{ 'diff-size'?: number }>;
+  return layers.reduce((total, layer) => total + (layer['diff-size'] ?? 0), 0);
 }
