@@ -3,7 +3,9 @@
  * their uncompressed sizes, read the way CRI-O will pull them (the node's registries.conf
  * mirrors in order, then the source; the node's pull secret) with the plan's measuring code
  * (verified manifests, the node's platform out of manifest lists, gzip ISIZE from a 4-byte
- * tail read per layer). Results are cached by manifest digest, which names immutable content.
+ * tail read per layer). Results are cached by manifest digest, and layer sizes by layer digest
+ * (both name immutable content), so a node sizing 100+ images, or new sets that share base
+ * layers with earlier ones, reads each trailer once.
  *
  * Lookups must never hold the agent up for long: short timeouts, two attempts, a bounded
  * number at once, a budget per batch, and a host that did not answer is skipped for a while.
@@ -12,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
-import { measureImage, type LayerSizeCache } from '../plan/sizes.js';
+import { measureImage, type LayerSize, type LayerSizeCache } from '../plan/sizes.js';
 import { RegistryClient } from '../registry/client.js';
 import type { PullSecret } from '../registry/credentials.js';
 import { formatReference, parseReference } from '../registry/reference.js';
@@ -69,9 +71,12 @@ export interface RegistryImageSizesOptions {
   readonly unreachableBackoffMs?: number;
 }
 
-const DEFAULTS = { requestTimeoutMs: 10_000, attempts: 2, concurrency: 8, budgetMs: 60_000, unreachableBackoffMs: 60_000 };
-/** Bounds the cache: an entry is a few hundred bytes; a node holds far fewer images. */
+const DEFAULTS = { requestTimeoutMs: 10_000, attempts: 2, concurrency: 16, budgetMs: 60_000, unreachableBackoffMs: 60_000 };
+/** Requests at once per registry: an image's manifests and its layers' trailers overlap others'. */
+const REQUESTS_PER_REGISTRY = 32;
+/** Bounds the caches: an entry is a few hundred bytes (a layer size, tens); a node holds far fewer images. */
 const MAX_CACHED = 10_000;
+const MAX_CACHED_LAYERS = 50_000;
 /** Network-level failures: the host, not the image, is the problem. */
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'ECONNRESET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_SOCKET']);
 
@@ -85,6 +90,8 @@ interface Clients {
 export class RegistryImageSizes implements ImageSizeSource {
   private readonly options: Required<Omit<RegistryImageSizesOptions, 'log'>> & { log: Logger };
   private readonly cache = new Map<string, ImageLayers>();
+  /** Exact layer sizes by digest, across batches. */
+  private readonly layerCache = new Map<string, LayerSize>();
   private readonly inflight = new Map<string, Promise<SizeResult>>();
   private readonly unreachableUntil = new Map<string, number>();
   private readonly limit;
@@ -108,8 +115,8 @@ export class RegistryImageSizes implements ImageSizeSource {
       return results;
     }
     const clients = this.clientsFor(pullSecrets);
-    // Layers shared by images of this batch are read once.
-    const layerSizes: LayerSizeCache = new Map();
+    // Layers shared by images of this batch, or sized exactly in an earlier one, are read once.
+    const layerSizes = this.layerSizesForBatch();
     const pending = unique.map(async (image) => results.set(image, await this.lookup(image, arch, conf, clients, layerSizes)));
     let timer: NodeJS.Timeout | undefined;
     const budget = new Promise<void>((resolve) => {
@@ -185,6 +192,35 @@ export class RegistryImageSizes implements ImageSizeSource {
     return settled;
   }
 
+  /**
+   * This batch's reads in flight, over the exact sizes of earlier batches. Estimates are not
+   * kept past the batch: they say a registry failed a Range read, which another may not.
+   */
+  private layerSizesForBatch(): LayerSizeCache {
+    const batch = new Map<string, Promise<LayerSize>>();
+    const known = this.layerCache;
+    return {
+      get: (digest) => {
+        const reading = batch.get(digest);
+        if (reading) return reading;
+        const size = known.get(digest);
+        return size ? Promise.resolve(size) : undefined;
+      },
+      set: (digest, reading) => {
+        batch.set(digest, reading);
+        reading.then((size) => {
+          if (size.method === 'estimate-2x') return;
+          if (known.size >= MAX_CACHED_LAYERS) {
+            const oldest = known.keys().next().value;
+            if (oldest !== undefined) known.delete(oldest);
+          }
+          known.set(digest, size);
+        }, () => undefined);
+      },
+      delete: (digest) => batch.delete(digest),
+    };
+  }
+
   private remember(key: string, result: ImageLayers): void {
     if (this.cache.size >= MAX_CACHED) {
       const oldest = this.cache.keys().next().value;
@@ -205,7 +241,7 @@ export class RegistryImageSizes implements ImageSizeSource {
       mirrors: [],
       pullSecrets,
       retry: { attempts, baseDelayMs: 250, maxDelayMs: 1_000 },
-      concurrency: 8,
+      concurrency: REQUESTS_PER_REGISTRY,
       stallTimeoutMs: requestTimeoutMs,
       connectTimeoutMs: requestTimeoutMs,
     };

@@ -14,9 +14,9 @@ import pLimit from 'p-limit';
 import { writeFileAtomic } from '../atomic-file.js';
 import { BadInputError, DigestMismatchError } from '../errors.js';
 import { PLAN_API_VERSION, type Plan } from '../plan/types.js';
-import type { RegistryClient } from '../registry/client.js';
+import { RangesRefused, type RegistryClient } from '../registry/client.js';
 import { MediaType, type Descriptor } from '../registry/manifest.js';
-import type { ImageReference } from '../registry/reference.js';
+import { formatReference, type ImageReference } from '../registry/reference.js';
 import { collectContent, type BundleContent, type BundleImage, type BundleManifest } from './content.js';
 import { ensureFreeSpace, type StatFs } from './disk-space.js';
 import {
@@ -123,6 +123,8 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   // per blob on the way stalls the link, and a blob a crash left short is re-hashed and
   // fetched again on the rerun like any damaged one.
   const written: string[] = [];
+  /** Registries that answered a Range request with a whole blob: big blobs from them in one stream. */
+  const rangesRefused = new Set<string>();
   try {
     await runAll(transfers, opts.concurrency, async (transfer, signal) => {
       if ('manifest' in transfer) {
@@ -131,7 +133,7 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
         written.push(await fetchBlob(client, dir, transfer.blob, signal, (n) => {
           fetchedBytes += n;
           progress.addBytes(n);
-        }));
+        }, rangesRefused));
       }
       const digest = 'manifest' in transfer ? transfer.manifest.digest : transfer.blob.descriptor.digest;
       for (const image of tracker.done(digest)) progress.imageDone(image.pullSpec, imageBytes(image));
@@ -279,10 +281,30 @@ async function usablePartialBytes(dir: string, blob: Descriptor, size: number): 
  * be synced with the others. A partial file that turns out damaged is discarded and the blob
  * fetched again from byte 0.
  */
-async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, signal: AbortSignal, onBytes: (n: number) => void): Promise<string> {
+async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, signal: AbortSignal, onBytes: (n: number) => void, rangesRefused: Set<string>): Promise<string> {
   const { descriptor } = task;
   const partial = partialPath(dir, descriptor.digest);
+  if (task.partialBytes === 0 && descriptor.size <= IN_MEMORY_BLOB) {
+    // Most blobs of a release are a few KiB: one verified read into memory and one write cost
+    // far less per blob than a stream pipeline, and per-blob cost is what bounds small blobs.
+    const bytes = await client.readBlob(task.from, descriptor, IN_MEMORY_BLOB);
+    onBytes(bytes.length);
+    return storeBlob(dir, descriptor.digest, bytes);
+  }
   let offset = task.partialBytes;
+  if (offset === 0 && descriptor.size >= 2 * MIN_PART_BYTES && !rangesRefused.has(task.from.registry)) {
+    try {
+      await fetchInParts(client, task.from, descriptor, partial, signal, onBytes);
+      const path = blobPath(dir, descriptor.digest);
+      await rename(partial, path);
+      return path;
+    } catch (err) {
+      if (err instanceof RangesRefused) rangesRefused.add(task.from.registry);
+      else if (!(err instanceof DigestMismatchError)) throw err;
+      // Not served in ranges, or damaged: one stream from byte 0 (a second mismatch is final).
+      await rm(partial, { force: true });
+    }
+  }
   for (;;) {
     try {
       await appendBlob(client, task.from, descriptor, partial, offset, signal, onBytes);
@@ -306,6 +328,107 @@ async function storeBlob(dir: string, digest: string, bytes: Buffer): Promise<st
   const path = blobPath(dir, digest);
   await rename(partial, path);
   return path;
+}
+
+/**
+ * Blobs up to this size (most of a release's, by count) are read into memory, verified, and
+ * written at once; a crash loses at most these in flight, which a rerun fetches again.
+ */
+const IN_MEMORY_BLOB = 64 * 1024;
+
+/** A big blob is read in parts of at least this size, ... */
+const MIN_PART_BYTES = 16 * 1024 * 1024;
+/** ... at most this many at once. */
+const MAX_PARTS = 4;
+/** Bytes the in-order hash reads back at a time. */
+const HASH_READ_BYTES = 4 * 1024 * 1024;
+
+/**
+ * A big blob in parallel Range parts, where the registry serves ranges (one connection is often
+ * held to a fraction of the link by its window, or by a CDN's per-connection limit): each part
+ * is written at its offset as it arrives, and one reader hashes the file in order right behind
+ * the contiguous bytes written, so the digest is checked over every byte before the rename. A
+ * registry that answers the first part with the whole blob raises RangesRefused at once. On
+ * failure the file is cut back to the bytes hashed, a prefix a rerun continues from.
+ */
+async function fetchInParts(client: RegistryClient, from: ImageReference, blob: Descriptor, partial: string, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {
+  const parts = Math.min(MAX_PARTS, Math.floor(blob.size / MIN_PART_BYTES));
+  const partSize = Math.ceil(blob.size / parts);
+  const bounds = Array.from({ length: parts }, (_, i) => [i * partSize, Math.min(blob.size, (i + 1) * partSize)] as const);
+  /** Per part: the end of the bytes written contiguously from its start. */
+  const written = bounds.map(([start]) => start);
+  let hashed = 0;
+  let failed = false;
+  let wake: (() => void) | undefined;
+  const notify = (): void => {
+    const waiting = wake;
+    wake = undefined;
+    waiting?.();
+  };
+  const file = await open(partial, 'w+');
+  const readers = bounds.map(([start, end]) => client.blobPart(from, blob, start, end));
+  const fill = async (i: number, first?: IteratorResult<Buffer>): Promise<void> => {
+    const reader = readers[i]!;
+    try {
+      for (let next = first ?? (await reader.next()); !next.done; next = await reader.next()) {
+        if (failed || signal.aborted) return;
+        const chunk = next.value;
+        await file.write(chunk, 0, chunk.length, written[i]!);
+        written[i]! += chunk.length;
+        onBytes(chunk.length);
+        notify();
+      }
+    } finally {
+      await reader.return(undefined);
+    }
+  };
+  const hashInOrder = async (): Promise<string> => {
+    const hash = createHash('sha256');
+    const buffer = Buffer.allocUnsafe(HASH_READ_BYTES);
+    for (const [i, [, end]] of bounds.entries()) {
+      while (hashed < end) {
+        if (failed || signal.aborted) throw signal.reason ?? new Error('a part failed');
+        const ready = written[i]! - hashed;
+        if (ready <= 0) {
+          await new Promise<void>((resolve) => (wake = resolve));
+          continue;
+        }
+        const { bytesRead } = await file.read(buffer, 0, Math.min(ready, buffer.length), hashed);
+        hash.update(buffer.subarray(0, bytesRead));
+        hashed += bytesRead;
+      }
+    }
+    return `sha256:${hash.digest('hex')}`;
+  };
+  const onAbort = (): void => notify();
+  signal.addEventListener('abort', onAbort);
+  let error: unknown;
+  try {
+    // The first part's answer says whether ranges are served before the others are asked for.
+    const first = await readers[0]!.next();
+    const settled = await Promise.allSettled([
+      ...bounds.map((_, i) => fill(i, i === 0 ? first : undefined).catch((err: unknown) => {
+        failed = true;
+        notify();
+        throw err;
+      })),
+      hashInOrder(),
+    ]);
+    const rejected = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected' && !(failed && r.reason instanceof Error && r.reason.message === 'a part failed'));
+    if (rejected) throw rejected.reason;
+    const digest = (settled.at(-1) as PromiseFulfilledResult<string>).value;
+    if (digest !== blob.digest) throw new DigestMismatchError(`${formatReference(from)}@${blob.digest}: content hashes to ${digest}; the registry or a proxy corrupted it`);
+  } catch (err) {
+    error = err;
+    failed = true;
+    await Promise.allSettled(readers.map((reader) => reader.return(undefined)));
+    // What was hashed is a contiguous prefix of what the registry sent: a rerun continues there.
+    await file.truncate(hashed).catch(() => undefined);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    await file.close();
+  }
+  if (error !== undefined) throw error;
 }
 
 /** Write buffer: large writes, few syscalls; the registry's chunks pass through uncopied. */

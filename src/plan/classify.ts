@@ -190,7 +190,7 @@ function* referencesIn(doc: Record<string, unknown>, file: string): Generator<[s
     }
   }
   // Anything else (custom resources, annotations): no placement known, so any node.
-  for (const [path, value] of strings(doc, '')) {
+  for (const [path, value] of digestStrings(doc, [])) {
     if (handled.has(value)) continue;
     for (const digest of digestsIn(value)) {
       yield [digest, { kind: 'other', role: 'all', platforms: manifestPlatforms, evidence: `referenced from ${path} of ${object}, so it may run on any node` }];
@@ -239,14 +239,32 @@ export function pinnedToControlPlane(podSpec: Record<string, any>): boolean {
   );
 }
 
-function* strings(value: unknown, path: string): Generator<[string, string]> {
+/**
+ * Every string in `value` that may name a digest, with its path (`a.b[0].c`). Most strings of a
+ * manifest name none: their paths are never built (a plan walks thousands of documents).
+ */
+function* digestStrings(value: unknown, path: Array<string | number>): Generator<[string, string]> {
   if (typeof value === 'string') {
-    yield [path, value];
+    if (value.includes('@sha256:')) yield [pathText(path), value];
   } else if (Array.isArray(value)) {
-    for (const [i, v] of value.entries()) yield* strings(v, `${path}[${i}]`);
+    for (let i = 0; i < value.length; i++) {
+      path.push(i);
+      yield* digestStrings(value[i], path);
+      path.pop();
+    }
   } else if (value && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value)) yield* strings(v, path ? `${path}.${k}` : k);
+    for (const k of Object.keys(value)) {
+      path.push(k);
+      yield* digestStrings((value as Record<string, unknown>)[k], path);
+      path.pop();
+    }
   }
+}
+
+function pathText(path: ReadonlyArray<string | number>): string {
+  let text = '';
+  for (const part of path) text = typeof part === 'number' ? `${text}[${part}]` : text ? `${text}.${part}` : part;
+  return text;
 }
 
 function digestsIn(text: string): string[] {

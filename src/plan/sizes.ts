@@ -62,8 +62,12 @@ function layerKind(mediaType: string): 'gzip' | 'tar' | 'other' {
   return 'other';
 }
 
-/** One size read per blob digest, shared by every image measured with it. */
-export type LayerSizeCache = Map<string, Promise<LayerSize>>;
+/** One size read per blob digest, shared by every image measured with it (a Map, or a longer-lived cache). */
+export interface LayerSizeCache {
+  get(digest: string): Promise<LayerSize> | undefined;
+  set(digest: string, reading: Promise<LayerSize>): unknown;
+  delete(digest: string): unknown;
+}
 
 /**
  * Resolve every image for `arch` and size each unique layer once; results in request order.

@@ -5,10 +5,10 @@
  * retries (retry.ts, the one policy), under a per-registry bound on concurrent requests.
  */
 import { Readable } from 'node:stream';
-import { request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { RegistryError } from '../errors.js';
-import type { DispatcherOptions } from '../net/dispatcher.js';
+import { dispatchRequest, type DispatcherOptions } from '../net/dispatcher.js';
 import { pickChallenge, type Challenge } from './challenge.js';
 import { findCredential, type Credential, type PullSecret } from './credentials.js';
 import { asRegistryError, exhaustedError, shortPath } from './failure.js';
@@ -132,10 +132,9 @@ export class RegistryTransport {
     let reauthenticated = false;
     for (let hops = 0; ; ) {
       const body = ro.body?.();
-      const res = await request(url, {
+      const res = await dispatchRequest(this.dispatcher, url, {
         method: ro.method ?? 'GET',
         headers: { 'user-agent': 'prestage', ...ro.headers, ...(authorization ? { authorization } : {}) },
-        dispatcher: this.dispatcher,
         ...(body ? { body } : {}),
         ...(ro.signal ? { signal: ro.signal } : {}),
       }).finally(() => {
@@ -168,7 +167,7 @@ export class RegistryTransport {
 
   /** Any HTTP answer settles the probe; errors say what the connection did. */
   private async probe(url: string): Promise<void> {
-    const res = await request(url, { dispatcher: this.dispatcher, headers: { 'user-agent': 'prestage' } });
+    const res = await dispatchRequest(this.dispatcher, url, { headers: { 'user-agent': 'prestage' } });
     await res.body.dump();
   }
 
@@ -203,7 +202,7 @@ export class RegistryTransport {
     if (challenge.service) url.searchParams.set('service', challenge.service);
     for (const s of scopes) url.searchParams.append('scope', s);
     return retrying(this.retryHooks(`token ${url.host}`, url.origin), async () => {
-      const init: Parameters<typeof request>[1] = { dispatcher: this.dispatcher, headers: { 'user-agent': 'prestage' } };
+      const init: Parameters<typeof dispatchRequest>[2] = { headers: { 'user-agent': 'prestage' } };
       if (cred?.identityToken) {
         // OAuth2 refresh-token grant, as docker does for identity tokens.
         const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: cred.identityToken, scope, client_id: 'prestage' });
@@ -212,7 +211,7 @@ export class RegistryTransport {
       } else if (cred?.username !== undefined) {
         init.headers = { 'user-agent': 'prestage', authorization: basic(cred) };
       }
-      const res = await request(url.href, init);
+      const res = await dispatchRequest(this.dispatcher, url.href, init);
       if (res.statusCode !== 200) {
         const detail = await readErrorDetail(res.body);
         if (isRetryableStatus(res.statusCode)) throw new RetryableStatus(res.statusCode, parseRetryAfter(res.headers['retry-after']), detail);

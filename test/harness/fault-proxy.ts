@@ -84,6 +84,9 @@ export interface ProxyStats {
   readonly requests: number;
   /** Response body bytes written on both origins: what clients read. */
   readonly bytesSent: number;
+  /** `performance.now()` when the first and the last body byte were written; 0 before any. */
+  readonly firstByteAt: number;
+  readonly lastByteAt: number;
   /** One record per request, in arrival order, updated while the response is sent. */
   readonly log: readonly RequestRecord[];
 }
@@ -105,6 +108,11 @@ export interface FaultProxy {
   setLatency(ms: number): void;
   /** Cap the response body throughput of all connections together; `null` lifts it. */
   setBandwidth(bytesPerSecond: number | null): void;
+  /**
+   * Cap each response on its own as well (a flow held back by its TCP window over a long round
+   * trip, or a CDN's per-connection limit); `null` lifts it. Applies to responses started after.
+   */
+  setFlowBandwidth(bytesPerSecond: number | null): void;
   /** Answer registry blob GETs the client may read with a 307 to the cdn, as Quay does. */
   redirectBlobsToCdn(enabled: boolean): void;
   resetStats(): void;
@@ -155,12 +163,13 @@ class FaultInjectingProxy implements FaultProxy {
   private readonly cdnServer: Server;
   private readonly agent: HttpAgent;
   private readonly bandwidth = new SharedBandwidth();
+  private flowBytesPerSecond: number | null = null;
   private rules: ActiveRule[] = [];
   private latencyMs = 0;
   private readonly handshaken = new WeakSet<object>();
   private cdnRedirects = false;
   private readonly cdnObjects = new Map<string, CdnObject>();
-  private counters = { requests: 0, bytesSent: 0, log: [] as RequestRecord[] };
+  private counters = { requests: 0, bytesSent: 0, firstByteAt: 0, lastByteAt: 0, log: [] as RequestRecord[] };
 
   constructor(private readonly upstream: URL, ca: Buffer | undefined) {
     this.agent = upstream.protocol === 'https:' ? new HttpsAgent({ keepAlive: true, ca }) : new HttpAgent({ keepAlive: true });
@@ -195,12 +204,16 @@ class FaultInjectingProxy implements FaultProxy {
     this.bandwidth.setRate(bytesPerSecond);
   }
 
+  setFlowBandwidth(bytesPerSecond: number | null): void {
+    this.flowBytesPerSecond = bytesPerSecond;
+  }
+
   redirectBlobsToCdn(enabled: boolean): void {
     this.cdnRedirects = enabled;
   }
 
   resetStats(): void {
-    this.counters = { requests: 0, bytesSent: 0, log: [] };
+    this.counters = { requests: 0, bytesSent: 0, firstByteAt: 0, lastByteAt: 0, log: [] };
   }
 
   async stop(): Promise<void> {
@@ -378,6 +391,10 @@ class FaultInjectingProxy implements FaultProxy {
   ): Promise<void> {
     const cutAfter = fault && 'afterBytes' in fault ? fault.afterBytes : Infinity;
     const corruptAt = fault?.kind === 'corrupt' ? fault.atByte ?? Math.floor((length ?? 0) / 2) : -1;
+    // This response's own link, when flows are capped: paced like the shared one.
+    const flow = new SharedBandwidth();
+    flow.setRate(this.flowBytesPerSecond);
+    const pieceSize = Math.min(this.bandwidth.pieceSize, flow.pieceSize);
     let offset = 0;
     try {
       // The empty write sends the headers, so even a cut at byte 0 is a response, then a cut.
@@ -387,20 +404,21 @@ class FaultInjectingProxy implements FaultProxy {
       }
       for await (const chunk of body as AsyncIterable<Buffer>) {
         for (let start = 0; start < chunk.length;) {
-          const size = Math.min(chunk.length - start, this.bandwidth.pieceSize, cutAfter - offset);
+          const size = Math.min(chunk.length - start, pieceSize, cutAfter - offset);
           let piece = chunk.subarray(start, start + size);
           start += size;
           if (corruptAt >= offset && corruptAt < offset + size) {
             piece = Buffer.from(piece);
             piece[corruptAt - offset] = (piece[corruptAt - offset] ?? 0) ^ 0xff;
           }
+          await flow.take(size);
           await this.bandwidth.take(size);
           const cutNow = offset + size >= cutAfter;
           // Before a cut the bytes must have reached the socket, or a reset would drop them.
           if (!(await write(res, piece, cutNow))) return;
           offset += size;
           record.bytesSent += size;
-          this.counters.bytesSent += size;
+          this.countSent(size);
           if (cutNow) return this.cut(res, fault);
         }
       }
@@ -443,7 +461,15 @@ class FaultInjectingProxy implements FaultProxy {
     }
     res.end(bytes);
     record.bytesSent += bytes.length;
-    this.counters.bytesSent += bytes.length;
+    this.countSent(bytes.length);
+  }
+
+  private countSent(bytes: number): void {
+    if (bytes === 0) return;
+    const now = performance.now();
+    if (this.counters.bytesSent === 0) this.counters.firstByteAt = now;
+    this.counters.lastByteAt = now;
+    this.counters.bytesSent += bytes;
   }
 
   private writeHead(res: ServerResponse, record: RequestRecord, status: number, headers: OutgoingHttpHeaders): void {
