@@ -5,14 +5,20 @@
  *   each keeps the capped link;
  * - realistic blobs (tens to hundreds of MiB, random bytes made on the fly; BENCH_BIG_MIB
  *   sizes, default 200,120,80,50,30,20): uncapped straight from the local registry (MiB/s, and
- *   the CPU the process spent), and capped through the proxy (link use).
+ *   the CPU the process spent), capped through the proxy (link use), and through the proxy
+ *   with each connection capped at BENCH_FLOW_BYTES (default 16 MiB/s; a flow held back by its
+ *   TCP window over a long round trip, or a CDN's per-connection limit) and no link cap (MiB/s).
+ * Link use is the proxy's body bytes over the time from its first to its last body byte (the
+ * proxy stamps both), divided by the cap. Beside it, the CPU seconds that prestage, the
+ * registry and the proxy spent in the small-blob run: on a 2-core machine their sum over two
+ * cores is a floor under the transfer time that no client can go below.
  * Registry storage is in RAM where possible; bundles are written to the disk as users do.
  */
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
@@ -26,6 +32,7 @@ import { CURRENT, previousBuild, type Build } from './previous-build.js';
 
 const run = promisify(execFile);
 const CAP = Number(process.env.BENCH_CAP_BYTES ?? 8 * 1024 * 1024);
+const FLOW_CAP = Number(process.env.BENCH_FLOW_BYTES ?? 16 * 1024 * 1024);
 const BIG_MIB = (process.env.BENCH_BIG_MIB ?? '200,120,80,50,30,20').split(',').map(Number);
 const MiB = 1024 * 1024;
 
@@ -46,27 +53,43 @@ interface Measured {
   readonly transferMs: number;
   /** CPU seconds of the prestage process (user + system). */
   readonly cpuS: number;
+  /** CPU seconds of the registry, and of this process (the proxy, when one is used). */
+  readonly registryCpuS: number;
+  readonly proxyCpuS: number;
+  readonly requests: number;
 }
 
-/** Wall time, the child's CPU time, and the proxy's bytes sampled every few ms to find when the link was in use. */
+/** CPU seconds (user + system) of the registry processes this bench started. */
+const CLOCK_TICKS = 100;
+async function registryCpuS(): Promise<number> {
+  const { stdout } = await run('pgrep', ['-P', String(process.pid), '-f', 'docker-registry']).catch(() => ({ stdout: '' }));
+  let ticks = 0;
+  for (const pid of stdout.split('\n').filter(Boolean)) {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  return ticks / CLOCK_TICKS;
+}
+
+/** Wall time, the CPU times, and the proxy's own first and last body byte times (when the link was in use). */
 async function measured(fn: () => Promise<{ cpuS: number }>, p: FaultProxy | undefined, bytes?: () => Promise<number>): Promise<Measured> {
   p?.resetStats();
-  let first: number | undefined;
-  let last = 0;
-  let seen = 0;
-  const sampler = setInterval(() => {
-    const now = performance.now();
-    if (p && p.stats.bytesSent !== seen) {
-      seen = p.stats.bytesSent;
-      first ??= now;
-      last = now;
-    }
-  }, 2);
+  const registryBefore = await registryCpuS();
+  const proxyBefore = process.cpuUsage();
   const started = performance.now();
   const { cpuS } = await fn();
   const ms = performance.now() - started;
-  clearInterval(sampler);
-  return { ms, bytes: p ? p.stats.bytesSent : await bytes!(), transferMs: p ? last - (first ?? last) : ms, cpuS };
+  const proxyCpu = process.cpuUsage(proxyBefore);
+  const registryCpu = (await registryCpuS()) - registryBefore;
+  return {
+    ms,
+    bytes: p ? p.stats.bytesSent : await bytes!(),
+    transferMs: p ? p.stats.lastByteAt - p.stats.firstByteAt : ms,
+    cpuS,
+    registryCpuS: registryCpu,
+    proxyCpuS: (proxyCpu.user + proxyCpu.system) / 1e6,
+    requests: p ? p.stats.requests : NaN,
+  };
 }
 
 /** `bundle create` as a child process; its CPU time from /usr/bin/time's format. */
@@ -130,17 +153,22 @@ try {
 
   let n = 0;
   const fresh = () => join(root, `bundle-${n++}`);
-  const results = new Map<string, { small: Measured; bigUncapped: Measured; bigCapped: Measured }>();
+  const results = new Map<string, { small: Measured; bigUncapped: Measured; bigCapped: Measured; bigFlows: Measured }>();
+  const loadBefore = loadavg();
   for (const build of builds) {
     proxy.setBandwidth(CAP);
     const small = await measured(() => bundleCreate(build, smallPlan, fresh(), proxy.host), proxy);
     const bigCapped = await measured(() => bundleCreate(build, bigPlan, fresh(), proxy.host), proxy);
     proxy.setBandwidth(null);
+    proxy.setFlowBandwidth(FLOW_CAP);
+    const bigFlows = await measured(() => bundleCreate(build, bigPlan, fresh(), proxy.host), proxy);
+    proxy.setFlowBandwidth(null);
     const dir = fresh();
     const bigUncapped = await measured(() => bundleCreate(build, bigPlan, dir, registry.host), undefined, () => blobBytes(dir));
-    results.set(build.name, { small, bigUncapped, bigCapped });
+    results.set(build.name, { small, bigUncapped, bigCapped, bigFlows });
     for (let i = 0; i < n; i++) await rm(join(root, `bundle-${i}`), { recursive: true, force: true });
   }
+  const loadAfter = loadavg();
 
   const mib = (b: number) => (b / MiB).toFixed(1);
   const linkUse = (m: Measured) => m.bytes / (m.transferMs / 1000) / CAP;
@@ -150,12 +178,23 @@ try {
     [`small blobs (${truth.release.version}, ${mib(after.small.bytes)} MiB), ${mib(CAP)} MiB/s cap: link use`, linkUse(before.small).toFixed(2), linkUse(after.small).toFixed(2), (linkUse(after.small) / linkUse(before.small)).toFixed(2)],
     [`big blobs (${BIG_MIB.join('+')} MiB), ${mib(CAP)} MiB/s cap: link use`, linkUse(before.bigCapped).toFixed(2), linkUse(after.bigCapped).toFixed(2), (linkUse(after.bigCapped) / linkUse(before.bigCapped)).toFixed(2)],
     ['big blobs uncapped, local registry: MiB/s', rate(before.bigUncapped).toFixed(0), rate(after.bigUncapped).toFixed(0), (rate(after.bigUncapped) / rate(before.bigUncapped)).toFixed(2)],
+    [`big blobs, each connection capped at ${mib(FLOW_CAP)} MiB/s: MiB/s`, rate(before.bigFlows).toFixed(0), rate(after.bigFlows).toFixed(0), (rate(after.bigFlows) / rate(before.bigFlows)).toFixed(2)],
     ['big blobs uncapped: CPU s per GiB', (before.bigUncapped.cpuS / (before.bigUncapped.bytes / 1024 / MiB)).toFixed(2), (after.bigUncapped.cpuS / (after.bigUncapped.bytes / 1024 / MiB)).toFixed(2), ((after.bigUncapped.cpuS / after.bigUncapped.bytes) / (before.bigUncapped.cpuS / before.bigUncapped.bytes)).toFixed(2)],
     ['small blobs capped: wall s', (before.small.ms / 1000).toFixed(1), (after.small.ms / 1000).toFixed(1), (after.small.ms / before.small.ms).toFixed(2)],
+    ['small blobs capped: transfer s (first to last body byte)', (before.small.transferMs / 1000).toFixed(2), (after.small.transferMs / 1000).toFixed(2), (after.small.transferMs / before.small.transferMs).toFixed(2)],
+    ['small blobs capped: requests', String(before.small.requests), String(after.small.requests), (after.small.requests / before.small.requests).toFixed(2)],
+    ['small blobs capped: CPU s prestage', before.small.cpuS.toFixed(2), after.small.cpuS.toFixed(2), (after.small.cpuS / before.small.cpuS).toFixed(2)],
+    ['small blobs capped: CPU s registry', before.small.registryCpuS.toFixed(2), after.small.registryCpuS.toFixed(2), (after.small.registryCpuS / before.small.registryCpuS).toFixed(2)],
+    ['small blobs capped: CPU s proxy', before.small.proxyCpuS.toFixed(2), after.small.proxyCpuS.toFixed(2), (after.small.proxyCpuS / before.small.proxyCpuS).toFixed(2)],
   ];
+  /** The three processes' CPU over two cores: no transfer on this machine can be shorter. */
+  const cpuFloorS = (m: Measured) => (m.cpuS + m.registryCpuS + m.proxyCpuS) / 2;
   console.log(`bench:bundle  ${builds[0]!.name} vs ${builds[1]!.name}; ratio = this / previous`);
   console.log(`  ${''.padEnd(64)} ${'previous'.padStart(9)} ${'this'.padStart(9)} ${'ratio'.padStart(7)}`);
   for (const [what, a, b, r] of rows) console.log(`  ${what.padEnd(64)} ${a.padStart(9)} ${b.padStart(9)} ${r.padStart(7)}`);
+  const linkS = (after.small.bytes / CAP).toFixed(2);
+  console.log(`  small blobs: the link needs ${linkS} s; CPU of prestage + registry + proxy over 2 cores: previous ${cpuFloorS(before.small).toFixed(2)} s, this ${cpuFloorS(after.small).toFixed(2)} s`);
+  console.log(`  load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')} before, ${loadAfter.map((l) => l.toFixed(2)).join(' ')} after`);
   console.log('  goals: link use >= 0.9 capped; >= 200 MiB/s uncapped from a local registry');
 } finally {
   for (const build of builds) await build.remove();

@@ -14,16 +14,21 @@
  * component manifest, a layer trailer; plus the scheme probe an insecure (plain-HTTP) registry costs.
  *
  * First, this build beside the previous one (built from git in the same run,
- * bench/previous-build.ts): wall time and the CPU time of the process, as ratios.
+ * bench/previous-build.ts): wall time and the CPU time of the process, as ratios; then the node
+ * agent's size reads (src/agent/image-sizes.ts) of both builds, in this process, through a
+ * registries.conf mirror at the same round trip: every component in one batch (a node sizing
+ * 100+ images), and in two batches (new sets arriving that share base layers with earlier ones).
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { gunzipSync } from 'node:zlib';
 import pLimit from 'p-limit';
+import { pino } from 'pino';
 import tar from 'tar-stream';
 import { pushFixture } from '../fixtures/push.js';
 import { buildReleaseFixture } from '../fixtures/release.js';
@@ -79,6 +84,51 @@ async function againstPrevious(previous: Build): Promise<void> {
   row('CPU s (median)', before!.cpu, after!.cpu, 2);
   row('requests', before!.requests, after!.requests, 0);
   row('bytes read', before!.bytes, after!.bytes, 0);
+}
+
+/** One batch of size lookups, as the node agent of `build` makes them: wall ms and requests. */
+type SizesModule = typeof import('../src/agent/image-sizes.js');
+async function agentSizes(previous: Build): Promise<void> {
+  const conf = join(storageDir, 'agent');
+  await mkdir(join(conf, 'registries.conf.d'), { recursive: true });
+  await writeFile(join(conf, 'registries.conf'), `[[registry]]\nprefix = "quay.io"\nlocation = "quay.io"\n\n[[registry.mirror]]\nlocation = "${proxy.host}"\ninsecure = true\n`);
+  const log = pino({ level: 'silent' });
+  const images = truth.components.map((c) => c.pullSpec);
+  const half = Math.floor(images.length / 2);
+  const modules = new Map<Build, SizesModule>();
+  for (const build of [previous, CURRENT]) modules.set(build, (await import(pathToFileURL(join(dirname(build.bin), '..', 'dist', 'agent', 'image-sizes.js')).href)) as SizesModule);
+  const lookup = async (mod: SizesModule, batches: string[][]): Promise<Array<{ ms: number; requests: number; answered: number }>> => {
+    const sizes = new mod.RegistryImageSizes({ registriesConf: join(conf, 'registries.conf'), registriesConfDir: join(conf, 'registries.conf.d'), log });
+    try {
+      const out = [];
+      for (const batch of batches) {
+        const r = await timed(() => sizes.layers(batch, { arch: 'amd64', pullSecrets: [] }));
+        out.push({ ms: r.ms, requests: r.requests, answered: [...r.value.values()].filter(mod.hasLayers).length });
+      }
+      return out;
+    } finally {
+      await sizes.close();
+    }
+  };
+  const runs = new Map<Build, { all: number[]; second: number[]; requestsAll: number; requestsSecond: number; answered: number }>();
+  for (let i = 0; i < RUNS; i++) {
+    for (const [build, mod] of modules) {
+      const [all] = await lookup(mod, [images]);
+      const [, second] = await lookup(mod, [images.slice(0, half), images.slice(half)]);
+      const entry = runs.get(build) ?? { all: [], second: [], requestsAll: all!.requests, requestsSecond: second!.requests, answered: all!.answered };
+      entry.all.push(all!.ms);
+      entry.second.push(second!.ms);
+      runs.set(build, entry);
+    }
+  }
+  const [before, after] = [runs.get(previous)!, runs.get(CURRENT)!];
+  console.log(`agent size reads  ${previous.name} vs ${CURRENT.name}, RTT ${RTT_MS} ms, ${RUNS} runs each, interleaved; ratio = this / previous`);
+  console.log(`  ${''.padEnd(44)} ${'previous'.padStart(10)} ${'this'.padStart(10)} ${'ratio'.padStart(7)}`);
+  const row = (what: string, a: number, b: number) => console.log(`  ${what.padEnd(44)} ${a.toFixed(0).padStart(10)} ${b.toFixed(0).padStart(10)} ${(b / a).toFixed(2).padStart(7)}`);
+  row(`${images.length} images in one batch: wall ms (median)`, median(before.all), median(after.all));
+  row(`  requests (images answered: ${before.answered}, ${after.answered})`, before.requestsAll, after.requestsAll);
+  row(`the other ${images.length - half} after ${half}: wall ms (median)`, median(before.second), median(after.second));
+  row('  requests', before.requestsSecond, after.requestsSecond);
 }
 
 /** The skopeo baseline: copy the release image, read image-references, inspect each component 4 at a time. */
@@ -152,6 +202,7 @@ const previous = await previousBuild();
 try {
   await prestage(); // warm the registry's own caches so neither side pays for them
   await againstPrevious(previous);
+  await agentSizes(previous);
   const ours: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
   const theirs: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
   for (let i = 0; i < RUNS; i++) {
