@@ -6,13 +6,19 @@ import { readLiveCluster } from './live-cluster.js';
 const digest = (c: string) => `sha256:${c.repeat(64)}`;
 
 /** A KubeClient that answers from a table of paths; pod lists come in pages of `continue` tokens. */
-function fakeClient(objects: Record<string, unknown>, podPages: unknown[][], refuse?: string): { client: KubeClient; continues: Array<string | undefined> } {
+function fakeClient(objects: Record<string, unknown>, podPages: unknown[][], refuse?: string, expire = 0): { client: KubeClient; continues: Array<string | undefined> } {
   const continues: Array<string | undefined> = [];
+  let expired = 0;
   const answer = async (path: string, query: Record<string, unknown> = {}) => {
     if (path === refuse) throw new KubeApiError(403, 'Forbidden', `GET ${path}: forbidden`);
     if (path === '/api/v1/pods') {
       const page = Number(query.continue ?? 0);
       continues.push(query.continue as string | undefined);
+      // The first `expire` continued reads find their token expired, as after an etcd compaction.
+      if (page > 0 && expired < expire) {
+        expired++;
+        throw new KubeApiError(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.');
+      }
       return { metadata: { resourceVersion: '1', ...(page + 1 < podPages.length ? { continue: String(page + 1) } : {}) }, items: podPages[page] };
     }
     if (path in objects) return objects[path];
@@ -77,6 +83,18 @@ describe('reading a live cluster', () => {
       ],
     });
     expect(continues).toEqual([undefined, '1']);
+  });
+
+  it('starts the pod list over when its continue token expired (410), never mixing pages; gives up after 3 fresh lists', async () => {
+    const objects = { '/apis/config.openshift.io/v1/clusterversions/version': clusterVersion, '/api/v1/nodes': nodes };
+    const once = fakeClient(objects, pods, undefined, 1);
+    expect((await readLiveCluster(once.client))!.pods.map((p) => p.workload)).toEqual(['openshift-dns/dns-default', 'openshift-ingress/router-default']);
+    expect(once.continues).toEqual([undefined, '1', undefined, '1']);
+    const always = fakeClient(objects, pods, undefined, 10);
+    const error = await readLiveCluster(always.client).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(KubeApiError);
+    expect((error as KubeApiError).status).toBe(410);
+    expect(always.continues.filter((c) => c === undefined)).toHaveLength(4);
   });
 
   it('falls back to status.desired, and leaves out what the cluster does not say', async () => {

@@ -145,16 +145,29 @@ function workloadOf(pod: Pod): string {
   return `${pod.metadata.namespace ?? ''}/${name}`;
 }
 
-/** Every item of a collection, page by page, each page reduced by `keep` before the next is read. */
+/** Fresh lists after a `continue` token expired mid-list (410 Gone), before giving up. */
+const EXPIRED_RESTARTS = 3;
+
+/**
+ * Every item of a collection, page by page, each page reduced by `keep` before the next is read.
+ * A token that expired while a big cluster was read (etcd compacted its revision: 410 Gone) starts
+ * the list over, as client-go's pager does: pages of two revisions are never mixed.
+ */
 async function listAll<T extends KubeObject, R>(client: KubeClient, path: string, keep: (item: T) => R[]): Promise<R[]> {
-  const kept: R[] = [];
-  let next: string | undefined;
-  do {
-    const page = await client.get<KubeList<T>>(path, { limit: PAGE, continue: next });
-    for (const item of page.items) kept.push(...keep(item));
-    next = page.metadata.continue || undefined;
-  } while (next);
-  return kept;
+  for (let restarts = 0; ; restarts++) {
+    const kept: R[] = [];
+    let next: string | undefined;
+    try {
+      do {
+        const page = await client.get<KubeList<T>>(path, { limit: PAGE, continue: next });
+        for (const item of page.items) kept.push(...keep(item));
+        next = page.metadata.continue || undefined;
+      } while (next);
+      return kept;
+    } catch (error) {
+      if (!(error instanceof KubeApiError && error.status === 410 && next !== undefined && restarts < EXPIRED_RESTARTS)) throw error;
+    }
+  }
 }
 
 /** A refusal names the RBAC live planning needs and the way around it. */
