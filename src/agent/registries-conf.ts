@@ -13,6 +13,13 @@ import { formatReference, parseReference, type ImageReference } from '../registr
 
 export const DEFAULT_REGISTRIES_CONF = '/etc/containers/registries.conf';
 export const DEFAULT_REGISTRIES_CONF_DIR = '/etc/containers/registries.conf.d';
+/**
+ * The drop-in the agent writes for `--cache-mirror` (src/agent/cache-mirror.ts). It sorts last, so
+ * CRI-O pulls through the cache; `loadRegistriesConf` leaves it out by default, so what the agent
+ * reads itself (exact layer sizes: 4-byte Range reads, which a pull-through cache answers by
+ * fetching the whole blob upstream) goes where the node would go without the cache.
+ */
+export const CACHE_DROP_IN_NAME = '99-prestage-cache.conf';
 
 export interface RegistryMirror {
   readonly location: string;
@@ -104,9 +111,10 @@ export function parseRegistriesConf(text: string, source: string): RegistryEntry
 
 /**
  * The main file then the drop-ins. A missing main file or directory means no entries (CRI-O
- * then pulls from the source as named); an unreadable or invalid file is an error.
+ * then pulls from the source as named); an unreadable or invalid file is an error. Drop-ins named
+ * in `skip` (default: the agent's cache drop-in) are not read.
  */
-export async function loadRegistriesConf(path: string, dropInDir: string): Promise<RegistriesConf> {
+export async function loadRegistriesConf(path: string, dropInDir: string, skip: readonly string[] = [CACHE_DROP_IN_NAME]): Promise<RegistriesConf> {
   const files: string[] = [];
   const byPrefix = new Map<string, RegistryEntry>();
   const read = async (file: string): Promise<void> => {
@@ -126,7 +134,7 @@ export async function loadRegistriesConf(path: string, dropInDir: string): Promi
   await read(path);
   let names: string[] = [];
   try {
-    names = (await readdir(dropInDir, { withFileTypes: true })).filter((entry) => entry.isFile() && entry.name.endsWith('.conf')).map((entry) => entry.name);
+    names = (await readdir(dropInDir, { withFileTypes: true })).filter((entry) => entry.isFile() && entry.name.endsWith('.conf') && !skip.includes(entry.name)).map((entry) => entry.name);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw new BadInputError(`cannot list ${dropInDir}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }

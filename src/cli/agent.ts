@@ -10,6 +10,7 @@ import { CrioRuntime, DEFAULT_CRIO_SOCKET, DEFAULT_PIN_DROP_IN, reloadCrioFoundI
 import { serveAgentHttp } from '../agent/http.js';
 import { RegistryImageSizes } from '../agent/image-sizes.js';
 import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../agent/registries-conf.js';
+import { CACHE_DROP_IN_NAME, parseCacheMirrors, syncCacheDropIn } from '../agent/cache-mirror.js';
 import { KubeAgentCluster } from '../agent/kube.js';
 import { AgentMetrics } from '../agent/metrics.js';
 import { LeasePacer } from '../agent/pacing.js';
@@ -45,6 +46,12 @@ export function agentCommand(ctx: CommandContext) {
         .option('pull-secret', { type: 'string', default: DEFAULT_PULL_SECRET, describe: "The node's pull secret (kubelet config.json format)" })
         .option('registries-conf', { type: 'string', default: DEFAULT_REGISTRIES_CONF, describe: "CRI-O's registries.conf: where image sizes are read (mirrors first); a missing file = no mirrors" })
         .option('registries-conf-dir', { type: 'string', default: DEFAULT_REGISTRIES_CONF_DIR, describe: 'Its drop-in directory (*.conf, in name order)' })
+        .option('cache-mirror', {
+          type: 'string',
+          array: true,
+          default: [] as string[],
+          describe: `SOURCE=HOST[:PORT][/PREFIX] (repeatable): pull SOURCE's images by digest through this plain-HTTP pull-through cache first, then as before; written to --registries-conf-dir/${CACHE_DROP_IN_NAME} (removed without the flag), CRI-O reloaded. Image sizes are still read without it`,
+        })
         .option('concurrency', { type: 'number', default: 5, coerce: integerAtLeast('concurrency', 1), describe: 'Parallel pulls on a worker node' })
         .option('control-plane-concurrency', { type: 'number', default: 1, coerce: integerAtLeast('control-plane-concurrency', 1), describe: 'Parallel pulls on a control-plane node' })
         .option('reserve', { type: 'string', default: '16Gi', describe: 'Image filesystem space pre-loading leaves free (bytes or Ki/Mi/Gi/Ti)' })
@@ -71,8 +78,18 @@ export function agentCommand(ctx: CommandContext) {
       if (!nodeName) throw new BadInputError('no node name: pass --node-name or set NODE_NAME (the DaemonSet sets it from spec.nodeName)');
       const level = (args['log-level'] === 'warn' ? 'info' : args['log-level']) as LogLevel;
       const log = createLogger(level, ctx.stderr).child({ node: nodeName });
+      const cacheMirrors = parseCacheMirrors(args['cache-mirror']);
       const metrics = new AgentMetrics();
-      const runtime = await CrioRuntime.connect({ socketPath: args['cri-socket'], dropInPath: args['drop-in'], reload: reloadFrom(args.reload, dirname(args['drop-in'])) });
+      const reload = reloadFrom(args.reload, dirname(args['drop-in']));
+      const runtime = await CrioRuntime.connect({ socketPath: args['cri-socket'], dropInPath: args['drop-in'], reload });
+      // Before any pull: the node's registries as the flags say (the cache first, or no cache drop-in).
+      try {
+        const { change, path } = await syncCacheDropIn({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], mirrors: cacheMirrors, reload });
+        if (change !== 'unchanged' || cacheMirrors.length > 0) log.info({ change, path, cacheMirrors: cacheMirrors.map((m) => `${m.source}=${m.location}`) }, change === 'removed' ? 'cache drop-in removed, CRI-O reloaded' : change === 'written' ? 'cache drop-in written, CRI-O reloaded' : 'cache drop-in in place');
+      } catch (error) {
+        // The direct path still works: pull without the cache rather than not at all.
+        log.error({ err: (error as Error).message }, 'cannot bring the cache drop-in in line with --cache-mirror; pulls go where the node pulled before');
+      }
       const imageSizes = new RegistryImageSizes({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], log });
       let agent: NodeAgent | undefined;
       const client = new KubeClient(await loadKubeconfig({ kubeconfig: args.kubeconfig }));
