@@ -6,6 +6,10 @@ import { BadInputError, ClusterError } from '../errors.js';
 import { applyServerSide, waitForCrdsEstablished } from '../install/apply.js';
 import { ADMISSION_POLICY_MIN_MINOR, DEFAULT_IMAGE_STORE, installManifests, renderInstallYaml } from '../install/manifests.js';
 import { parseReference } from '../registry/reference.js';
+import { findCredential, parsePullSecretFile } from '../registry/credentials.js';
+import { RegistryClient } from '../registry/client.js';
+import type { Manifest } from '../install/apply.js';
+import { CACHE_NAME, cacheManifests, cacheMirrorArg as cacheMirrorArg_, checkCacheOptions, DEFAULT_CACHE_IMAGE, DEFAULT_CACHE_SIZE, DEFAULT_CACHE_UPSTREAM, HOST_IP_ADDRESS, type CacheOptions } from '../install/cache.js';
 import type { CommandContext } from './context.js';
 
 export function installCommand(ctx: CommandContext) {
@@ -19,6 +23,16 @@ export function installCommand(ctx: CommandContext) {
         .option('openshift', { type: 'boolean', describe: 'Render the SecurityContextConstraints OpenShift needs (with --apply: detected from security.openshift.io)' })
         .option('output', { alias: 'o', choices: ['yaml', 'json'] as const, default: 'yaml' as const, describe: 'Output format when rendering' })
         .option('apply', { type: 'boolean', default: false, describe: 'Apply server-side (field manager prestage) instead of printing' })
+        .option('cache', { type: 'boolean', default: false, describe: 'Also an in-cluster pull-through cache of --cache-upstream (distribution registry in proxy mode), and the agents pull through it (--cache-mirror)' })
+        .option('cache-upstream', { type: 'string', default: DEFAULT_CACHE_UPSTREAM, describe: 'The registry host the cache stands in for' })
+        .option('cache-image', { type: 'string', default: DEFAULT_CACHE_IMAGE, describe: 'The distribution registry image (resolved to a digest when its registry answers)' })
+        .option('cache-size', { type: 'string', default: DEFAULT_CACHE_SIZE, describe: "The cache's PVC size (at least the plan's compressed bytes of the sets it serves)" })
+        .option('cache-storage-class', { type: 'string', describe: "The PVC's StorageClass (default: the cluster's default)" })
+        .option('cache-host-path', { type: 'string', describe: 'A directory on --cache-node instead of a PVC' })
+        .option('cache-node', { type: 'string', describe: 'The node of --cache-host-path (the cache runs there)' })
+        .option('cache-pull-secret', { type: 'string', describe: "A pull secret (config.json) whose entry for --cache-upstream becomes the cache's upstream credentials (a Secret)" })
+        .option('cache-cluster-ip', { type: 'string', describe: "The cache Service's ClusterIP (needed to render without --apply, which reads the one the Service gets)" })
+        .option('cache-node-port', { type: 'number', describe: "Expose the cache on this NodePort and wire each node to its own address (where host-network traffic to ClusterIPs is not proxied)" })
         .option('kubeconfig', { type: 'string', describe: 'Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)' })
         .option('context', { type: 'string', describe: 'Kubeconfig context (default: its current-context)' }),
     handler: async (args: any) => {
@@ -33,8 +47,18 @@ export function installCommand(ctx: CommandContext) {
       if (!reference.tag && !reference.digest) throw new BadInputError(`--image ${image} names no tag or digest: pin the version the nodes run, e.g. ${image}:0.1.0`);
       if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(args.namespace)) throw new BadInputError(`--namespace ${args.namespace} is not a namespace name (lower-case letters, digits and '-', at most 63)`);
       const options = { namespace: args.namespace, image, agentArgs: args['agent-arg'], imageStore: args['image-store'] };
+      const cache = args.cache ? cacheOptionsFrom(args) : undefined;
       if (!args.apply) {
-        const manifests = installManifests({ ...options, openshift: args.openshift === true });
+        let cacheManifestList: Manifest[] = [];
+        let cacheMirrorArg: string | undefined;
+        if (cache) {
+          if (cache.clusterIP === undefined && cache.nodePort === undefined) {
+            throw new BadInputError("--cache without --apply needs the address the nodes reach the cache at: --cache-cluster-ip IP (a free address of the service CIDR) or --cache-node-port PORT; with --apply the Service's ClusterIP is read");
+          }
+          cacheManifestList = cacheManifests({ ...cache, image: await resolveCacheImage(cache.image, ctx) });
+          cacheMirrorArg = cache.nodePort !== undefined ? cacheMirrorArg_(cache.upstream, HOST_IP_ADDRESS, cache.nodePort) : cacheMirrorArg_(cache.upstream, cache.clusterIP as string);
+        }
+        const manifests = [...installManifests({ ...options, openshift: args.openshift === true, cacheMirrorArg }), ...cacheManifestList];
         ctx.stdout.write(args.output === 'json' ? `${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: manifests }, null, 2)}\n` : renderInstallYaml(manifests));
         return;
       }
@@ -47,12 +71,31 @@ export function installCommand(ctx: CommandContext) {
         );
       }
       const openshift = args.openshift ?? (await client.find('/apis/security.openshift.io/v1')) !== undefined;
-      const manifests = installManifests({ ...options, openshift, admissionPolicy });
-      const crds = manifests.filter((manifest) => manifest.kind === 'CustomResourceDefinition');
+      const agentManifests = installManifests({ ...options, openshift, admissionPolicy });
+      const crds = agentManifests.filter((manifest) => manifest.kind === 'CustomResourceDefinition');
       await applyServerSide(client, crds);
       await waitForCrdsEstablished(client, crds.map((manifest) => manifest.metadata.name));
+      const applied: Manifest[] = [];
+      let cacheMirrorArg: string | undefined;
+      if (cache) {
+        // The namespace first, then the cache; its Service's ClusterIP goes into the agents' flags.
+        const namespaceObject = agentManifests.filter((manifest) => manifest.kind === 'Namespace');
+        await applyServerSide(client, namespaceObject);
+        const cacheList = cacheManifests({ ...cache, image: await resolveCacheImage(cache.image, ctx) });
+        await applyServerSide(client, cacheList);
+        applied.push(...cacheList);
+        if (cache.nodePort !== undefined) cacheMirrorArg = cacheMirrorArg_(cache.upstream, HOST_IP_ADDRESS, cache.nodePort);
+        else {
+          const service = await client.get<{ spec?: { clusterIP?: string } }>(`/api/v1/namespaces/${args.namespace}/services/${CACHE_NAME}`);
+          const clusterIP = service.spec?.clusterIP;
+          if (!clusterIP || clusterIP === 'None') throw new ClusterError(`service ${args.namespace}/${CACHE_NAME} has no ClusterIP`);
+          cacheMirrorArg = cacheMirrorArg_(cache.upstream, clusterIP);
+        }
+      }
+      const manifests = installManifests({ ...options, openshift, admissionPolicy, cacheMirrorArg });
       await applyServerSide(client, manifests.filter((manifest) => manifest.kind !== 'CustomResourceDefinition'));
-      for (const manifest of manifests) ctx.stdout.write(`${manifest.kind.toLowerCase()}/${manifest.metadata.name} serverside-applied\n`);
+      for (const manifest of [...manifests, ...applied]) ctx.stdout.write(`${manifest.kind.toLowerCase()}/${manifest.metadata.name} serverside-applied\n`);
+      if (cacheMirrorArg) ctx.stdout.write(`agents pull through the cache: ${cacheMirrorArg}\n`);
     },
   };
 }
@@ -69,4 +112,52 @@ async function serverMinor(client: KubeClient): Promise<number> {
   const minor = Number.parseInt(version.minor ?? '', 10);
   if (version.major !== '1' || !Number.isFinite(minor)) throw new ClusterError(`the API server reports version ${version.gitVersion ?? JSON.stringify(version)}, not Kubernetes 1.x`);
   return minor;
+}
+
+/** The --cache-* flags, checked; credentials read from the pull secret's entry for the upstream (never printed). */
+function cacheOptionsFrom(args: any): CacheOptions {
+  const upstream: string = args['cache-upstream'];
+  let credentials: CacheOptions['credentials'];
+  if (args['cache-pull-secret'] !== undefined) {
+    const secret = parsePullSecretFile(args['cache-pull-secret']);
+    const found = findCredential([secret], upstream, '');
+    if (!found?.username || !found.password) throw new BadInputError(`--cache-pull-secret ${args['cache-pull-secret']} has no username and password for ${upstream}: add an auths entry for it, or leave the flag out for an anonymous upstream`);
+    credentials = { username: found.username, password: found.password };
+  }
+  const options: CacheOptions = {
+    namespace: args.namespace,
+    upstream,
+    image: args['cache-image'],
+    size: args['cache-size'],
+    storageClass: args['cache-storage-class'],
+    hostPath: args['cache-host-path'],
+    node: args['cache-node'],
+    credentials,
+    clusterIP: args['cache-cluster-ip'],
+    nodePort: args['cache-node-port'],
+  };
+  checkCacheOptions(options);
+  try {
+    parseReference(options.image);
+  } catch (error) {
+    throw new BadInputError(`--cache-image: ${(error as Error).message}`);
+  }
+  return options;
+}
+
+/** `registry:2` → `registry@sha256:...` when its registry answers within a few seconds; else the tag, with a warning. */
+async function resolveCacheImage(image: string, ctx: CommandContext): Promise<string> {
+  const ref = parseReference(image);
+  if (ref.digest) return image;
+  const client = new RegistryClient({ mirrors: [], pullSecrets: [], insecureRegistries: [], retry: { attempts: 1, baseDelayMs: 250, maxDelayMs: 1_000 }, concurrency: 2, stallTimeoutMs: 5_000, connectTimeoutMs: 5_000 });
+  try {
+    const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('no answer within 10 s')), 10_000).unref());
+    const { digest } = await Promise.race([client.fetchManifest(ref), timeout]);
+    return `${image.replace(/:[^:/@]+$/, '')}@${digest}`;
+  } catch (error) {
+    ctx.stderr.write(`prestage: warning: cannot resolve --cache-image ${image} to a digest (${(error as Error).message.split('\n')[0]}); the tag is used\n`);
+    return image;
+  } finally {
+    await Promise.race([client.close(), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]).catch(() => undefined);
+  }
 }

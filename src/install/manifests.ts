@@ -26,6 +26,11 @@ export interface InstallOptions {
    * tokens); without them it is left out, and any agent may write any node's status.
    */
   readonly admissionPolicy?: boolean;
+  /**
+   * `--cache-mirror=...` for the in-cluster cache (`install --cache`, src/install/cache.ts). A
+   * `$(HOST_IP)` in it is each node's own address (the DaemonSet sets HOST_IP from status.hostIP).
+   */
+  readonly cacheMirrorArg?: string;
 }
 
 export const DEFAULT_IMAGE_STORE = '/var/lib/containers/storage';
@@ -135,6 +140,7 @@ export function installManifests(options: InstallOptions): Manifest[] {
                   `--pull-secret=${HOST_ROOT}/var/lib/kubelet/config.json`,
                   `--registries-conf=${HOST_ROOT}${DEFAULT_REGISTRIES_CONF}`,
                   `--registries-conf-dir=${HOST_ROOT}${DEFAULT_REGISTRIES_CONF_DIR}`,
+                  ...(options.cacheMirrorArg !== undefined ? [options.cacheMirrorArg] : []),
                   ...(options.agentArgs ?? []),
                 ],
                 env: [
@@ -142,6 +148,7 @@ export function installManifests(options: InstallOptions): Manifest[] {
                   { name: 'NODE_OPTIONS', value: '--max-semi-space-size=1' },
                   { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
                   { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+                  ...(options.cacheMirrorArg?.includes('$(HOST_IP)') ? [{ name: 'HOST_IP', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } }] : []),
                 ],
                 ports: [{ name: 'metrics', containerPort: port }],
                 // /healthz fails only when the loop makes no progress (agent --stall-timeout, 300 s), never during a long pull.
