@@ -29,6 +29,12 @@ const RESOURCES: Readonly<Record<string, string>> = {
   ValidatingAdmissionPolicyBinding: 'validatingadmissionpolicybindings',
   SecurityContextConstraints: 'securitycontextconstraints',
   PinnedImageSet: 'pinnedimagesets',
+  // install --cache (src/install/cache.ts)
+  ConfigMap: 'configmaps',
+  Secret: 'secrets',
+  PersistentVolumeClaim: 'persistentvolumeclaims',
+  Deployment: 'deployments',
+  Service: 'services',
 };
 
 export function resourcePath(manifest: Manifest): string {

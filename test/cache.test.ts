@@ -1,0 +1,297 @@
+/**
+ * The in-cluster pull-through cache (issue #15, first part), against the real thing: the fixture
+ * release's registry as the upstream, behind a counting proxy that stands for the slow link;
+ * Debian's docker-registry in PROXY mode (`proxy.remoteurl` = the link) as the cache, behind a
+ * second counting proxy (what the nodes ask the cache); three nodes with real CRI-O; one real
+ * `prestage agent` per node with `--cache-mirror quay.io=<cache>`.
+ *
+ * Each node's own registries.conf mirrors quay.io straight over the link (as an
+ * ImageDigestMirrorSet-written entry would): the cache is reachable ONLY through the drop-in
+ * the agents write, which replaces that entry (same prefix) and carries its mirror after the
+ * cache. With the cache, a set of the release's every-node images is staged on all three nodes,
+ * every blob served by the cache, and the link carries each unique blob twice (distribution
+ * 2.8's proxy fetches a missing blob twice; see below); then the agents restart without the
+ * flag, the drop-in is gone, and a set of other images is staged straight over the link: 3x.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { AppsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { dump } from 'js-yaml';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { API_VERSION, GROUP, PINNED_IMAGE_SETS, VERSION } from '../src/api/prestage.js';
+import { CACHE_DROP_IN_NAME } from '../src/agent/cache-mirror.js';
+import { AGENT_NAME } from '../src/install/manifests.js';
+import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
+import { Daemon, waitFor } from './cluster/processes.js';
+import { freePort } from './harness/free-port.js';
+import { startFaultProxy, type FaultProxy, type RequestRecord } from './harness/fault-proxy.js';
+import { startRegistry, type RegistryHandle } from './harness/index.js';
+import { pinState } from './support/agent-bed.js';
+import { runCli } from './support/cli.js';
+import { startPrestageProcess } from './support/prestage-process.js';
+
+const NAMESPACE = 'prestage';
+const truth = inject('fixtureTruth');
+/** The release's every-node images (single-platform), split in two halves: one staged through the cache, one without. */
+const EVERY_NODE = truth.components.filter((component) => component.role === 'all');
+const CACHED = EVERY_NODE.filter((_, index) => index % 2 === 0);
+const DIRECT = EVERY_NODE.filter((_, index) => index % 2 === 1);
+
+let dir: string;
+let upstream: RegistryHandle;
+/** The slow link: everything from the upstream registry crosses it (the cache's fills and direct pulls). */
+let link: FaultProxy;
+let cache: Daemon;
+let cacheHost: string;
+/** In front of the cache: what the nodes ask it. */
+let cacheFront: FaultProxy;
+let cluster: TestCluster;
+const agents = new Map<string, Daemon>();
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'prestage-cache-'));
+  upstream = await startRegistry({ storageDir: inject('fixtureStorageDir') });
+  link = await startFaultProxy({ upstream: upstream.url });
+  ({ daemon: cache, host: cacheHost } = await startProxyCache(join(dir, 'cache'), link.url));
+  cacheFront = await startFaultProxy({ upstream: `http://${cacheHost}` });
+  cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': link.host }, insecureRegistries: [link.host] });
+  const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+  expect([installed.code, installed.stderr]).toEqual([0, '']);
+}, COLD_BUILD_TIMEOUT_MS);
+
+afterAll(async () => {
+  await Promise.allSettled([...agents.values()].map((agent) => agent.stop(30_000)));
+  await cluster?.stop();
+  await cacheFront?.stop();
+  await cache?.stop(5_000);
+  await link?.stop();
+  await upstream?.stop();
+  if (dir && !process.env.PRESTAGE_TESTBED_KEEP) await rm(dir, { recursive: true, force: true });
+});
+
+/**
+ * Debian's docker-registry (distribution 2.8) in proxy mode: a pull-through cache of `remoteUrl`,
+ * plain HTTP on 127.0.0.1, its own storage.
+ */
+async function startProxyCache(workDir: string, remoteUrl: string): Promise<{ daemon: Daemon; host: string }> {
+  const host = `127.0.0.1:${await freePort()}`;
+  const config = join(dirname(workDir), 'cache-config.yml');
+  await writeFile(
+    config,
+    dump({
+      version: 0.1,
+      log: { level: 'info' },
+      storage: { filesystem: { rootdirectory: join(workDir, 'storage') }, delete: { enabled: true } },
+      http: { addr: host, secret: randomBytes(16).toString('hex') },
+      proxy: { remoteurl: remoteUrl },
+    }),
+  );
+  // distribution reads every REGISTRY_* variable as a config override.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('REGISTRY_')));
+  const daemon = Daemon.start({ name: 'docker-registry (proxy cache)', command: '/usr/bin/docker-registry', args: ['serve', config], logPath: join(dirname(workDir), 'cache.log'), env });
+  await daemon.whileRunning(waitFor(`the proxy cache on ${host}`, () => answers(`http://${host}/v2/`), 15_000, 50));
+  return { daemon, host };
+}
+
+function answers(url: string): Promise<true | undefined> {
+  return new Promise((resolve) => {
+    const req = request(url, { agent: false }, (res) => {
+      res.resume();
+      resolve(true);
+    });
+    req.setTimeout(1_000, () => req.destroy());
+    req.once('error', () => resolve(undefined));
+    req.end();
+  });
+}
+
+/** A real `prestage agent` for `node` with a pod-bound token, as the DaemonSet's pod runs it. */
+async function startAgent(node: TestNode, cacheMirror: string | undefined): Promise<Daemon> {
+  const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+  const pod = await core.createNamespacedPod({
+    namespace: NAMESPACE,
+    body: { metadata: { generateName: `${AGENT_NAME}-`, labels: { app: AGENT_NAME } }, spec: { nodeName: node.name, serviceAccountName: AGENT_NAME, containers: [{ name: 'agent', image: 'ghcr.io/prestage/prestage:test' }] } },
+  });
+  const token = await cluster.serviceAccountToken(NAMESPACE, AGENT_NAME, { boundPod: { name: pod.metadata!.name!, uid: pod.metadata!.uid! } });
+  const kubeconfig = join(dir, `${node.name}.kubeconfig`);
+  await writeFile(kubeconfig, cluster.kubeConfigForToken(token).exportConfig(), { mode: 0o600 });
+  const pullSecret = join(dir, `${node.name}-config.json`);
+  await writeFile(pullSecret, JSON.stringify({ auths: {} }));
+  const nodeDir = dirname(node.crio.confDir);
+  const agent = await startPrestageProcess({
+    name: `prestage agent (${node.name})`,
+    args: [
+      'agent', '--node-name', node.name, '--kubeconfig', kubeconfig, '--cri-socket', node.crio.socketPath,
+      '--drop-in', join(node.crio.confDir, '50-prestage-pinned-images'), '--reload', `pid:${node.crio.pid}`, '--pull-secret', pullSecret,
+      '--reserve', '0', '--port', '0', '--namespace', NAMESPACE,
+      // One pull at a time per node, one node at a time (the existing Lease pacing), so no blob is asked for twice at
+      // once: distribution's proxy fetches a blob upstream AGAIN for each request that arrives while it fills that blob,
+      // and CRI-O fetches a layer again for each concurrent pull of an image sharing it (measured: 4 pulls per node at
+      // once, 3 nodes at once or paced, took the link to 3.1x). Warm-first pacing (#15 part 3) is what lifts this.
+      '--concurrency', '1', '--control-plane-concurrency', '1', '--max-pulling-nodes', '1',
+      '--registries-conf', join(nodeDir, 'registries.conf'), '--registries-conf-dir', join(nodeDir, 'registries.conf.d'),
+      ...(cacheMirror ? ['--cache-mirror', cacheMirror] : []),
+    ],
+    logPath: join(dir, `agent-${node.name}-${agents.size}-${Date.now()}.log`),
+    readyWhen: '"msg":"agent started"',
+  });
+  agents.set(node.name, agent);
+  return agent;
+}
+
+async function stopAgents(): Promise<void> {
+  await Promise.all([...agents.values()].map((agent) => agent.stop(30_000)));
+  agents.clear();
+}
+
+const dropInOf = (node: TestNode) => join(dirname(node.crio.confDir), 'registries.conf.d', CACHE_DROP_IN_NAME);
+
+/** Resolves once CRI-O's log (from `offset`) shows a registries reload that names `host` (or, with `absent`, does not). */
+async function registriesReloaded(node: TestNode, offset: number, host: string, absent = false): Promise<void> {
+  const logPath = node.crio.logPath;
+  await waitFor(`${node.name}'s CRI-O to apply registries ${absent ? 'without' : 'with'} ${host}`, async () => {
+    const lines = (await readFile(logPath)).subarray(offset).toString('utf8').split('\n').filter((line) => line.includes('Applied new registry configuration'));
+    const last = lines.at(-1);
+    // The cache as a digest-only mirror endpoint, as containers/image parsed it.
+    return last !== undefined && last.includes(`{Location:${host} Insecure:true PullFromMirror:digest-only}`) !== absent ? true : undefined;
+  }, 30_000, 100);
+}
+
+async function createSet(name: string, images: readonly string[]): Promise<void> {
+  await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createClusterCustomObject({
+    group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS,
+    body: { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name }, spec: { pinnedImages: images.map((image) => ({ name: image })) } },
+  });
+}
+
+async function allPinned(images: readonly string[]): Promise<void> {
+  await waitFor(`${images.length} images pinned on every node`, async () => {
+    for (const node of cluster.nodes) {
+      const state = await pinState(node, images);
+      if (Object.values(state).some((pinned) => pinned !== true)) return undefined;
+    }
+    return true;
+  }, 240_000, 500);
+}
+
+const BLOB = /^\/v2\/.+\/blobs\/sha256:[a-f0-9]{64}$/;
+const blobGets = (log: readonly RequestRecord[]) => log.filter((record) => record.method === 'GET' && BLOB.test(record.target));
+const bytesOf = (records: readonly RequestRecord[]) => records.reduce((sum, record) => sum + record.bytesSent, 0);
+
+/** Compressed bytes of every blob (config and layers) the images need, each once; minus those in `held`. */
+function uniqueBlobs(components: typeof EVERY_NODE, held = new Set<string>()): Map<string, number> {
+  const blobs = new Map<string, number>();
+  for (const component of components) {
+    for (const blob of [component.config, ...component.layers]) if (!held.has(blob.digest)) blobs.set(blob.digest, blob.size);
+  }
+  return blobs;
+}
+const sum = (blobs: Map<string, number>) => [...blobs.values()].reduce((total, size) => total + size, 0);
+
+describe('an in-cluster pull-through cache wired by the agents', () => {
+  it('with --cache-mirror: one drop-in per node, CRI-O reloaded, every image pinned on every node from the cache, each unique blob over the link as often as the cache engine fetches it (distribution 2.8: twice), not once per node', async () => {
+    const offsets = new Map(cluster.nodes.map((node) => [node.name, logSize(node.crio.logPath)]));
+    for (const node of cluster.nodes) await startAgent(node, `quay.io=${cacheFront.host}`);
+    for (const node of cluster.nodes) {
+      const text = await readFile(dropInOf(node), 'utf8');
+      // The cache first (digest pulls only), then the node's own mirror (the direct link) carried over, then quay.io.
+      expect(text).toContain(`[[registry]]\nprefix = "quay.io"\nlocation = "quay.io"\n\n[[registry.mirror]]\nlocation = "${cacheFront.host}"\ninsecure = true\npull-from-mirror = "digest-only"\n\n[[registry.mirror]]\nlocation = "${link.host}"\ninsecure = true\n`);
+      // SIGHUP made CRI-O 1.34 re-read registries.conf.d: its log shows the cache in the applied configuration.
+      await registriesReloaded(node, offsets.get(node.name)!, cacheFront.host);
+    }
+    link.resetStats();
+    cacheFront.resetStats();
+    const images = CACHED.map((component) => component.pullSpec);
+    const started = Date.now();
+    await createSet('through-cache', images);
+    await allPinned(images);
+    const seconds = (Date.now() - started) / 1000;
+
+    const unique = uniqueBlobs(CACHED);
+    const upstreamBlobs = blobGets(link.stats.log);
+    // Whole-blob reads over the link (the cache's fills); the agents' 4-byte size reads are Range reads of a few bytes.
+    const fills = upstreamBlobs.filter((record) => record.range === undefined);
+    const upstreamBytes = bytesOf(upstreamBlobs);
+    const ratio = upstreamBytes / sum(unique);
+    const servedByCache = blobGets(cacheFront.stats.log).filter((record) => record.status === 200);
+    console.log(
+      `through the cache: ${images.length} images x ${cluster.nodes.length} nodes in ${seconds.toFixed(1)} s; unique blobs ${unique.size} (${sum(unique)} B); ` +
+        `link: ${link.stats.requests} requests, ${upstreamBlobs.length} blob GETs (${fills.length} whole), ${upstreamBytes} blob B, ratio ${ratio.toFixed(3)}; ` +
+        `cache served ${servedByCache.length} blob GETs (${bytesOf(servedByCache)} B) of ${cacheFront.stats.requests} requests`,
+    );
+    // Debian's docker-registry is distribution 2.8, whose proxy fetches a missing blob from upstream TWICE: once to
+    // store it (storeLocal, in the background) and once to answer the request (copyContent). distribution 3.0 tees one
+    // fetch into both (distribution/distribution#3569), hence `registry:3` in `install --cache`. So here: exactly two
+    // whole fetches of each unique blob and none after, whatever the number of nodes (without the cache: one per node).
+    expect(ratio).toBeGreaterThanOrEqual(2);
+    expect(ratio).toBeLessThanOrEqual(2.05);
+    const filled = new Map<string, number>();
+    for (const record of fills) {
+      const digest = record.target.split('/blobs/')[1]!;
+      filled.set(digest, (filled.get(digest) ?? 0) + 1);
+    }
+    expect(new Set(filled.keys())).toEqual(new Set(unique.keys()));
+    expect(new Set(filled.values())).toEqual(new Set([2]));
+    // The nodes' pulls came from the cache: every node fetched every unique blob from it (vfs keeps no blob twice per node).
+    expect(servedByCache.length).toBe(unique.size * cluster.nodes.length);
+    expect(bytesOf(servedByCache)).toBe(sum(unique) * cluster.nodes.length);
+  }, 360_000);
+
+  it('without --cache-mirror: the drop-in is gone, CRI-O reloaded, and pulls go straight over the link (about one copy per node)', async () => {
+    const offsets = new Map(cluster.nodes.map((node) => [node.name, logSize(node.crio.logPath)]));
+    await stopAgents();
+    for (const node of cluster.nodes) await startAgent(node, undefined);
+    for (const node of cluster.nodes) {
+      expect(existsSync(dropInOf(node))).toBe(false);
+      await registriesReloaded(node, offsets.get(node.name)!, cacheFront.host, true);
+    }
+    link.resetStats();
+    cacheFront.resetStats();
+    const images = DIRECT.map((component) => component.pullSpec);
+    const started = Date.now();
+    await createSet('direct', images);
+    await allPinned(images);
+    const seconds = (Date.now() - started) / 1000;
+    // Blobs the first set already put on the nodes are not fetched again.
+    const held = new Set(uniqueBlobs(CACHED).keys());
+    const unique = uniqueBlobs(DIRECT, held);
+    const upstreamBlobs = blobGets(link.stats.log);
+    const ratio = bytesOf(upstreamBlobs) / sum(unique);
+    console.log(
+      `direct: ${images.length} images x ${cluster.nodes.length} nodes in ${seconds.toFixed(1)} s; new unique blobs ${unique.size} (${sum(unique)} B); ` +
+        `link: ${link.stats.requests} requests, ${upstreamBlobs.length} blob GETs, ${bytesOf(upstreamBlobs)} blob B, ratio ${ratio.toFixed(3)}; cache: ${cacheFront.stats.requests} requests`,
+    );
+    expect(cacheFront.stats.requests).toBe(0);
+    // One copy per node.
+    expect(ratio).toBeGreaterThanOrEqual(cluster.nodes.length);
+    expect(ratio).toBeLessThanOrEqual(cluster.nodes.length * 1.05);
+  }, 360_000);
+});
+
+describe('install --cache --apply on the real kube-apiserver', () => {
+  it('applies the cache (ConfigMap, PVC, Deployment, Service) in the agent namespace and gives the agents --cache-mirror quay.io=<the ClusterIP the Service got>:5000', async () => {
+    // A digest-pinned image: nothing is asked of Docker Hub (there is no kubelet to run it here either).
+    const image = `docker.io/library/registry@sha256:${'c'.repeat(64)}`;
+    const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', '--cache', '--cache-image', image, '--cache-size', '20Gi', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+    console.log(`$ prestage install --image ghcr.io/prestage/prestage:test --cache --cache-size 20Gi --apply  (exit ${installed.code})\n${installed.stdout}${installed.stderr}`);
+    expect([installed.code, installed.stderr]).toEqual([0, '']);
+    const client = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const service = await client.readNamespacedService({ name: 'prestage-cache', namespace: NAMESPACE });
+    const clusterIP = service.spec!.clusterIP!;
+    expect(clusterIP).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+    expect(installed.stdout).toContain(`agents pull through the cache: --cache-mirror=quay.io=${clusterIP}:5000\n`);
+    const pvc = await client.readNamespacedPersistentVolumeClaim({ name: 'prestage-cache', namespace: NAMESPACE });
+    expect(pvc.spec!.resources!.requests!.storage).toBe('20Gi');
+    const apps = cluster.kubeConfig.makeApiClient(AppsV1Api);
+    const deployment = await apps.readNamespacedDeployment({ name: 'prestage-cache', namespace: NAMESPACE });
+    expect(deployment.spec!.template.spec!.containers[0]!.image).toBe(image);
+    const daemonSet = await apps.readNamespacedDaemonSet({ name: AGENT_NAME, namespace: NAMESPACE });
+    expect(daemonSet.spec!.template.spec!.containers[0]!.args).toContain(`--cache-mirror=quay.io=${clusterIP}:5000`);
+  }, 60_000);
+});
+
+const logSize = (path: string) => (existsSync(path) ? statSync(path).size : 0);
