@@ -354,8 +354,11 @@ describe('fault proxy', () => {
     await read.body.dump();
     expect(proxy.stats).toMatchObject({ requests: 1, bytesSent: 100 });
     expect(proxy.stats.log[0]).toMatchObject({ method: 'GET', status: 206, range: 'bytes=0-99', bytesSent: 100 });
+    // The body's first and last byte were stamped, in order (what bench:bundle's link use reads).
+    expect(proxy.stats.firstByteAt).toBeGreaterThan(0);
+    expect(proxy.stats.lastByteAt).toBeGreaterThanOrEqual(proxy.stats.firstByteAt);
     proxy.resetStats();
-    expect(proxy.stats).toEqual({ requests: 0, bytesSent: 0, log: [] });
+    expect(proxy.stats).toEqual({ requests: 0, bytesSent: 0, firstByteAt: 0, lastByteAt: 0, log: [] });
   });
 });
 
