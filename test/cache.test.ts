@@ -13,6 +13,7 @@
  * 2.8's proxy fetches a missing blob twice; see below); then the agents restart without the
  * flag, the drop-in is gone, and a set of other images is staged straight over the link: 3x.
  */
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -40,6 +41,16 @@ const truth = inject('fixtureTruth');
 const EVERY_NODE = truth.components.filter((component) => component.role === 'all');
 const CACHED = EVERY_NODE.filter((_, index) => index % 2 === 0);
 const DIRECT = EVERY_NODE.filter((_, index) => index % 2 === 1);
+
+/**
+ * The cache engine: Debian's docker-registry (distribution 2.8.2) unless PRESTAGE_CACHE_REGISTRY names another
+ * distribution binary (e.g. 3.0, built from the Go module proxy). How often its proxy fetches a missing blob
+ * upstream depends on the major version: 2.x twice (storeLocal and copyContent each fetch it), 3.x once (teed,
+ * distribution/distribution#3569).
+ */
+const CACHE_BINARY = process.env.PRESTAGE_CACHE_REGISTRY ?? '/usr/bin/docker-registry';
+const CACHE_VERSION = execFileSync(CACHE_BINARY, ['--version'], { encoding: 'utf8' }).trim();
+const FETCHES_PER_MISS = /\bv?2\.\d+\.\d+/.test(CACHE_VERSION.split(' ').at(-1) ?? '') ? 2 : 1;
 
 let dir: string;
 let upstream: RegistryHandle;
@@ -92,7 +103,7 @@ async function startProxyCache(workDir: string, remoteUrl: string): Promise<{ da
   );
   // distribution reads every REGISTRY_* variable as a config override.
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('REGISTRY_')));
-  const daemon = Daemon.start({ name: 'docker-registry (proxy cache)', command: '/usr/bin/docker-registry', args: ['serve', config], logPath: join(dirname(workDir), 'cache.log'), env });
+  const daemon = Daemon.start({ name: 'docker-registry (proxy cache)', command: CACHE_BINARY, args: ['serve', config], logPath: join(dirname(workDir), 'cache.log'), env });
   await daemon.whileRunning(waitFor(`the proxy cache on ${host}`, () => answers(`http://${host}/v2/`), 15_000, 50));
   return { daemon, host };
 }
@@ -193,7 +204,7 @@ function uniqueBlobs(components: typeof EVERY_NODE, held = new Set<string>()): M
 const sum = (blobs: Map<string, number>) => [...blobs.values()].reduce((total, size) => total + size, 0);
 
 describe('an in-cluster pull-through cache wired by the agents', () => {
-  it('with --cache-mirror: one drop-in per node, CRI-O reloaded, every image pinned on every node from the cache, each unique blob over the link as often as the cache engine fetches it (distribution 2.8: twice), not once per node', async () => {
+  it('with --cache-mirror: one drop-in per node, CRI-O reloaded, every image pinned on every node from the cache, each unique blob over the link as often as the cache engine fetches a miss (distribution 2.8: twice, 3.0: once), not once per node', async () => {
     const offsets = new Map(cluster.nodes.map((node) => [node.name, logSize(node.crio.logPath)]));
     for (const node of cluster.nodes) await startAgent(node, `quay.io=${cacheFront.host}`);
     for (const node of cluster.nodes) {
@@ -225,17 +236,19 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
     );
     // Debian's docker-registry is distribution 2.8, whose proxy fetches a missing blob from upstream TWICE: once to
     // store it (storeLocal, in the background) and once to answer the request (copyContent). distribution 3.0 tees one
-    // fetch into both (distribution/distribution#3569), hence `registry:3` in `install --cache`. So here: exactly two
-    // whole fetches of each unique blob and none after, whatever the number of nodes (without the cache: one per node).
-    expect(ratio).toBeGreaterThanOrEqual(2);
-    expect(ratio).toBeLessThanOrEqual(2.05);
+    // fetch into both (distribution/distribution#3569), hence `registry:3` in `install --cache`. So here: exactly
+    // FETCHES_PER_MISS whole fetches of each unique blob and none after, whatever the number of nodes (without the
+    // cache: one per node). The few bytes beyond are the agents' 4-byte size reads, which go straight (not cached).
+    console.log(`cache engine: ${CACHE_VERSION}: ${FETCHES_PER_MISS} upstream fetch(es) per missing blob expected`);
+    expect(ratio).toBeGreaterThanOrEqual(FETCHES_PER_MISS);
+    expect(ratio).toBeLessThanOrEqual(FETCHES_PER_MISS + 0.05);
     const filled = new Map<string, number>();
     for (const record of fills) {
       const digest = record.target.split('/blobs/')[1]!;
       filled.set(digest, (filled.get(digest) ?? 0) + 1);
     }
     expect(new Set(filled.keys())).toEqual(new Set(unique.keys()));
-    expect(new Set(filled.values())).toEqual(new Set([2]));
+    expect(new Set(filled.values())).toEqual(new Set([FETCHES_PER_MISS]));
     // The nodes' pulls came from the cache: every node fetched every unique blob from it (vfs keeps no blob twice per node).
     expect(servedByCache.length).toBe(unique.size * cluster.nodes.length);
     expect(bytesOf(servedByCache)).toBe(sum(unique) * cluster.nodes.length);

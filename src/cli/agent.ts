@@ -82,14 +82,26 @@ export function agentCommand(ctx: CommandContext) {
       const metrics = new AgentMetrics();
       const reload = reloadFrom(args.reload, dirname(args['drop-in']));
       const runtime = await CrioRuntime.connect({ socketPath: args['cri-socket'], dropInPath: args['drop-in'], reload });
-      // Before any pull: the node's registries as the flags say (the cache first, or no cache drop-in).
-      try {
-        const { change, path } = await syncCacheDropIn({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], mirrors: cacheMirrors, reload });
-        if (change !== 'unchanged' || cacheMirrors.length > 0) log.info({ change, path, cacheMirrors: cacheMirrors.map((m) => `${m.source}=${m.location}`) }, change === 'removed' ? 'cache drop-in removed, CRI-O reloaded' : change === 'written' ? 'cache drop-in written, CRI-O reloaded' : 'cache drop-in in place');
-      } catch (error) {
-        // The direct path still works: pull without the cache rather than not at all.
-        log.error({ err: (error as Error).message }, 'cannot bring the cache drop-in in line with --cache-mirror; pulls go where the node pulled before');
-      }
+      // Before any pull: the node's registries as the flags say (the cache first, or no cache drop-in). Again at
+      // every resync: the MCO rewrites registries.conf when mirror sets change, and the carried entries must follow.
+      let lastCacheError: string | undefined;
+      const syncCache = async (first: boolean): Promise<void> => {
+        try {
+          const { change, path } = await syncCacheDropIn({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], mirrors: cacheMirrors, reload });
+          lastCacheError = undefined;
+          if (change !== 'unchanged' || (first && cacheMirrors.length > 0)) {
+            log.info({ change, path, cacheMirrors: cacheMirrors.map((m) => `${m.source}=${m.location}`) }, change === 'removed' ? 'cache drop-in removed, CRI-O reloaded' : change === 'written' ? 'cache drop-in written, CRI-O reloaded' : 'cache drop-in in place');
+          }
+        } catch (error) {
+          // The direct path still works: pull without the cache rather than not at all. Said once per distinct error.
+          const message = (error as Error).message;
+          if (message !== lastCacheError) log.error({ err: message }, 'cannot bring the cache drop-in in line with --cache-mirror; pulls go where the node pulled before');
+          lastCacheError = message;
+        }
+      };
+      await syncCache(true);
+      const cacheResync = setInterval(() => void syncCache(false), args.resync * 1000);
+      cacheResync.unref();
       const imageSizes = new RegistryImageSizes({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], log });
       let agent: NodeAgent | undefined;
       const client = new KubeClient(await loadKubeconfig({ kubeconfig: args.kubeconfig }));
@@ -151,6 +163,7 @@ export function agentCommand(ctx: CommandContext) {
         await agent.stop();
         await http.close();
       } finally {
+        clearInterval(cacheResync);
         pacer?.stop();
         await cluster.stop();
         await imageSizes.close();
