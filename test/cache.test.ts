@@ -31,9 +31,8 @@ import { Daemon, waitFor } from './cluster/processes.js';
 import { freePort } from './harness/free-port.js';
 import { startFaultProxy, type FaultProxy, type RequestRecord } from './harness/fault-proxy.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
-import { pinState } from './support/agent-bed.js';
+import { pinState, startNodeAgent } from './support/agent-bed.js';
 import { runCli } from './support/cli.js';
-import { startPrestageProcess } from './support/prestage-process.js';
 
 const NAMESPACE = 'prestage';
 const truth = inject('fixtureTruth');
@@ -120,35 +119,20 @@ function answers(url: string): Promise<true | undefined> {
   });
 }
 
-/** A real `prestage agent` for `node` with a pod-bound token, as the DaemonSet's pod runs it. */
+/** A real `prestage agent` for `node` (test/support/agent-bed.ts), through the cache when `cacheMirror` names it. */
 async function startAgent(node: TestNode, cacheMirror: string | undefined): Promise<Daemon> {
-  const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-  const pod = await core.createNamespacedPod({
+  const agent = await startNodeAgent(cluster, node, {
+    dir,
     namespace: NAMESPACE,
-    body: { metadata: { generateName: `${AGENT_NAME}-`, labels: { app: AGENT_NAME } }, spec: { nodeName: node.name, serviceAccountName: AGENT_NAME, containers: [{ name: 'agent', image: 'ghcr.io/prestage/prestage:test' }] } },
-  });
-  const token = await cluster.serviceAccountToken(NAMESPACE, AGENT_NAME, { boundPod: { name: pod.metadata!.name!, uid: pod.metadata!.uid! } });
-  const kubeconfig = join(dir, `${node.name}.kubeconfig`);
-  await writeFile(kubeconfig, cluster.kubeConfigForToken(token).exportConfig(), { mode: 0o600 });
-  const pullSecret = join(dir, `${node.name}-config.json`);
-  await writeFile(pullSecret, JSON.stringify({ auths: {} }));
-  const nodeDir = dirname(node.crio.confDir);
-  const agent = await startPrestageProcess({
-    name: `prestage agent (${node.name})`,
     args: [
-      'agent', '--node-name', node.name, '--kubeconfig', kubeconfig, '--cri-socket', node.crio.socketPath,
-      '--drop-in', join(node.crio.confDir, '50-prestage-pinned-images'), '--reload', `pid:${node.crio.pid}`, '--pull-secret', pullSecret,
-      '--reserve', '0', '--port', '0', '--namespace', NAMESPACE,
       // One pull at a time per node, one node at a time (the existing Lease pacing), so no blob is asked for twice at
       // once: distribution's proxy fetches a blob upstream AGAIN for each request that arrives while it fills that blob,
       // and CRI-O fetches a layer again for each concurrent pull of an image sharing it (measured: 4 pulls per node at
       // once, 3 nodes at once or paced, took the link to 3.1x). Warm-first pacing (#15 part 3) is what lifts this.
       '--concurrency', '1', '--control-plane-concurrency', '1', '--max-pulling-nodes', '1',
-      '--registries-conf', join(nodeDir, 'registries.conf'), '--registries-conf-dir', join(nodeDir, 'registries.conf.d'),
       ...(cacheMirror ? ['--cache-mirror', cacheMirror] : []),
     ],
-    logPath: join(dir, `agent-${node.name}-${agents.size}-${Date.now()}.log`),
-    readyWhen: '"msg":"agent started"',
+    logName: `agent-${node.name}-${agents.size}-${Date.now()}.log`,
   });
   agents.set(node.name, agent);
   return agent;

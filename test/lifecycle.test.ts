@@ -8,24 +8,21 @@
  * ClusterVersion history, and `prune` deletes the 4.16.2 sets: the agents unpin the images
  * only those sets held (CRI-O reports pinned: false) and keep the ones 4.16.3 shares.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { simulatedCluster } from '../fixtures/live-cluster.js';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
 import { KubeClient, type KubeObject } from '../src/cluster/kube.js';
-import { AGENT_NAME } from '../src/install/manifests.js';
 import type { Plan } from '../src/plan/types.js';
-import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
+import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { waitFor, type Daemon } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
 import { formatBytes } from '../src/render/table.js';
-import { pinState, storedLayerBytes } from './support/agent-bed.js';
+import { pinState, startNodeAgent, storedLayerBytes } from './support/agent-bed.js';
 import { runCli } from './support/cli.js';
-import { prestageHelp, startPrestageProcess } from './support/prestage-process.js';
 import { loadSimulatedCluster } from './support/simulated-cluster.js';
 
 const NAMESPACE = 'prestage';
@@ -52,8 +49,7 @@ beforeAll(async () => {
   await loadSimulatedCluster(client, simulatedCluster(truth, cluster.nodes.map((n) => ({ name: n.name, role: n.role }))));
   const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', '--apply', ...kube]);
   expect(installed.stderr).toBe('');
-  const readsRegistriesConf = (await prestageHelp('agent')).includes('--registries-conf');
-  for (const node of cluster.nodes) agents.push(await startAgent(node, readsRegistriesConf));
+  for (const node of cluster.nodes) agents.push(await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, args: ['--concurrency', '4', '--control-plane-concurrency', '4'] }));
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
@@ -62,31 +58,6 @@ afterAll(async () => {
   await registry?.stop();
   if (dir && !process.env.PRESTAGE_TESTBED_KEEP) await rm(dir, { recursive: true, force: true });
 });
-
-/** A real `prestage agent` for `node`, as the DaemonSet's pod runs it (a pod-bound token). */
-async function startAgent(node: TestNode, readsRegistriesConf: boolean): Promise<Daemon> {
-  const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-  const pod = await core.createNamespacedPod({
-    namespace: NAMESPACE,
-    body: { metadata: { generateName: `${AGENT_NAME}-`, labels: { app: AGENT_NAME } }, spec: { nodeName: node.name, serviceAccountName: AGENT_NAME, containers: [{ name: 'agent', image: 'ghcr.io/prestage/prestage:test' }] } },
-  });
-  const token = await cluster.serviceAccountToken(NAMESPACE, AGENT_NAME, { boundPod: { name: pod.metadata!.name!, uid: pod.metadata!.uid! } });
-  const kubeconfig = join(dir, `${node.name}.kubeconfig`);
-  await writeFile(kubeconfig, cluster.kubeConfigForToken(token).exportConfig(), { mode: 0o600 });
-  const pullSecret = join(dir, `${node.name}-config.json`);
-  await writeFile(pullSecret, JSON.stringify({ auths: {} }));
-  return startPrestageProcess({
-    name: `prestage agent (${node.name})`,
-    args: [
-      'agent', '--node-name', node.name, '--kubeconfig', kubeconfig, '--cri-socket', node.crio.socketPath,
-      '--drop-in', join(node.crio.confDir, '50-prestage-pinned-images'), '--reload', `pid:${node.crio.pid}`, '--pull-secret', pullSecret,
-      '--reserve', '0', '--port', '0', '--concurrency', '4', '--control-plane-concurrency', '4', '--namespace', NAMESPACE,
-      ...(readsRegistriesConf ? ['--registries-conf', join(dirname(node.crio.confDir), 'registries.conf')] : []),
-    ],
-    logPath: join(dir, `agent-${node.name}.log`),
-    readyWhen: '"msg":"agent started"',
-  });
-}
 
 const imagesOf = async (set: string) => (await client.get<KubeObject & { spec: { pinnedImages: Array<{ name: string }> } }>(`${AGENT_PATHS.pinnedImageSets}/${set}`)).spec.pinnedImages.map((i) => i.name);
 const node = (name: string) => cluster.nodes.find((n) => n.name === name)!;

@@ -17,25 +17,23 @@
  * The fixture images have no runnable entrypoint: each container runs a static busybox mounted
  * from the host (`sleep`), on the image's own root filesystem.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
 import { KubeClient, type KubeObject } from '../src/cluster/kube.js';
 import { MCO_GROUP } from '../src/cluster/mco/backend.js';
 import { CriClient } from '../src/cri/client.js';
-import { AGENT_NAME } from '../src/install/manifests.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { KubeletBed, pushPauseImage } from './cluster/kubelet.js';
 import { waitFor, type Daemon } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { installMcoCrds } from './mco/crds.js';
 import { DEFAULT_POOLS } from './mco/simulator.js';
-import { pinState } from './support/agent-bed.js';
+import { pinState, startNodeAgent } from './support/agent-bed.js';
 import { runCli } from './support/cli.js';
-import { prestageHelp, startPrestageProcess } from './support/prestage-process.js';
 
 const truth = inject('fixtureTruth');
 const VERSION = truth.release.version;
@@ -79,8 +77,7 @@ beforeAll(async () => {
     const cri = await CriClient.connect(node.crio.socketPath);
     await cri.pullImage(pauseImage).finally(() => cri.close());
   }
-  const readsRegistriesConf = (await prestageHelp('agent')).includes('--registries-conf');
-  for (const node of cluster.nodes) agents.set(node.name, await startAgent(node, readsRegistriesConf));
+  for (const node of cluster.nodes) agents.set(node.name, await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, args: ['--concurrency', '4', '--control-plane-concurrency', '4'] }));
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
@@ -91,34 +88,6 @@ afterAll(async () => {
   await pauseRegistry?.stop();
   if (dir && !process.env.PRESTAGE_TESTBED_KEEP) await rm(dir, { recursive: true, force: true });
 }, 120_000);
-
-/** A real `prestage agent` for `node`, as the DaemonSet's pod runs it (a pod-bound token). */
-async function startAgent(node: TestNode, readsRegistriesConf: boolean): Promise<Daemon> {
-  const pod = await core.createNamespacedPod({
-    namespace: NAMESPACE,
-    body: {
-      metadata: { generateName: `${AGENT_NAME}-`, labels: { app: AGENT_NAME } },
-      // Never run by the kubelets here (its image is nowhere): only what the token is bound to.
-      spec: { nodeName: node.name, serviceAccountName: AGENT_NAME, automountServiceAccountToken: false, containers: [{ name: 'agent', image: 'ghcr.io/prestage/prestage:test' }] },
-    },
-  });
-  const token = await cluster.serviceAccountToken(NAMESPACE, AGENT_NAME, { boundPod: { name: pod.metadata!.name!, uid: pod.metadata!.uid! } });
-  const kubeconfig = join(dir, `${node.name}.kubeconfig`);
-  await writeFile(kubeconfig, cluster.kubeConfigForToken(token).exportConfig(), { mode: 0o600 });
-  const pullSecret = join(dir, `${node.name}-config.json`);
-  await writeFile(pullSecret, JSON.stringify({ auths: {} }));
-  return startPrestageProcess({
-    name: `prestage agent (${node.name})`,
-    args: [
-      'agent', '--node-name', node.name, '--kubeconfig', kubeconfig, '--cri-socket', node.crio.socketPath,
-      '--drop-in', join(node.crio.confDir, '50-prestage-pinned-images'), '--reload', `pid:${node.crio.pid}`, '--pull-secret', pullSecret,
-      '--reserve', '0', '--port', '0', '--concurrency', '4', '--control-plane-concurrency', '4', '--namespace', NAMESPACE,
-      ...(readsRegistriesConf ? ['--registries-conf', join(dirname(node.crio.confDir), 'registries.conf')] : []),
-    ],
-    logPath: join(dir, `agent-${node.name}.log`),
-    readyWhen: '"msg":"agent started"',
-  });
-}
 
 const imagesOf = async (set: string) => (await client.get<{ spec: { pinnedImages: Array<{ name: string }> } }>(`${AGENT_PATHS.pinnedImageSets}/${set}`)).spec.pinnedImages.map((i) => i.name);
 

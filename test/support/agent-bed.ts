@@ -1,11 +1,18 @@
-/** What the node-agent tests share on the test bed: the prestage CRDs, and what a node's CRI-O stores and pins. */
+/**
+ * What the node-agent tests share on the test bed: the prestage CRDs, a real `prestage agent` per
+ * node as the DaemonSet's pod runs it, and what a node's CRI-O stores and pins.
+ */
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { CustomObjectsApi } from '@kubernetes/client-node';
+import { writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { CRDS } from '../../src/api/prestage.js';
 import { CriClient } from '../../src/cri/client.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../../src/install/apply.js';
+import { AGENT_NAME } from '../../src/install/manifests.js';
 import type { TestCluster, TestNode } from '../cluster/index.js';
+import type { Daemon } from '../cluster/processes.js';
+import { startPrestageProcess } from './prestage-process.js';
 
 /** Installs the prestage.dev CRDs as `prestage install` would and waits until they are served. */
 export async function installPrestageCrds(cluster: TestCluster): Promise<CustomObjectsApi> {
@@ -29,4 +36,48 @@ export async function pinState(node: TestNode, images: readonly string[]): Promi
 export function storedLayerBytes(root: string): number {
   const layers = JSON.parse(readFileSync(join(root, 'vfs-layers', 'layers.json'), 'utf8')) as Array<{ 'diff-size'?: number }>;
   return layers.reduce((total, layer) => total + (layer['diff-size'] ?? 0), 0);
+}
+
+export interface NodeAgentOptions {
+  /** Where its kubeconfig, empty pull secret and log go. */
+  readonly dir: string;
+  /** The agent's namespace (`install`'s), holding its ServiceAccount. */
+  readonly namespace: string;
+  /** Flags on top of the common ones (concurrency, --cache-mirror, ...). */
+  readonly args?: readonly string[];
+  readonly logName?: string;
+}
+
+/**
+ * A real `prestage agent` for `node`, as the DaemonSet's pod runs it: a token bound to a Pod on
+ * that node (the admission policy checks its node name), the node's CRI-O socket, drop-in dir,
+ * reload by pid, and the node's own registries.conf and registries.conf.d (never the host's).
+ */
+export async function startNodeAgent(cluster: TestCluster, node: TestNode, options: NodeAgentOptions): Promise<Daemon> {
+  const pod = await cluster.kubeConfig.makeApiClient(CoreV1Api).createNamespacedPod({
+    namespace: options.namespace,
+    body: {
+      metadata: { generateName: `${AGENT_NAME}-`, labels: { app: AGENT_NAME } },
+      // Never run by a kubelet (its image is nowhere): only what the token is bound to.
+      spec: { nodeName: node.name, serviceAccountName: AGENT_NAME, automountServiceAccountToken: false, containers: [{ name: 'agent', image: 'ghcr.io/prestage/prestage:test' }] },
+    },
+  });
+  const token = await cluster.serviceAccountToken(options.namespace, AGENT_NAME, { boundPod: { name: pod.metadata!.name!, uid: pod.metadata!.uid! } });
+  const kubeconfig = join(options.dir, `${node.name}.kubeconfig`);
+  await writeFile(kubeconfig, cluster.kubeConfigForToken(token).exportConfig(), { mode: 0o600 });
+  const pullSecret = join(options.dir, `${node.name}-config.json`);
+  await writeFile(pullSecret, JSON.stringify({ auths: {} }));
+  const nodeDir = dirname(node.crio.confDir);
+  return startPrestageProcess({
+    name: `prestage agent (${node.name})`,
+    args: [
+      'agent', '--node-name', node.name, '--kubeconfig', kubeconfig, '--cri-socket', node.crio.socketPath,
+      '--drop-in', join(node.crio.confDir, '50-prestage-pinned-images'), '--reload', `pid:${node.crio.pid}`, '--pull-secret', pullSecret,
+      '--reserve', '0', '--port', '0', '--namespace', options.namespace,
+      '--registries-conf', join(nodeDir, 'registries.conf'), '--registries-conf-dir', join(nodeDir, 'registries.conf.d'),
+      ...(options.args ?? []),
+    ],
+    logPath: join(options.dir, options.logName ?? `agent-${node.name}.log`),
+    readyWhen: '"msg":"agent started"',
+  });
 }
