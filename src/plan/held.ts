@@ -34,12 +34,14 @@ export function newBytesPerNode(images: readonly PlannedImage[], sets: readonly 
     targets.set(set.role, entry);
   }
   const layerChains = new Map<PlannedImage, string[]>(images.map((i) => [i, chains(i.layers.map((l) => l.digest))]));
+  // Chains of each held image once, not once per node that runs it (thousands of nodes run the same images).
+  const heldImageChains = new Map([...heldLayers].map(([digest, layers]) => [digest, chains(layers)]));
   const groups = new Map<string, PlannedNodeBytes & { nodes: string[] }>();
   for (const node of nodes) {
     const target = targets.get(node.role);
     if (!target) continue;
     const heldImages = new Set(node.images);
-    const heldChains = new Set(node.images.flatMap((digest) => chains(heldLayers.get(digest) ?? [])));
+    const heldChains = new Set(node.images.flatMap((digest) => heldImageChains.get(digest) ?? []));
     const stored = new Map<string, number>();
     const fresh = new Map<string, number>();
     const downloads = new Map<string, number>();
