@@ -15,11 +15,12 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { Argv } from 'yargs';
-import { GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERIFY_REQUESTED_ANNOTATION, VERSION, type NodePinnedImages } from '../api/prestage.js';
-import { MANAGED_BY_LABEL, type PinningBackend } from '../cluster/backend.js';
+import { VERIFY_REQUESTED_ANNOTATION, type NodePinnedImages } from '../api/prestage.js';
+import { AGENT_PATHS } from '../cluster/agent/backend.js';
+import type { PinningBackend } from '../cluster/backend.js';
 import { Informer } from '../cluster/informer.js';
 import type { KubeClient, KubeList, KubeObject } from '../cluster/kube.js';
-import { parseReleaseVersion, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL, releaseVersionLabel, setsPathOf } from '../cluster/release-lifecycle.js';
+import { listSetsWithImages, parseReleaseVersion, RELEASE_VERSION_LABEL, releaseVersionLabel } from '../cluster/release-lifecycle.js';
 import { CriClient } from '../cri/client.js';
 import { BadInputError } from '../errors.js';
 import { renderVerifyTable, roleOf, verifySet, verifyVerdict, VerifyTimeoutError, type NodeCheck, type SetImages } from '../verify/verdict.js';
@@ -27,12 +28,7 @@ import type { CommandContext } from './context.js';
 import { positiveSeconds } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 
-const NODE_PINNED_IMAGES_PATH = `/apis/${GROUP}/${VERSION}/${NODE_PINNED_IMAGES}`;
 const DEFAULT_CRI_SOCKET = '/var/run/crio/crio.sock';
-
-interface SetObject extends KubeObject {
-  spec?: { pinnedImages?: Array<{ name: string }> };
-}
 
 /** A set of the release, and the nodes it targets now. */
 interface ReleaseSetTargets extends SetImages {
@@ -89,21 +85,11 @@ function checkSocketPath(path: string): void {
 
 /** The prestage sets of `version` (label, then the exact version annotation) with their images and target nodes. */
 async function releaseSets(client: KubeClient, backend: PinningBackend, version: string): Promise<ReleaseSetTargets[]> {
-  const list = await client.get<KubeList<SetObject>>(await setsPathOf(client, backend), {
-    labelSelector: `${MANAGED_BY_LABEL}=prestage,${RELEASE_VERSION_LABEL}=${releaseVersionLabel(version)}`,
-  });
-  const objects = list.items.filter((set) => (set.metadata.annotations?.[RELEASE_VERSION_ANNOTATION] ?? set.metadata.labels?.[RELEASE_VERSION_LABEL]) === version);
-  if (!objects.length) return [];
-  const snapshot = await backend.snapshot(objects.map((set) => set.metadata.name));
+  const sets = (await listSetsWithImages(client, backend, `${RELEASE_VERSION_LABEL}=${releaseVersionLabel(version)}`)).filter((set) => set.version === version);
+  if (!sets.length) return [];
+  const snapshot = await backend.snapshot(sets.map((set) => set.name));
   const targets = new Map(snapshot.sets.map((set) => [set.name, set.nodes.map((node) => node.node)]));
-  return objects
-    .map((set) => ({
-      name: set.metadata.name,
-      ...(typeof set.metadata['uid'] === 'string' ? { uid: set.metadata['uid'] } : {}),
-      images: (set.spec?.pinnedImages ?? []).map((entry) => entry.name),
-      nodes: targets.get(set.metadata.name) ?? [],
-    }))
-    .sort((a, b) => a.name.localeCompare(b.name));
+  return sets.map(({ version: _version, ...set }) => ({ ...set, nodes: targets.get(set.name) ?? [] }));
 }
 
 /** `--cri-socket`: the sets that target this node, against this node's runtime. */
@@ -128,14 +114,14 @@ async function checkThisNode(client: KubeClient, sets: readonly ReleaseSetTarget
  */
 async function askAgents(client: KubeClient, sets: readonly ReleaseSetTargets[], version: string, scriptName: string, timeoutMs: number, partial: (answered: NodeCheck[]) => void): Promise<NodeCheck[]> {
   const request = `${new Date().toISOString()} ${randomBytes(4).toString('hex')}`;
-  const nodes = await client.get<KubeList>('/api/v1/nodes');
+  const nodes = await client.get<KubeList>(AGENT_PATHS.nodes);
   const roles = new Map(nodes.items.map((node) => [node.metadata.name, roleOf(node.metadata.labels)]));
   const targeted = [...new Set(sets.flatMap((set) => set.nodes))].sort();
   const abort = new AbortController();
   let settle: () => void = () => undefined;
   const done = new Promise<void>((resolve) => (settle = resolve));
   let answers = new Map<string, NodeCheck>();
-  const statuses = new Informer<NodePinnedImages & KubeObject>(client, NODE_PINNED_IMAGES_PATH, {
+  const statuses = new Informer<NodePinnedImages & KubeObject>(client, AGENT_PATHS.nodePinnedImages, {
     onChange: () => {
       answers = answersTo(request, sets, targeted, statuses.items, roles);
       if (answers.size === targeted.length) settle();
@@ -147,7 +133,7 @@ async function askAgents(client: KubeClient, sets: readonly ReleaseSetTargets[],
     await statuses.start(abort.signal);
     for (const set of sets) {
       if (!set.nodes.length) continue;
-      await client.request('PATCH', `${AGENT_SETS_PATH}/${encodeURIComponent(set.name)}`, {
+      await client.request('PATCH', `${AGENT_PATHS.pinnedImageSets}/${encodeURIComponent(set.name)}`, {
         query: { fieldManager: 'prestage-verify' },
         body: { metadata: { annotations: { [VERIFY_REQUESTED_ANNOTATION]: request } } },
         contentType: 'application/merge-patch+json',
@@ -167,8 +153,6 @@ async function askAgents(client: KubeClient, sets: readonly ReleaseSetTargets[],
   }
   return [...answers.values()];
 }
-
-const AGENT_SETS_PATH = `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`;
 
 /** Per node, its answers to `request` for every set that targets it; a node missing one has not answered. */
 function answersTo(

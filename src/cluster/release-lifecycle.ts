@@ -191,14 +191,40 @@ export async function releaseSnapshot(client: KubeClient, backend: PinningBacken
   return sets.length ? backend.snapshot(sets.map((set) => set.name)) : { sets: [] };
 }
 
+/** A prestage set object with its images, as listed from the backend's collection. */
+export interface SetWithImages {
+  readonly name: string;
+  readonly uid?: string;
+  readonly version?: string;
+  readonly images: string[];
+}
+
+/** The backend's prestage sets (and `selector`, if given) with their images, by name. */
+export async function listSetsWithImages(client: KubeClient, backend: PinningBackend, selector?: string): Promise<SetWithImages[]> {
+  const list = await client.get<KubeList<KubeObject & { spec?: { pinnedImages?: Array<{ name?: string }> } }>>(await setsPathOf(client, backend), {
+    labelSelector: [`${MANAGED_BY_LABEL}=prestage`, ...(selector ? [selector] : [])].join(','),
+  });
+  return list.items
+    .map((set) => {
+      const version = set.metadata.annotations?.[RELEASE_VERSION_ANNOTATION] ?? set.metadata.labels?.[RELEASE_VERSION_LABEL];
+      return {
+        name: set.metadata.name,
+        ...(typeof set.metadata['uid'] === 'string' ? { uid: set.metadata['uid'] } : {}),
+        ...(version ? { version } : {}),
+        images: (set.spec?.pinnedImages ?? []).flatMap((i) => (i.name ? [i.name] : [])),
+      };
+    })
+    .sort((a, b) => a.name.localeCompare(b.name));
+}
+
 /**
  * Per node, the images prestage sets (of any release) pin there now: done on that node. What
  * earlier stages left is on disk, so a new plan does not count it as new bytes.
  */
 export async function pinnedOnNodes(client: KubeClient, backend: PinningBackend): Promise<Array<{ node: string; images: string[] }>> {
-  const list = await client.get<KubeList<KubeObject & { spec?: { pinnedImages?: Array<{ name?: string }> } }>>(await setsPathOf(client, backend), { labelSelector: `${MANAGED_BY_LABEL}=prestage` });
-  if (list.items.length === 0) return [];
-  const imagesOf = new Map(list.items.map((set) => [set.metadata.name, (set.spec?.pinnedImages ?? []).flatMap((i) => (i.name ? [i.name] : []))]));
+  const sets = await listSetsWithImages(client, backend);
+  if (sets.length === 0) return [];
+  const imagesOf = new Map(sets.map((set) => [set.name, set.images]));
   const pinned = new Map<string, Set<string>>();
   for (const set of (await backend.snapshot([...imagesOf.keys()])).sets) {
     for (const node of set.nodes) {
