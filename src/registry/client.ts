@@ -140,13 +140,7 @@ export class RegistryClient {
     const path = `${repository}/blobs/${blob.digest}`;
     const hash = resume?.hash ?? createHash('sha256');
     let received = resume?.offset ?? 0;
-    const hooks = transport.retryHooks(path);
-    const budget = new RetryBudget({
-      ...hooks,
-      onRetry: (notice) => hooks.onRetry?.({ ...notice, reason: `${notice.reason} at byte ${received}` }),
-      exhausted: (reason, attempts, last) => new RegistryError(`${where}: blob transfer kept failing (${reason}) at byte ${received} of ${blob.size} after ${attempts} attempts`, { cause: last }),
-      fatal: (err) => asRegistryError(err, ref.registry, `blob ${shortPath(blob.digest)}`),
-    });
+    const budget = blobBudget(transport, path, ref, blob, where, () => received);
     while (received < blob.size || (received === 0 && !resume)) {
       const startedAt = received;
       try {
@@ -195,13 +189,7 @@ export class RegistryClient {
     const where = `${formatReference({ registry: ref.registry, repository: ref.repository })}@${blob.digest}`;
     const path = `${repository}/blobs/${blob.digest}`;
     let received = start;
-    const hooks = transport.retryHooks(path);
-    const budget = new RetryBudget({
-      ...hooks,
-      onRetry: (notice) => hooks.onRetry?.({ ...notice, reason: `${notice.reason} at byte ${received}` }),
-      exhausted: (reason, attempts, last) => new RegistryError(`${where}: blob transfer kept failing (${reason}) at byte ${received} of ${blob.size} after ${attempts} attempts`, { cause: last }),
-      fatal: (err) => asRegistryError(err, ref.registry, `blob ${shortPath(blob.digest)}`),
-    });
+    const budget = blobBudget(transport, path, ref, blob, where, () => received);
     while (received < end) {
       const startedAt = received;
       try {
@@ -260,6 +248,17 @@ export class RegistryClient {
     }
     return bytes;
   }
+}
+
+/** One blob transfer's retry budget (whole stream or a Range part); its messages name the byte it got to. */
+function blobBudget(transport: RegistryTransport, path: string, ref: ImageReference, blob: Descriptor, where: string, received: () => number): RetryBudget {
+  const hooks = transport.retryHooks(path);
+  return new RetryBudget({
+    ...hooks,
+    onRetry: (notice) => hooks.onRetry?.({ ...notice, reason: `${notice.reason} at byte ${received()}` }),
+    exhausted: (reason, attempts, last) => new RegistryError(`${where}: blob transfer kept failing (${reason}) at byte ${received()} of ${blob.size} after ${attempts} attempts`, { cause: last }),
+    fatal: (err) => asRegistryError(err, ref.registry, `blob ${shortPath(blob.digest)}`),
+  });
 }
 
 export class ManifestNotFoundError extends RegistryError {}
