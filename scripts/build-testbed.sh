@@ -12,6 +12,8 @@
 #                                     the binaries' paths (the test harness reads it)
 #   scripts/build-testbed.sh --packages-only [PKG...]
 #                                     only the Debian packages, plus PKG (the benches add skopeo)
+#   scripts/build-testbed.sh --packages PKG...
+#                                     only PKG (npm run demo installs docker-registry this way)
 #
 # Cache: $PRESTAGE_TESTBED_CACHE, default ~/.cache/prestage-testbed/v1/<component>-<version>/.
 set -euo pipefail
@@ -34,6 +36,8 @@ json=false packages_only=false
 case ${1:-} in
   --json) json=true ;;
   --packages-only) packages_only=true; DEBIAN_PACKAGES+=("${@:2}") ;;
+  # Only the named packages (npm run demo: docker-registry), nothing else of the test bed.
+  --packages) packages_only=true; DEBIAN_PACKAGES=("${@:2}") ;;
 esac
 log() { if $json; then echo "testbed: $*" >&2; else echo "testbed: $*"; fi; }
 die() { echo "testbed: ERROR: $*" >&2; exit 1; }
