@@ -2,8 +2,8 @@
 # Everything the tests need that npm does not install; `npm test` runs it first (vitest's global
 # setup), so the README's test command works on a fresh machine. Nothing else runs it, CI included.
 # Builds the real-cluster test bed, or reuses it from the cache: etcd, kube-apiserver, kubelet,
-# kube-controller-manager, kube-scheduler and CRI-O (with its pinns helper) from the Go module
-# proxy, pinned by the modules in tools/testbed/; conmon, crun, runc, CNI plugins, openssl,
+# kube-controller-manager, kube-scheduler, CRI-O (with its pinns helper) and the distribution
+# registry v3 (the in-cluster cache's engine) from the Go module proxy, pinned by the modules in tools/testbed/; conmon, crun, runc, CNI plugins, openssl,
 # htpasswd and docker-registry from Debian. Idempotent: a component is rebuilt only
 # when its binary for that version is missing. Prints per-component and total build times.
 #
@@ -110,6 +110,9 @@ build_kube_apiserver() { build_kube_command kube-apiserver; }
 build_kubelet() { build_kube_command kubelet; }
 build_kube_controller_manager() { build_kube_command kube-controller-manager; }
 build_kube_scheduler() { build_kube_command kube-scheduler; }
+# The cache's engine (`registry:3` in clusters): distribution 3, whose proxy fetches a missing blob
+# upstream once; Debian's docker-registry is 2.8 (twice). Pure Go.
+build_distribution() { CGO_ENABLED=0 go_build distribution github.com/distribution/distribution/v3/cmd/registry ''; }
 build_crio() { CGO_ENABLED=1 go_build crio github.com/cri-o/cri-o/cmd/crio '' -tags "$CRIO_TAGS"; }
 # pinns (C, in the cri-o module's source) pins namespaces for pod sandboxes. The proof tests
 # create no sandboxes, but CRI-O refuses to start without it, so build the real one.
@@ -151,6 +154,7 @@ flock 9
 etcd_version=$(required_version etcd go.etcd.io/etcd/server/v3)
 kube_version=$(required_version kube k8s.io/kubernetes)
 crio_version=$(required_version crio github.com/cri-o/cri-o)
+distribution_version=$(required_version distribution github.com/distribution/distribution/v3)
 
 paths=()
 build etcd "$etcd_version" build_etcd
@@ -160,6 +164,7 @@ build kube-controller-manager "$kube_version" build_kube_controller_manager
 build kube-scheduler "$kube_version" build_kube_scheduler
 build crio "$crio_version" build_crio
 build pinns "$crio_version" build_pinns
+build distribution "$distribution_version" build_distribution
 openshift_api=()
 for release in "${!OPENSHIFT_API[@]}"; do
   openshift_api_version=${OPENSHIFT_API[$release]}
@@ -178,6 +183,6 @@ done
 
 log "total $((SECONDS - started))s (built: ${built[*]:-nothing, all cached}) in $CACHE"
 if $json; then
-  printf '{%s, "openshiftApi": {%s}, "conmon": "%s", "crun": "%s", "runc": "%s", "cniPlugins": "%s", "busybox": "%s", "versions": {"etcd": "%s", "kube-apiserver": "%s", "crio": "%s"}}\n' \
-    "$(IFS=,; echo "${paths[*]}")" "$(IFS=,; echo "${openshift_api[*]}")" "$(command -v conmon)" "$(command -v crun)" "$(command -v runc || echo /usr/sbin/runc)" /usr/lib/cni /bin/busybox "$etcd_version" "$kube_version" "$crio_version"
+  printf '{%s, "openshiftApi": {%s}, "conmon": "%s", "crun": "%s", "runc": "%s", "cniPlugins": "%s", "busybox": "%s", "versions": {"etcd": "%s", "kube-apiserver": "%s", "crio": "%s", "distribution": "%s"}}\n' \
+    "$(IFS=,; echo "${paths[*]}")" "$(IFS=,; echo "${openshift_api[*]}")" "$(command -v conmon)" "$(command -v crun)" "$(command -v runc || echo /usr/sbin/runc)" /usr/lib/cni /bin/busybox "$etcd_version" "$kube_version" "$crio_version" "$distribution_version"
 fi

@@ -1,17 +1,19 @@
 /**
- * The in-cluster pull-through cache (issue #15, first part), against the real thing: the fixture
- * release's registry as the upstream, behind a counting proxy that stands for the slow link;
- * Debian's docker-registry in PROXY mode (`proxy.remoteurl` = the link) as the cache, behind a
- * second counting proxy (what the nodes ask the cache); three nodes with real CRI-O; one real
- * `prestage agent` per node with `--cache-mirror quay.io=<cache>`.
+ * The in-cluster pull-through cache (issue #15), against the real thing: the fixture release's
+ * registry as the upstream, behind a counting proxy that stands for the slow link; the
+ * distribution registry v3 (`registry:3` in clusters, built by the test bed) in PROXY mode
+ * (`proxy.remoteurl` = the link) as the cache, behind a second counting proxy (what the nodes ask
+ * the cache); three nodes with real CRI-O; one real `prestage agent` per node, as shipped
+ * (default concurrency, no pacing), with `--cache-mirror quay.io=<cache>`.
  *
  * Each node's own registries.conf mirrors quay.io straight over the link (as an
  * ImageDigestMirrorSet-written entry would): the cache is reachable ONLY through the drop-in
  * the agents write, which replaces that entry (same prefix) and carries its mirror after the
- * cache. With the cache, a set of the release's every-node images is staged on all three nodes,
- * every blob served by the cache, and the link carries each unique blob twice (distribution
- * 2.8's proxy fetches a missing blob twice; see below); then the agents restart without the
- * flag, the drop-in is gone, and a set of other images is staged straight over the link: 3x.
+ * cache. With the cache, one node warms it (the cache-warm Lease), then a set of a third of the
+ * release's every-node images is pulled on all three nodes from the cache, and the link carries
+ * each unique blob once. With the cache answering 503 to everything, the next third is pulled
+ * straight over the link (nothing fails). Then the agents restart without the flag, the drop-in
+ * is gone, and the last third goes straight over the link: one copy per node.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -20,12 +22,14 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { AppsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { dump } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { API_VERSION, GROUP, PINNED_IMAGE_SETS, VERSION } from '../src/api/prestage.js';
 import { CACHE_DROP_IN_NAME } from '../src/agent/cache-mirror.js';
+import { CACHE_WARM_PREFIX, CACHE_WARMED_ANNOTATION } from '../src/agent/cache-warm.js';
 import { AGENT_NAME } from '../src/install/manifests.js';
+import { testbedBinaries } from './cluster/binaries.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { Daemon, waitFor } from './cluster/processes.js';
 import { freePort } from './harness/free-port.js';
@@ -36,20 +40,21 @@ import { runCli } from './support/cli.js';
 
 const NAMESPACE = 'prestage';
 const truth = inject('fixtureTruth');
-/** The release's every-node images (single-platform), split in two halves: one staged through the cache, one without. */
+/** The release's every-node images (single-platform), in thirds: through the cache, past an erring cache, without it. */
 const EVERY_NODE = truth.components.filter((component) => component.role === 'all');
-const CACHED = EVERY_NODE.filter((_, index) => index % 2 === 0);
-const DIRECT = EVERY_NODE.filter((_, index) => index % 2 === 1);
+const CACHED = EVERY_NODE.filter((_, index) => index % 3 === 0);
+const ERRING = EVERY_NODE.filter((_, index) => index % 3 === 1);
+const DIRECT = EVERY_NODE.filter((_, index) => index % 3 === 2);
 
 /**
- * The cache engine: Debian's docker-registry (distribution 2.8.2) unless PRESTAGE_CACHE_REGISTRY names another
- * distribution binary (e.g. 3.0, built from the Go module proxy). How often its proxy fetches a missing blob
- * upstream depends on the major version: 2.x twice (storeLocal and copyContent each fetch it), 3.x once (teed,
- * distribution/distribution#3569).
+ * The cache engine: the distribution registry v3 the test bed builds (what `install --cache` runs), unless
+ * PRESTAGE_CACHE_REGISTRY names another distribution binary (Debian's docker-registry, 2.8). How often its proxy
+ * fetches a missing blob upstream depends on the major version: 2.x twice (storeLocal and copyContent each fetch
+ * it), 3.x once (teed, distribution/distribution#3569).
  */
-const CACHE_BINARY = process.env.PRESTAGE_CACHE_REGISTRY ?? '/usr/bin/docker-registry';
-const CACHE_VERSION = execFileSync(CACHE_BINARY, ['--version'], { encoding: 'utf8' }).trim();
-const FETCHES_PER_MISS = /\bv?2\.\d+\.\d+/.test(CACHE_VERSION.split(' ').at(-1) ?? '') ? 2 : 1;
+let cacheBinary: string;
+let cacheVersion: string;
+let fetchesPerMiss: number;
 
 let dir: string;
 let upstream: RegistryHandle;
@@ -66,6 +71,9 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'prestage-cache-'));
   upstream = await startRegistry({ storageDir: inject('fixtureStorageDir') });
   link = await startFaultProxy({ upstream: upstream.url });
+  cacheBinary = process.env.PRESTAGE_CACHE_REGISTRY ?? (await testbedBinaries()).distribution;
+  cacheVersion = execFileSync(cacheBinary, ['--version'], { encoding: 'utf8' }).trim();
+  fetchesPerMiss = /\bv?2\.\d+\.\d+/.test(cacheVersion.split(' ').at(-1) ?? '') ? 2 : 1;
   ({ daemon: cache, host: cacheHost } = await startProxyCache(join(dir, 'cache'), link.url));
   cacheFront = await startFaultProxy({ upstream: `http://${cacheHost}` });
   cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': link.host }, insecureRegistries: [link.host] });
@@ -83,10 +91,7 @@ afterAll(async () => {
   if (dir && !process.env.PRESTAGE_TESTBED_KEEP) await rm(dir, { recursive: true, force: true });
 });
 
-/**
- * Debian's docker-registry (distribution 2.8) in proxy mode: a pull-through cache of `remoteUrl`,
- * plain HTTP on 127.0.0.1, its own storage.
- */
+/** The distribution registry in proxy mode: a pull-through cache of `remoteUrl`, plain HTTP on 127.0.0.1, its own storage. */
 async function startProxyCache(workDir: string, remoteUrl: string): Promise<{ daemon: Daemon; host: string }> {
   const host = `127.0.0.1:${await freePort()}`;
   const config = join(dirname(workDir), 'cache-config.yml');
@@ -102,7 +107,7 @@ async function startProxyCache(workDir: string, remoteUrl: string): Promise<{ da
   );
   // distribution reads every REGISTRY_* variable as a config override.
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('REGISTRY_')));
-  const daemon = Daemon.start({ name: 'docker-registry (proxy cache)', command: CACHE_BINARY, args: ['serve', config], logPath: join(dirname(workDir), 'cache.log'), env });
+  const daemon = Daemon.start({ name: 'distribution registry (proxy cache)', command: cacheBinary, args: ['serve', config], logPath: join(dirname(workDir), 'cache.log'), env });
   await daemon.whileRunning(waitFor(`the proxy cache on ${host}`, () => answers(`http://${host}/v2/`), 15_000, 50));
   return { daemon, host };
 }
@@ -119,23 +124,29 @@ function answers(url: string): Promise<true | undefined> {
   });
 }
 
-/** A real `prestage agent` for `node` (test/support/agent-bed.ts), through the cache when `cacheMirror` names it. */
+/** Each agent's log, by node: which one warmed the cache. */
+const agentLogs = new Map<string, string>();
+
+/** A real `prestage agent` for `node` (test/support/agent-bed.ts) with its shipped defaults, through the cache when `cacheMirror` names it. */
 async function startAgent(node: TestNode, cacheMirror: string | undefined): Promise<Daemon> {
-  const agent = await startNodeAgent(cluster, node, {
-    dir,
-    namespace: NAMESPACE,
-    args: [
-      // One pull at a time per node, one node at a time (the existing Lease pacing), so no blob is asked for twice at
-      // once: distribution's proxy fetches a blob upstream AGAIN for each request that arrives while it fills that blob,
-      // and CRI-O fetches a layer again for each concurrent pull of an image sharing it (measured: 4 pulls per node at
-      // once, 3 nodes at once or paced, took the link to 3.1x). Warm-first pacing (#15 part 3) is what lifts this.
-      '--concurrency', '1', '--control-plane-concurrency', '1', '--max-pulling-nodes', '1',
-      ...(cacheMirror ? ['--cache-mirror', cacheMirror] : []),
-    ],
-    logName: `agent-${node.name}-${agents.size}-${Date.now()}.log`,
-  });
+  const logName = `agent-${node.name}-${agents.size}-${Date.now()}.log`;
+  const agent = await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, args: cacheMirror ? ['--cache-mirror', cacheMirror] : [], logName });
   agents.set(node.name, agent);
+  agentLogs.set(node.name, join(dir, logName));
   return agent;
+}
+
+/** The agents' log lines (parsed) with this message. */
+async function logged(message: string): Promise<Array<{ node: string; line: Record<string, unknown> }>> {
+  const found: Array<{ node: string; line: Record<string, unknown> }> = [];
+  for (const [node, path] of agentLogs) {
+    for (const text of (await readFile(path, 'utf8')).split('\n')) {
+      if (!text.startsWith('{')) continue;
+      const line = JSON.parse(text) as Record<string, unknown>;
+      if (line.msg === message) found.push({ node, line });
+    }
+  }
+  return found;
 }
 
 async function stopAgents(): Promise<void> {
@@ -188,7 +199,7 @@ function uniqueBlobs(components: typeof EVERY_NODE, held = new Set<string>()): M
 const sum = (blobs: Map<string, number>) => [...blobs.values()].reduce((total, size) => total + size, 0);
 
 describe('an in-cluster pull-through cache wired by the agents', () => {
-  it('with --cache-mirror: one drop-in per node, CRI-O reloaded, every image pinned on every node from the cache, each unique blob over the link as often as the cache engine fetches a miss (distribution 2.8: twice, 3.0: once), not once per node', async () => {
+  it('with --cache-mirror: one drop-in per node, CRI-O reloaded; one node warms the cache, then every image is pinned on every node from it, and each unique blob crosses the link once (distribution 3), not once per node', async () => {
     const offsets = new Map(cluster.nodes.map((node) => [node.name, logSize(node.crio.logPath)]));
     for (const node of cluster.nodes) await startAgent(node, `quay.io=${cacheFront.host}`);
     for (const node of cluster.nodes) {
@@ -214,28 +225,63 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
     const ratio = upstreamBytes / sum(unique);
     const servedByCache = blobGets(cacheFront.stats.log).filter((record) => record.status === 200);
     console.log(
-      `through the cache: ${images.length} images x ${cluster.nodes.length} nodes in ${seconds.toFixed(1)} s; unique blobs ${unique.size} (${sum(unique)} B); ` +
+      `through the cache (${cacheVersion}): ${images.length} images x ${cluster.nodes.length} nodes in ${seconds.toFixed(1)} s; unique blobs ${unique.size} (${sum(unique)} B); ` +
         `link: ${link.stats.requests} requests, ${upstreamBlobs.length} blob GETs (${fills.length} whole), ${upstreamBytes} blob B, ratio ${ratio.toFixed(3)}; ` +
         `cache served ${servedByCache.length} blob GETs (${bytesOf(servedByCache)} B) of ${cacheFront.stats.requests} requests`,
     );
-    // Debian's docker-registry is distribution 2.8, whose proxy fetches a missing blob from upstream TWICE: once to
-    // store it (storeLocal, in the background) and once to answer the request (copyContent). distribution 3.0 tees one
-    // fetch into both (distribution/distribution#3569), hence `registry:3` in `install --cache`. So here: exactly
-    // FETCHES_PER_MISS whole fetches of each unique blob and none after, whatever the number of nodes (without the
-    // cache: one per node). The few bytes beyond are the agents' 4-byte size reads, which go straight (not cached).
-    console.log(`cache engine: ${CACHE_VERSION}: ${FETCHES_PER_MISS} upstream fetch(es) per missing blob expected`);
-    expect(ratio).toBeGreaterThanOrEqual(FETCHES_PER_MISS);
-    expect(ratio).toBeLessThanOrEqual(FETCHES_PER_MISS + 0.05);
+    // Warm first: exactly one node filled the cache, holding the warm Lease; the others found the images recorded.
+    const warmed = await logged('cache warmed');
+    expect(warmed.map(({ line }) => [line.images, line.blobs, line.bytes, line.failures])).toEqual([[images.length, unique.size, sum(unique), []]]);
+    expect((await logged('cache warm: the cache holds these images already')).map(({ node }) => node).sort()).toEqual(cluster.nodes.map((node) => node.name).filter((name) => name !== warmed[0]!.node).sort());
+    const lease = await cluster.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: `${CACHE_WARM_PREFIX}0`, namespace: NAMESPACE });
+    expect(lease.spec?.holderIdentity).toBeUndefined();
+    expect(new Set(JSON.parse(lease.metadata!.annotations![CACHE_WARMED_ANNOTATION]!).keys)).toEqual(new Set(images.map((image) => `amd64@${image.split('@')[1]}`)));
+    // distribution 3 tees one upstream fetch of a missing blob into its storage and the answer; the warm asks for each
+    // blob once, and the nodes only after it: exactly one whole fetch of each unique blob, whatever the number of nodes
+    // (without the cache: one per node). The few bytes beyond are the agents' 4-byte size reads, which go straight.
+    // (Debian's docker-registry, 2.8, fetches a miss twice: PRESTAGE_CACHE_REGISTRY=/usr/bin/docker-registry shows 2.)
+    expect(ratio).toBeGreaterThanOrEqual(fetchesPerMiss);
+    expect(ratio).toBeLessThanOrEqual(fetchesPerMiss * 1.05);
     const filled = new Map<string, number>();
     for (const record of fills) {
       const digest = record.target.split('/blobs/')[1]!;
       filled.set(digest, (filled.get(digest) ?? 0) + 1);
     }
     expect(new Set(filled.keys())).toEqual(new Set(unique.keys()));
-    expect(new Set(filled.values())).toEqual(new Set([FETCHES_PER_MISS]));
-    // The nodes' pulls came from the cache: every node fetched every unique blob from it (vfs keeps no blob twice per node).
-    expect(servedByCache.length).toBe(unique.size * cluster.nodes.length);
-    expect(bytesOf(servedByCache)).toBe(sum(unique) * cluster.nodes.length);
+    expect(new Set(filled.values())).toEqual(new Set([fetchesPerMiss]));
+    // Every node's pulls came from the cache (vfs keeps no blob twice per node), after the warm's own reads; CRI-O may
+    // fetch a layer shared by two images it pulls at once twice, from the cache (LAN), never from the link.
+    expect(servedByCache.length).toBeGreaterThanOrEqual(unique.size * (cluster.nodes.length + 1));
+  }, 360_000);
+
+  it('with the cache answering 503 to everything: the warm is recorded as failed at once, every node pulls past the cache straight over the link, and nothing fails', async () => {
+    cacheFront.inject({ times: Infinity, fault: { kind: 'status', status: 503 } });
+    try {
+      link.resetStats();
+      cacheFront.resetStats();
+      const images = ERRING.map((component) => component.pullSpec);
+      const started = Date.now();
+      await createSet('past-erring-cache', images);
+      await allPinned(images);
+      const seconds = (Date.now() - started) / 1000;
+      const held = new Set(uniqueBlobs(CACHED).keys());
+      const unique = uniqueBlobs(ERRING, held);
+      const ratio = bytesOf(blobGets(link.stats.log)) / sum(unique);
+      console.log(`past an erring cache: ${images.length} images x ${cluster.nodes.length} nodes in ${seconds.toFixed(1)} s; link ratio ${ratio.toFixed(3)}; cache: ${cacheFront.stats.requests} requests, all 503`);
+      const incomplete = await logged('cache warm incomplete; pulls fall back past the cache where it lacks a blob');
+      expect(incomplete).toHaveLength(1);
+      expect(incomplete[0]!.line.blobs).toBe(0);
+      expect(String((incomplete[0]!.line.failures as string[])[0])).toContain('503');
+      // CRI-O asked the cache first, then took the next mirror: the link, one copy per node.
+      expect(blobGets(cacheFront.stats.log).length + cacheFront.stats.log.filter((record) => record.target.includes('/manifests/')).length).toBeGreaterThan(0);
+      expect(ratio).toBeGreaterThanOrEqual(cluster.nodes.length);
+      expect(ratio).toBeLessThanOrEqual(cluster.nodes.length * 1.05);
+      // No set failed on any node.
+      const events = await cluster.kubeConfig.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: NAMESPACE });
+      expect(events.items.filter((event) => event.type === 'Warning' && event.message?.includes('past-erring-cache'))).toEqual([]);
+    } finally {
+      cacheFront.clearFaults();
+    }
   }, 360_000);
 
   it('without --cache-mirror: the drop-in is gone, CRI-O reloaded, and pulls go straight over the link (about one copy per node)', async () => {
@@ -253,8 +299,8 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
     await createSet('direct', images);
     await allPinned(images);
     const seconds = (Date.now() - started) / 1000;
-    // Blobs the first set already put on the nodes are not fetched again.
-    const held = new Set(uniqueBlobs(CACHED).keys());
+    // Blobs the earlier sets already put on the nodes are not fetched again.
+    const held = new Set([...uniqueBlobs(CACHED).keys(), ...uniqueBlobs(ERRING).keys()]);
     const unique = uniqueBlobs(DIRECT, held);
     const upstreamBlobs = blobGets(link.stats.log);
     const ratio = bytesOf(upstreamBlobs) / sum(unique);

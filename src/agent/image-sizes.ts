@@ -252,7 +252,7 @@ export class RegistryImageSizes implements ImageSizeSource {
   }
 }
 
-function isUnreachable(error: unknown): boolean {
+export function isUnreachable(error: unknown): boolean {
   for (let e: unknown = error; e instanceof Error; e = e.cause) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code && UNREACHABLE.has(code)) return true;

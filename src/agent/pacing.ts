@@ -18,7 +18,8 @@ import { KubeApiError, type KubeClient, type KubeObject } from '../cluster/kube.
 export interface PullSlot {
   /** False once the slot was released or lost (renewals failed, another node took it): start no new pull. */
   held(): boolean;
-  release(): Promise<void>;
+  /** Frees the slot; `annotations` are written onto the Lease in the same update (the cache warmer's record). */
+  release(annotations?: Readonly<Record<string, string>>): Promise<void>;
 }
 
 export interface PullPacer {
@@ -42,6 +43,12 @@ export interface LeasePacerOptions {
   /** This node's clock, for the times it writes into Leases (tests skew it). */
   readonly now?: () => number;
   readonly log: Logger;
+  /** The Leases' names are this and the slot's index; default `prestage-pull-slot-`. */
+  readonly prefix?: string;
+  /** The label that marks (and selects) them; default `prestage.dev/pull-slot`. */
+  readonly label?: string;
+  /** What the slots are for, in log lines; default `pull slot`. */
+  readonly what?: string;
 }
 
 export const PULL_SLOT_PREFIX = 'prestage-pull-slot-';
@@ -63,42 +70,65 @@ export class LeasePacer implements PullPacer {
   private started: Promise<void> | undefined;
   private changed: { promise: Promise<void>; resolve: () => void } = deferred();
   private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly prefix: string;
+  private readonly label: string;
+  private readonly what: string;
 
   constructor(private readonly client: KubeClient, private readonly options: LeasePacerOptions) {
     this.durationMs = (options.leaseDurationSeconds ?? 60) * 1000;
+    this.prefix = options.prefix ?? PULL_SLOT_PREFIX;
+    this.label = options.label ?? PULL_SLOT_LABEL;
+    this.what = options.what ?? 'pull slot';
     this.collection = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(options.namespace)}/leases`;
-    this.informer = new Informer<Lease>(client, `${this.collection}?labelSelector=${encodeURIComponent(PULL_SLOT_LABEL)}`, {
+    this.informer = new Informer<Lease>(client, `${this.collection}?labelSelector=${encodeURIComponent(this.label)}`, {
       onChange: () => this.onLeases(),
-      onRetry: (error, delayMs) => options.log.warn({ err: error.message, delayMs }, 'pull slot watch failed; retrying'),
+      onRetry: (error, delayMs) => options.log.warn({ err: error.message, delayMs }, `${this.what} watch failed; retrying`),
     });
   }
 
   async acquire(): Promise<PullSlot> {
+    return (await this.acquireUnless(() => false))!;
+  }
+
+  /**
+   * A slot, or undefined as soon as `done()` says none is needed any more: checked before each
+   * try and at every change of the Leases (the holder's record written on release, say).
+   * `onWait` is called at each of those changes while this node waits.
+   */
+  async acquireUnless(done: () => boolean, onWait?: () => void): Promise<PullSlot | undefined> {
     this.started ??= this.informer.start(this.stopping.signal).catch((error: unknown) => {
       this.started = undefined;
       throw error;
     });
     await this.started;
     for (let waited = false; ; waited = true) {
+      if (done()) return undefined;
+      if (waited) onWait?.();
       const offset = Math.floor(Math.random() * this.options.slots);
       for (let index = 0; index < this.options.slots; index++) {
-        const name = `${PULL_SLOT_PREFIX}${(offset + index) % this.options.slots}`;
+        const name = `${this.prefix}${(offset + index) % this.options.slots}`;
         if (!this.free(name)) continue;
         // Every waiting node saw the same event: a random delay and a fresh look let the first
         // winner's write reach the others before they try too.
         await sleep(Math.random() * (this.options.contentionJitterMs ?? DEFAULT_CONTENTION_JITTER_MS));
+        if (done()) return undefined;
         if (!this.free(name)) continue;
         const lease = await this.take(name).catch((error: Error) => {
-          this.options.log.warn({ slot: name, err: error.message }, 'cannot take a pull slot');
+          this.options.log.warn({ slot: name, err: error.message }, `cannot take a ${this.what}`);
           return undefined;
         });
         if (lease) {
-          if (waited) this.options.log.info({ slot: name }, 'got a pull slot');
+          if (waited) this.options.log.info({ slot: name }, `got a ${this.what}`);
           return this.hold(lease);
         }
       }
       await this.nextChangeOrExpiry();
     }
+  }
+
+  /** A slot Lease's annotations as last seen (its holder's record). */
+  annotations(index = 0): Readonly<Record<string, string>> {
+    return this.informer.items.get(`${this.prefix}${index}`)?.metadata.annotations ?? {};
   }
 
   /** Stops watching and renewing WITHOUT releasing: what a node that dies leaves behind. */
@@ -148,7 +178,7 @@ export class LeasePacer implements PullPacer {
     const spec = { holderIdentity: this.options.holder, leaseDurationSeconds: this.durationMs / 1000, acquireTime: now, renewTime: now, leaseTransitions: (current?.spec?.leaseTransitions ?? 0) + (current ? 1 : 0) };
     try {
       if (!current) {
-        return await this.client.request<Lease>('POST', this.collection, { body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace: this.options.namespace, labels: { [PULL_SLOT_LABEL]: '' } }, spec } });
+        return await this.client.request<Lease>('POST', this.collection, { body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace: this.options.namespace, labels: { [this.label]: '' } }, spec } });
       }
       return await this.client.request<Lease>('PUT', `${this.collection}/${name}`, { body: { ...current, spec } });
     } catch (error) {
@@ -173,7 +203,7 @@ export class LeasePacer implements PullPacer {
     };
     const lose = (why: string) => {
       state = 'lost';
-      log.warn({ slot: name, why }, 'pull slot lost: no new pulls until one is held again');
+      log.warn({ slot: name, why }, `${this.what} lost: no new work under it until one is held again`);
     };
     // Never rejects: a failed renewal is retried with jitter until the renew deadline passes.
     const renew = async () => {
@@ -190,7 +220,7 @@ export class LeasePacer implements PullPacer {
           if (latest && latest.spec?.holderIdentity !== holder) return lose(`taken by ${latest.spec?.holderIdentity ?? 'nobody'}`);
           if (latest) current = latest;
         } else {
-          log.warn({ slot: name, err: (error as Error).message }, 'pull slot renewal failed; retrying');
+          log.warn({ slot: name, err: (error as Error).message }, `${this.what} renewal failed; retrying`);
         }
       }
       if (state !== 'held') return;
@@ -200,7 +230,7 @@ export class LeasePacer implements PullPacer {
     schedule(this.durationMs / 3);
     return {
       held: () => state === 'held',
-      release: async () => {
+      release: async (annotations) => {
         const wasHeld = state === 'held';
         state = 'released';
         if (timer) {
@@ -210,7 +240,8 @@ export class LeasePacer implements PullPacer {
         if (!wasHeld) return;
         // Clear the holder so a waiting node takes the slot at once; on failure it expires.
         const { holderIdentity: _, ...spec } = current.spec ?? {};
-        await this.client.request('PUT', `${this.collection}/${name}`, { body: { ...current, spec } }).catch((error: Error) => log.warn({ slot: name, err: error.message }, 'cannot release the pull slot; it expires'));
+        const metadata = annotations ? { ...current.metadata, annotations: { ...current.metadata.annotations, ...annotations } } : current.metadata;
+        await this.client.request('PUT', `${this.collection}/${name}`, { body: { ...current, metadata, spec } }).catch((error: Error) => log.warn({ slot: name, err: error.message }, `cannot release the ${this.what}; it expires`));
       },
     };
   }

@@ -33,7 +33,8 @@ import { verifySet } from '../verify/verdict.js';
 import { checkDisk, imageBytes } from './disk.js';
 import { hasLayers, type ImageLayers, type ImageSizeSource, type SizeResult } from './image-sizes.js';
 import type { AgentMetrics } from './metrics.js';
-import type { PullPacer } from './pacing.js';
+import type { CacheWarmer } from './cache-warm.js';
+import type { PullPacer, PullSlot } from './pacing.js';
 import { imageNames, type ImageRuntime } from './runtime.js';
 import { selectorMatches } from './selector.js';
 
@@ -85,6 +86,8 @@ export interface NodeAgentOptions {
   readonly minPullTimeoutMs?: number;
   /** Cluster-wide pacing: hold a pull slot while pulling. */
   readonly pacer?: PullPacer;
+  /** With an in-cluster cache: one node fills it with the due images before any node pulls them. */
+  readonly cacheWarmer?: CacheWarmer;
   /** How long an image that failed permanently (ENOSPC, not found, denied) rests before another try. */
   readonly permanentFailureBackoffMs?: number;
   /** Periodic re-check from CRI truth: repairs drift and retries failures. */
@@ -243,7 +246,7 @@ export class NodeAgent {
     }
     const auth = pullAuthFrom((image) => [...(imageSecrets.get(image) ?? []), ...nodeSecrets]);
     const due = [...toPull].filter(([image]) => (this.records.get(image)?.notBefore ?? 0) <= Date.now());
-    const slot = due.length > 0 && this.options.pacer ? await this.options.pacer.acquire() : undefined;
+    const slot = due.length > 0 ? await this.waitForTurn(due.map(([image]) => image), labels['kubernetes.io/arch'] || 'amd64') : undefined;
     const limit = pLimit(isControlPlane(labels) ? (this.options.controlPlaneConcurrency ?? this.options.concurrency) : this.options.concurrency);
     const progress = new StatusPublisher(async () => {
       await this.writeStatus(await this.snapshot());
@@ -282,6 +285,22 @@ export class NodeAgent {
     await this.announceNewFailures(status);
     log.debug({ sets: status.pinnedImageSets?.length }, 'reconciled');
     return status;
+  }
+
+  /**
+   * Before pulling `images`: the cache warmed with them (by this node or another), then a pull
+   * slot when pulls are paced. Waiting one's turn is progress, not a hang, for liveness.
+   */
+  private async waitForTurn(images: readonly string[], arch: string): Promise<PullSlot | undefined> {
+    const { cacheWarmer, pacer } = this.options;
+    if (!cacheWarmer && !pacer) return undefined;
+    const heartbeat = setInterval(() => this.progressed(), 10_000);
+    try {
+      await cacheWarmer?.warm(images, arch, () => this.progressed());
+      return await pacer?.acquire();
+    } finally {
+      clearInterval(heartbeat);
+    }
   }
 
   /**

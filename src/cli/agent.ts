@@ -13,6 +13,7 @@ import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../agent/r
 import { CACHE_DROP_IN_NAME, parseCacheMirrors, syncCacheDropIn } from '../agent/cache-mirror.js';
 import { KubeAgentCluster } from '../agent/kube.js';
 import { AgentMetrics } from '../agent/metrics.js';
+import { LeaseCacheWarmer } from '../agent/cache-warm.js';
 import { LeasePacer } from '../agent/pacing.js';
 import { NodeAgent } from '../agent/reconcile.js';
 import { KubeClient } from '../cluster/kube.js';
@@ -50,7 +51,7 @@ export function agentCommand(ctx: CommandContext) {
           type: 'string',
           array: true,
           default: [] as string[],
-          describe: `SOURCE=HOST[:PORT][/PREFIX] (repeatable): pull SOURCE's images by digest through this plain-HTTP pull-through cache first, then as before; written to --registries-conf-dir/${CACHE_DROP_IN_NAME} (removed without the flag), CRI-O reloaded. Image sizes are still read without it`,
+          describe: `SOURCE=HOST[:PORT][/PREFIX] (repeatable): pull SOURCE's images by digest through this plain-HTTP pull-through cache first, then as before; written to --registries-conf-dir/${CACHE_DROP_IN_NAME} (removed without the flag), CRI-O reloaded. Before pulls, one node at a time fills the cache with them (Lease prestage-cache-warm-0), then every node pulls from it. Image sizes are still read without it`,
         })
         .option('concurrency', { type: 'number', default: 5, coerce: integerAtLeast('concurrency', 1), describe: 'Parallel pulls on a worker node' })
         .option('control-plane-concurrency', { type: 'number', default: 1, coerce: integerAtLeast('control-plane-concurrency', 1), describe: 'Parallel pulls on a control-plane node' })
@@ -121,6 +122,8 @@ export function agentCommand(ctx: CommandContext) {
       );
       const slots: number = args['max-pulling-nodes'];
       const pacer = slots > 0 ? new LeasePacer(client, { namespace: args.namespace, slots, holder: nodeName, log }) : undefined;
+      // Through a cache: one node fills it, then all pull from it (each blob crosses the link once).
+      const cacheWarmer = cacheMirrors.length > 0 ? new LeaseCacheWarmer(client, { namespace: args.namespace, holder: nodeName, mirrors: cacheMirrors, log }) : undefined;
       agent = new NodeAgent({
         nodeName,
         runtime,
@@ -137,6 +140,7 @@ export function agentCommand(ctx: CommandContext) {
         stallMs: args['stall-timeout'] * 1000,
         permanentFailureBackoffMs: args['permanent-failure-backoff'] * 1000,
         pacer,
+        cacheWarmer,
       });
       try {
         await cluster.start();
@@ -165,6 +169,7 @@ export function agentCommand(ctx: CommandContext) {
       } finally {
         clearInterval(cacheResync);
         pacer?.stop();
+        await cacheWarmer?.close();
         await cluster.stop();
         await imageSizes.close();
         runtime.close();

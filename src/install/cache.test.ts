@@ -1,7 +1,7 @@
 import yaml from 'js-yaml';
 import { describe, expect, it } from 'vitest';
 import { BadInputError } from '../errors.js';
-import { CACHE_NAME, CACHE_PORT, cacheConfig, cacheManifests, cacheMirrorArg, DEFAULT_CACHE_IMAGE, HOST_IP_ADDRESS, type CacheOptions } from './cache.js';
+import { CACHE_METRICS_PORT, CACHE_NAME, CACHE_PORT, cacheConfig, cacheManifests, cacheMirrorArg, DEFAULT_CACHE_IMAGE, HOST_IP_ADDRESS, type CacheOptions } from './cache.js';
 import { installManifests } from './manifests.js';
 import { parseCacheMirror } from '../agent/cache-mirror.js';
 
@@ -19,6 +19,8 @@ describe('install --cache: the pull-through cache', () => {
     const config = yaml.load(kinds.get('ConfigMap').data['config.yml']) as any;
     expect(config.proxy).toEqual({ remoteurl: 'https://quay.io' });
     expect(config.http.addr).toBe(`:${CACHE_PORT}`);
+    // The proxy's hit and upstream-byte counters, for `wait`.
+    expect(config.http.debug).toEqual({ addr: `:${CACHE_METRICS_PORT}`, prometheus: { enabled: true, path: '/metrics' } });
     expect(config.storage.filesystem.rootdirectory).toBe('/var/lib/registry');
     expect(kinds.get('PersistentVolumeClaim').spec).toEqual({ accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '100Gi' } }, storageClassName: 'fast' });
     const deployment = kinds.get('Deployment');
@@ -35,7 +37,10 @@ describe('install --cache: the pull-through cache', () => {
     expect(deployment.spec.template.spec.nodeSelector).toBeUndefined();
     const service = kinds.get('Service');
     expect(service.spec.type).toBe('ClusterIP');
-    expect(service.spec.ports).toEqual([{ name: 'registry', port: CACHE_PORT, targetPort: CACHE_PORT, protocol: 'TCP' }]);
+    expect(service.spec.ports).toEqual([
+      { name: 'registry', port: CACHE_PORT, targetPort: CACHE_PORT, protocol: 'TCP' },
+      { name: 'metrics', port: CACHE_METRICS_PORT, targetPort: CACHE_METRICS_PORT, protocol: 'TCP' },
+    ]);
     expect(service.spec.selector).toEqual(deployment.spec.selector.matchLabels);
   });
 

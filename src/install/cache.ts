@@ -19,6 +19,13 @@ import type { Manifest } from './apply.js';
 export const CACHE_NAME = 'prestage-cache';
 export const CACHE_PORT = 5000;
 /**
+ * The registry's debug server: Prometheus metrics at `/metrics`, among them the proxy's
+ * `registry_proxy_{requests,hits,misses,pulled_bytes,pushed_bytes}_total{type="blob"}`: what the
+ * cache fetched upstream and what it served (`wait` reads them through the API server's service proxy).
+ */
+export const CACHE_METRICS_PORT = 5001;
+export const CACHE_METRICS_PORT_NAME = 'metrics';
+/**
  * distribution 3: its proxy fetches a missing blob from upstream once and tees it into storage and the
  * answer (distribution/distribution#3569); 2.8 fetches it twice (measured on the test bed, test/cache.test.ts).
  */
@@ -76,7 +83,7 @@ export function cacheConfig(upstream: string): string {
         // The proxy's expiry scheduler deletes blobs it no longer keeps.
         delete: { enabled: true },
       },
-      http: { addr: `:${CACHE_PORT}`, headers: { 'X-Content-Type-Options': ['nosniff'] } },
+      http: { addr: `:${CACHE_PORT}`, headers: { 'X-Content-Type-Options': ['nosniff'] }, debug: { addr: `:${CACHE_METRICS_PORT}`, prometheus: { enabled: true, path: '/metrics' } } },
       health: { storagedriver: { enabled: true, interval: '10s', threshold: 3 } },
       // Credentials come from the environment (REGISTRY_PROXY_USERNAME/PASSWORD), never from this ConfigMap.
       proxy: { remoteurl: `https://${upstream}` },
@@ -145,7 +152,10 @@ export function cacheManifests(options: CacheOptions): Manifest[] {
                       { name: 'REGISTRY_PROXY_PASSWORD', valueFrom: { secretKeyRef: { name: secretName, key: 'password' } } },
                     ]
                   : [],
-                ports: [{ name: 'registry', containerPort: CACHE_PORT }],
+                ports: [
+                  { name: 'registry', containerPort: CACHE_PORT },
+                  { name: CACHE_METRICS_PORT_NAME, containerPort: CACHE_METRICS_PORT },
+                ],
                 // `/` answers 200 once the registry serves; the storage health check makes `/` fail when the volume does.
                 readinessProbe: probe(5, 3),
                 livenessProbe: { ...probe(20, 6), initialDelaySeconds: 10 },
@@ -177,7 +187,11 @@ export function cacheManifests(options: CacheOptions): Manifest[] {
         type: options.nodePort !== undefined ? 'NodePort' : 'ClusterIP',
         selector,
         ...(options.clusterIP !== undefined ? { clusterIP: options.clusterIP } : {}),
-        ports: [{ name: 'registry', port: CACHE_PORT, targetPort: CACHE_PORT, protocol: 'TCP', ...(options.nodePort !== undefined ? { nodePort: options.nodePort } : {}) }],
+        ports: [
+          { name: 'registry', port: CACHE_PORT, targetPort: CACHE_PORT, protocol: 'TCP', ...(options.nodePort !== undefined ? { nodePort: options.nodePort } : {}) },
+          // `wait`'s cache figures, read through the API server's service proxy.
+          { name: CACHE_METRICS_PORT_NAME, port: CACHE_METRICS_PORT, targetPort: CACHE_METRICS_PORT, protocol: 'TCP' },
+        ],
       },
     },
   );

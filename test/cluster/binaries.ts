@@ -16,6 +16,8 @@ export interface TestbedBinaries {
   readonly 'kube-apiserver': string;
   readonly crio: string;
   readonly pinns: string;
+  /** The distribution registry v3 (`registry serve CONFIG`): the in-cluster cache's engine in proxy mode. */
+  readonly distribution: string;
   readonly conmon: string;
   readonly crun: string;
   /** The DaemonSet test's real node: kubelet, the controllers that turn a DaemonSet into a bound pod, runc, CNI plugins. */
@@ -29,7 +31,7 @@ export interface TestbedBinaries {
   readonly busybox: string;
   /** OpenShift's CRD folders from github.com/openshift/api, per release branch of the module. */
   readonly openshiftApi: { readonly 'release-4.16': string; readonly 'release-4.21': string };
-  readonly versions: { readonly etcd: string; readonly 'kube-apiserver': string; readonly crio: string };
+  readonly versions: { readonly etcd: string; readonly 'kube-apiserver': string; readonly crio: string; readonly distribution: string };
 }
 
 let binaries: Promise<TestbedBinaries> | undefined;

@@ -1,0 +1,225 @@
+/**
+ * Warm first, then fan out: before nodes pull images through the in-cluster cache
+ * (`--cache-mirror`), ONE node fills the cache with them, and only then do all nodes pull,
+ * each from the cache over the LAN. Without this the link carries a blob more than once: the
+ * cache's proxy (distribution 3, `registry/proxy/proxyblobstore.go`) fetches a blob upstream
+ * once per request that arrives while it is still filling it, and nodes pulling at once ask for
+ * the same blobs at once.
+ *
+ * One Lease, `prestage-cache-warm-0` in the agent's namespace, with the pull slots' election
+ * (pacing.ts). Its holder reads each missing image's manifest (the node's platform) and every
+ * blob once, through the cache only, digest-verified, a few distinct blobs at a time (distinct
+ * blobs never make the proxy fetch twice), and on release records on the Lease which images it
+ * warmed: `arch@digest` keys in the `prestage.dev/cache-warmed` annotation, tied to the caches'
+ * locations. Nodes that need no unrecorded image do not wait; the others wait for the record (or
+ * take the Lease over when its holder died). A warm that fails (the cache down, full, erring) is
+ * recorded too: it only decides the order of pulls, and CRI-O falls back past the cache to the
+ * next mirror or the source, so nothing waits on a broken cache.
+ *
+ * The proxy keeps blobs per repository (a blob of repository B is a miss even when A holds it),
+ * so a blob is read once per repository. A record outlives what the cache evicts (its TTL) at
+ * the cost of one thing only: nodes then pull those images through the cache at once.
+ */
+import pLimit from 'p-limit';
+import type { Logger } from 'pino';
+import type { KubeClient } from '../cluster/kube.js';
+import type { Descriptor } from '../registry/manifest.js';
+import { RegistryClient } from '../registry/client.js';
+import { applyMirrors } from '../registry/mirrors.js';
+import { formatReference, parseReference, type ImageReference } from '../registry/reference.js';
+import type { CacheMirror } from './cache-mirror.js';
+import { isUnreachable } from './image-sizes.js';
+import { LeasePacer } from './pacing.js';
+
+export const CACHE_WARM_PREFIX = 'prestage-cache-warm-';
+export const CACHE_WARM_LABEL = 'prestage.dev/cache-warm';
+export const CACHE_WARMED_ANNOTATION = 'prestage.dev/cache-warmed';
+/** Keys kept in the record, newest last: about 75 bytes each, well inside an object's 256 KiB of annotations. */
+const MAX_RECORDED = 2_000;
+/** Distinct blobs read at once: enough to keep a slow link busy across small blobs. */
+const DEFAULT_BLOB_CONCURRENCY = 4;
+const MANIFEST_CONCURRENCY = 8;
+
+export interface CacheWarmer {
+  /**
+   * Returns once the cache was warmed with those of `images` it serves, for a node of `arch`:
+   * by this node, or by another (recorded). `onWait` is called at each step while it waits or
+   * warms (progress for the agent's liveness). Never throws: a failed warm only costs link bytes.
+   */
+  warm(images: readonly string[], arch: string, onWait: () => void): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** What a warm did, for the log and tests. */
+export interface WarmResult {
+  readonly images: number;
+  readonly blobs: number;
+  readonly bytes: number;
+  readonly failures: readonly string[];
+}
+
+/** The images a cache serves: digest pullspecs (the drop-in is digest-only) under a cached source. */
+export function cachedImages(images: readonly string[], mirrors: readonly CacheMirror[]): ImageReference[] {
+  const rules = mirrors.map(({ source, location }) => ({ source, mirror: location }));
+  const refs: ImageReference[] = [];
+  for (const image of new Set(images)) {
+    let ref: ImageReference;
+    try {
+      ref = parseReference(image);
+    } catch {
+      continue;
+    }
+    if (ref.digest && applyMirrors(ref, rules) !== ref) refs.push(ref);
+  }
+  return refs;
+}
+
+export const warmKey = (arch: string, ref: ImageReference): string => `${arch}@${ref.digest}`;
+
+interface WarmRecord {
+  /** The cache locations the keys hold for: another cache starts empty. */
+  readonly caches: string;
+  readonly keys: readonly string[];
+}
+
+/** The record on the Lease, or an empty one when it is missing, unreadable, or for other caches. */
+export function readRecord(annotation: string | undefined, caches: string): Set<string> {
+  if (!annotation) return new Set();
+  try {
+    const record = JSON.parse(annotation) as Partial<WarmRecord>;
+    if (record.caches !== caches || !Array.isArray(record.keys)) return new Set();
+    return new Set(record.keys.filter((key): key is string => typeof key === 'string'));
+  } catch {
+    return new Set();
+  }
+}
+
+/** The record with `added` appended (newest last), capped. */
+export function writeRecord(previous: ReadonlySet<string>, added: readonly string[], caches: string): string {
+  const keys = [...previous].filter((key) => !added.includes(key));
+  keys.push(...added);
+  return JSON.stringify({ caches, keys: keys.slice(-MAX_RECORDED) } satisfies WarmRecord);
+}
+
+export interface LeaseCacheWarmerOptions {
+  readonly namespace: string;
+  /** This node: the Lease holder identity. */
+  readonly holder: string;
+  readonly mirrors: readonly CacheMirror[];
+  readonly log: Logger;
+  readonly blobConcurrency?: number;
+  readonly leaseDurationSeconds?: number;
+  readonly contentionJitterMs?: number;
+}
+
+export class LeaseCacheWarmer implements CacheWarmer {
+  private readonly lease: LeasePacer;
+  private readonly registry: RegistryClient;
+  private readonly caches: string;
+
+  constructor(client: KubeClient, private readonly options: LeaseCacheWarmerOptions) {
+    this.caches = [...options.mirrors].map((m) => `${m.source}=${m.location}`).sort().join(',');
+    this.lease = new LeasePacer(client, {
+      namespace: options.namespace,
+      slots: 1,
+      holder: options.holder,
+      log: options.log,
+      prefix: CACHE_WARM_PREFIX,
+      label: CACHE_WARM_LABEL,
+      what: 'cache warm Lease',
+      ...(options.leaseDurationSeconds !== undefined ? { leaseDurationSeconds: options.leaseDurationSeconds } : {}),
+      ...(options.contentionJitterMs !== undefined ? { contentionJitterMs: options.contentionJitterMs } : {}),
+    });
+    // Through the caches only (plain HTTP, as the drop-in says), never the source: a fill, not a pull.
+    this.registry = new RegistryClient({
+      mirrors: options.mirrors.map(({ source, location }) => ({ source, mirror: location })),
+      insecureRegistries: options.mirrors.map(({ location }) => location.split('/')[0]!),
+      pullSecrets: [],
+      retry: { attempts: 3, baseDelayMs: 500, maxDelayMs: 5_000 },
+      concurrency: 16,
+      // The cache streams a blob while it fetches it over the slow link: idle this long is a stall.
+      stallTimeoutMs: 120_000,
+      connectTimeoutMs: 5_000,
+    });
+  }
+
+  async warm(images: readonly string[], arch: string, onWait: () => void): Promise<void> {
+    const { log } = this.options;
+    const wanted = new Map(cachedImages(images, this.options.mirrors).map((ref) => [warmKey(arch, ref), ref]));
+    if (wanted.size === 0) return;
+    const recorded = () => readRecord(this.lease.annotations()[CACHE_WARMED_ANNOTATION], this.caches);
+    const missing = () => {
+      const record = recorded();
+      return [...wanted.keys()].filter((key) => !record.has(key));
+    };
+    try {
+      const started = Date.now();
+      const slot = await this.lease.acquireUnless(() => missing().length === 0, onWait);
+      if (!slot) {
+        log.info({ images: wanted.size, waitedMs: Date.now() - started }, 'cache warm: the cache holds these images already');
+        return;
+      }
+      const todo = missing();
+      const result = await this.fill(todo.map((key) => wanted.get(key)!), arch, () => slot.held(), onWait);
+      log.info({ ...result, failures: result.failures.slice(0, 5), ms: Date.now() - started }, result.failures.length === 0 ? 'cache warmed' : 'cache warm incomplete; pulls fall back past the cache where it lacks a blob');
+      // Recorded however it went: only the order of pulls depends on it.
+      await slot.release({ [CACHE_WARMED_ANNOTATION]: writeRecord(recorded(), todo, this.caches) });
+    } catch (error) {
+      log.warn({ err: (error as Error).message }, 'cache warm skipped; nodes pull through the cache at once');
+    }
+  }
+
+  /** Every blob of `refs` (the node's platform) read once per repository through the cache, digest-verified. */
+  async fill(refs: readonly ImageReference[], arch: string, held: () => boolean = () => true, onStep: () => void = () => undefined): Promise<WarmResult> {
+    const failures: string[] = [];
+    let down: string | undefined;
+    const fail = (what: string, error: unknown) => {
+      const message = (error as Error).message.split('\n')[0]!;
+      if (isUnreachable(error)) down ??= message;
+      failures.push(`${what}: ${message}`);
+    };
+    const blobs = new Map<string, { ref: ImageReference; blob: Descriptor }>();
+    const manifests = pLimit(MANIFEST_CONCURRENCY);
+    await Promise.all(
+      refs.map((ref) =>
+        manifests(async () => {
+          if (down || !held()) return;
+          try {
+            const image = await this.registry.resolveImage(ref, arch);
+            for (const blob of [image.manifest.config, ...image.manifest.layers]) {
+              const key = `${ref.registry}/${ref.repository}@${blob.digest}`;
+              if (!blobs.has(key)) blobs.set(key, { ref, blob });
+            }
+          } catch (error) {
+            fail(formatReference(ref), error);
+          }
+        }),
+      ),
+    );
+    const reads = pLimit(this.options.blobConcurrency ?? DEFAULT_BLOB_CONCURRENCY);
+    let bytes = 0;
+    let read = 0;
+    await Promise.all(
+      [...blobs.values()].map(({ ref, blob }) =>
+        reads(async () => {
+          if (down || !held()) return;
+          try {
+            // The body is only hashed (blobStream verifies the digest) and dropped: the cache keeps it.
+            for await (const chunk of this.registry.blobStream(ref, blob)) bytes += (chunk as Buffer).length;
+            read++;
+          } catch (error) {
+            fail(`${formatReference({ registry: ref.registry, repository: ref.repository })}@${blob.digest}`, error);
+          }
+          onStep();
+        }),
+      ),
+    );
+    if (down) failures.unshift(`the cache is unreachable (${down}); the rest skipped`);
+    return { images: refs.length, blobs: read, bytes, failures };
+  }
+
+  async close(): Promise<void> {
+    this.lease.stop();
+    await this.registry.close().catch(() => undefined);
+  }
+}
