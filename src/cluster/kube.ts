@@ -100,6 +100,14 @@ export class KubeClient {
     }
   }
 
+  /** GET a plain-text body (a Service's Prometheus metrics through the API server's service proxy). */
+  async getText(path: string): Promise<string> {
+    const response = await this.send('GET', path, {}, undefined, undefined, undefined, 'text/plain');
+    const text = await readAll(response.body);
+    if (response.status >= 200 && response.status <= 299) return text;
+    throw apiError('GET', path, response.status, text);
+  }
+
   /**
    * One watch request: calls `onEvent` per event until the server ends the stream (resolves)
    * or the request fails (rejects with KubeApiError). Re-watching is the caller's business.
@@ -125,10 +133,10 @@ export class KubeClient {
     });
   }
 
-  private async send(method: string, path: string, query: Query, body: unknown, contentType?: string, signal?: AbortSignal): Promise<{ status: number; headers: IncomingMessage['headers']; body: IncomingMessage }> {
+  private async send(method: string, path: string, query: Query, body: unknown, contentType?: string, signal?: AbortSignal, accept = 'application/json'): Promise<{ status: number; headers: IncomingMessage['headers']; body: IncomingMessage }> {
     const url = new URL(this.server + path);
     for (const [key, value] of Object.entries(query)) if (value !== undefined) url.searchParams.set(key, String(value));
-    const options: RequestOptions = { method, headers: { accept: 'application/json' } };
+    const options: RequestOptions = { method, headers: { accept } };
     // Per call: credentials may refresh (exec plugins, token files).
     await this.config.applyToHTTPSOptions(options);
     // One keep-alive agent so requests share connections (client-node would make one per call);
