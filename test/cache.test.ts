@@ -20,9 +20,9 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { dump } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { API_VERSION, GROUP, PINNED_IMAGE_SETS, VERSION } from '../src/api/prestage.js';
@@ -62,6 +62,8 @@ let upstream: RegistryHandle;
 let link: FaultProxy;
 let cache: Daemon;
 let cacheHost: string;
+/** The cache's debug server: Prometheus metrics. */
+let cacheMetrics: string;
 /** In front of the cache: what the nodes ask it. */
 let cacheFront: FaultProxy;
 let cluster: TestCluster;
@@ -74,11 +76,12 @@ beforeAll(async () => {
   cacheBinary = process.env.PRESTAGE_CACHE_REGISTRY ?? (await testbedBinaries()).distribution;
   cacheVersion = execFileSync(cacheBinary, ['--version'], { encoding: 'utf8' }).trim();
   fetchesPerMiss = /\bv?2\.\d+\.\d+/.test(cacheVersion.split(' ').at(-1) ?? '') ? 2 : 1;
-  ({ daemon: cache, host: cacheHost } = await startProxyCache(join(dir, 'cache'), link.url));
+  ({ daemon: cache, host: cacheHost, metrics: cacheMetrics } = await startProxyCache(join(dir, 'cache'), link.url));
   cacheFront = await startFaultProxy({ upstream: `http://${cacheHost}` });
   cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': link.host }, insecureRegistries: [link.host] });
   const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
   expect([installed.code, installed.stderr]).toEqual([0, '']);
+  await exposeCacheMetrics(cacheMetrics);
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
@@ -92,8 +95,10 @@ afterAll(async () => {
 });
 
 /** The distribution registry in proxy mode: a pull-through cache of `remoteUrl`, plain HTTP on 127.0.0.1, its own storage. */
-async function startProxyCache(workDir: string, remoteUrl: string): Promise<{ daemon: Daemon; host: string }> {
+async function startProxyCache(workDir: string, remoteUrl: string): Promise<{ daemon: Daemon; host: string; metrics: string }> {
   const host = `127.0.0.1:${await freePort()}`;
+  // The debug server (Prometheus metrics) on the host's own address: the API server's service proxy refuses loopback endpoints.
+  const metrics = `${hostAddress()}:${await freePort()}`;
   const config = join(dirname(workDir), 'cache-config.yml');
   await writeFile(
     config,
@@ -101,7 +106,7 @@ async function startProxyCache(workDir: string, remoteUrl: string): Promise<{ da
       version: 0.1,
       log: { level: 'info' },
       storage: { filesystem: { rootdirectory: join(workDir, 'storage') }, delete: { enabled: true } },
-      http: { addr: host, secret: randomBytes(16).toString('hex') },
+      http: { addr: host, secret: randomBytes(16).toString('hex'), debug: { addr: metrics, prometheus: { enabled: true, path: '/metrics' } } },
       proxy: { remoteurl: remoteUrl },
     }),
   );
@@ -109,7 +114,38 @@ async function startProxyCache(workDir: string, remoteUrl: string): Promise<{ da
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('REGISTRY_')));
   const daemon = Daemon.start({ name: 'distribution registry (proxy cache)', command: cacheBinary, args: ['serve', config], logPath: join(dirname(workDir), 'cache.log'), env });
   await daemon.whileRunning(waitFor(`the proxy cache on ${host}`, () => answers(`http://${host}/v2/`), 15_000, 50));
-  return { daemon, host };
+  return { daemon, host, metrics };
+}
+
+/** This machine's first non-loopback IPv4 address. */
+function hostAddress(): string {
+  const address = Object.values(networkInterfaces()).flat().find((entry) => entry && entry.family === 'IPv4' && !entry.internal)?.address;
+  if (!address) throw new Error('the cache test needs a non-loopback IPv4 address (the API server proxies to no loopback endpoint); this machine has none');
+  return address;
+}
+
+/**
+ * The cache as `install --cache` leaves it for `wait`: Service prestage-cache with a `metrics` port, backed by a pod.
+ * The API server proxies only to endpoint addresses that are a pod's IP: a pod object stands for the cache's pod (no
+ * kubelet runs it; its status names the host's address, where the test cache's debug server listens), and Endpoints
+ * point at it, as the endpoints controller would write them.
+ */
+async function exposeCacheMetrics(metrics: string): Promise<void> {
+  const [ip, port] = [metrics.split(':')[0]!, Number(metrics.split(':')[1])];
+  const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+  const pod = await core.createNamespacedPod({
+    namespace: NAMESPACE,
+    body: { metadata: { name: 'prestage-cache-0' }, spec: { nodeName: cluster.nodes[0]!.name, serviceAccountName: AGENT_NAME, automountServiceAccountToken: false, containers: [{ name: 'registry', image: 'docker.io/library/registry:3' }] } },
+  });
+  await core.patchNamespacedPodStatus(
+    { name: 'prestage-cache-0', namespace: NAMESPACE, body: [{ op: 'add', path: '/status', value: { phase: 'Running', podIP: ip, podIPs: [{ ip }] } }] },
+    setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+  );
+  await core.createNamespacedService({ namespace: NAMESPACE, body: { metadata: { name: 'prestage-cache' }, spec: { ports: [{ name: 'metrics', port: 5001, targetPort: port, protocol: 'TCP' }] } } });
+  await core.createNamespacedEndpoints({
+    namespace: NAMESPACE,
+    body: { metadata: { name: 'prestage-cache' }, subsets: [{ addresses: [{ ip, targetRef: { kind: 'Pod', namespace: NAMESPACE, name: 'prestage-cache-0', uid: pod.metadata!.uid! } }], ports: [{ name: 'metrics', port, protocol: 'TCP' }] }] },
+  });
 }
 
 function answers(url: string): Promise<true | undefined> {
@@ -199,8 +235,15 @@ function uniqueBlobs(components: typeof EVERY_NODE, held = new Set<string>()): M
 const sum = (blobs: Map<string, number>) => [...blobs.values()].reduce((total, size) => total + size, 0);
 
 describe('an in-cluster pull-through cache wired by the agents', () => {
-  it('with --cache-mirror: one drop-in per node, CRI-O reloaded; one node warms the cache, then every image is pinned on every node from it, and each unique blob crosses the link once (distribution 3), not once per node', async () => {
+  it('with --cache-mirror: one drop-in per node, CRI-O reloaded; one node warms the cache, then every image is pinned on every node from it, and each unique blob crosses the link once (distribution 3), not once per node; wait shows the cache figures', async () => {
     const offsets = new Map(cluster.nodes.map((node) => [node.name, logSize(node.crio.logPath)]));
+    link.resetStats();
+    cacheFront.resetStats();
+    const images = CACHED.map((component) => component.pullSpec);
+    // The set first, then `wait` (its cache baseline: nothing fetched yet), then the agents.
+    const started = Date.now();
+    await createSet('through-cache', images);
+    const waited = runCli(['wait', 'through-cache', '-o', 'json', '--log-level', 'debug', '--timeout', '4m', '--kubeconfig', cluster.kubeconfigPath]);
     for (const node of cluster.nodes) await startAgent(node, `quay.io=${cacheFront.host}`);
     for (const node of cluster.nodes) {
       const text = await readFile(dropInOf(node), 'utf8');
@@ -209,11 +252,8 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
       // SIGHUP made CRI-O 1.34 re-read registries.conf.d: its log shows the cache in the applied configuration.
       await registriesReloaded(node, offsets.get(node.name)!, cacheFront.host);
     }
-    link.resetStats();
-    cacheFront.resetStats();
-    const images = CACHED.map((component) => component.pullSpec);
-    const started = Date.now();
-    await createSet('through-cache', images);
+    const wait = await waited;
+    expect([wait.code, wait.stderr]).toEqual([0, '']);
     await allPinned(images);
     const seconds = (Date.now() - started) / 1000;
 
@@ -252,6 +292,14 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
     // Every node's pulls came from the cache (vfs keeps no blob twice per node), after the warm's own reads; CRI-O may
     // fetch a layer shared by two images it pulls at once twice, from the cache (LAN), never from the link.
     expect(servedByCache.length).toBeGreaterThanOrEqual(unique.size * (cluster.nodes.length + 1));
+    // `wait`'s last event: the cache's own counters since it started, read through the API server's service proxy.
+    const cacheEvents = wait.stdout.split('\n').filter((line) => line.includes('"type":"cache"')).map((line) => JSON.parse(line) as Record<string, number>);
+    console.log(`wait's last cache event: ${JSON.stringify(cacheEvents.at(-1))}`);
+    const last = cacheEvents.at(-1)!;
+    expect(last.upstreamBytes).toBe(bytesOf(fills));
+    expect(last.misses).toBe(unique.size);
+    expect(last.servedBytes).toBe(bytesOf(servedByCache));
+    expect(last.hits! + last.misses!).toBe(servedByCache.length);
   }, 360_000);
 
   it('with the cache answering 503 to everything: the warm is recorded as failed at once, every node pulls past the cache straight over the link, and nothing fails', async () => {
@@ -319,6 +367,8 @@ describe('install --cache --apply on the real kube-apiserver', () => {
   it('applies the cache (ConfigMap, PVC, Deployment, Service) in the agent namespace and gives the agents --cache-mirror quay.io=<the ClusterIP the Service got>:5000', async () => {
     // A digest-pinned image: nothing is asked of Docker Hub (there is no kubelet to run it here either).
     const image = `docker.io/library/registry@sha256:${'c'.repeat(64)}`;
+    // The stand-in Service for the test cache's metrics goes: install makes its own.
+    await cluster.kubeConfig.makeApiClient(CoreV1Api).deleteNamespacedService({ name: 'prestage-cache', namespace: NAMESPACE });
     const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', '--cache', '--cache-image', image, '--cache-size', '20Gi', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
     console.log(`$ prestage install --image ghcr.io/prestage/prestage:test --cache --cache-size 20Gi --apply  (exit ${installed.code})\n${installed.stdout}${installed.stderr}`);
     expect([installed.code, installed.stderr]).toEqual([0, '']);

@@ -83,7 +83,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       await checkNodeDisks(client, backend, sets, plan.nodes);
       const applied = renderApplyOutcomes(await backend.apply(sets, { dryRun: false }), false);
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(applied);
-      await runWait(backend, sets.map((s) => s.name), args as WaitFlags, ctx);
+      await runWait(backend, sets.map((s) => s.name), args as WaitFlags, ctx, client);
       if (args.prune) await runPrune(client, backend, args.output === 'json' ? ctx.stderr : ctx.stdout, false);
     },
   };

@@ -4,6 +4,8 @@
  */
 import type { Argv } from 'yargs';
 import type { PinningBackend } from '../cluster/backend.js';
+import { cacheEvent, CacheMetricsReader, type CacheCounters, type CacheEvent } from '../cluster/cache-metrics.js';
+import type { KubeClient } from '../cluster/kube.js';
 import { waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTracker } from '../cluster/wait.js';
 import { formatBytes } from '../render/table.js';
 import type { CommandContext } from './context.js';
@@ -16,13 +18,19 @@ export interface WaitFlags {
   /** Milliseconds. */
   'fail-after': number;
   output: 'text' | 'json';
+  /** Where `install --cache` put the cache. */
+  'cache-namespace': string;
 }
+
+/** How often the cache's counters are read while waiting (and once more at the end). */
+const CACHE_READ_INTERVAL_MS = 10_000;
 
 export function withWaitOptions<T>(y: Argv<T>): Argv<T & WaitFlags> {
   return y
     .option('timeout', { type: 'string', default: '60m', coerce: positiveDuration('timeout'), describe: 'Give up after this long (exit 124), e.g. 90s, 30m, 2h' })
     .option('fail-after', { type: 'string', default: '10m', coerce: positiveDuration('fail-after'), describe: 'Fail (exit 1) when a node stays degraded this long; nodes retry until then' })
-    .option('output', { alias: 'o', choices: ['text', 'json'] as const, default: 'text' as const, describe: 'text: progress lines (redrawn on a terminal); json: one event per line' }) as unknown as Argv<T & WaitFlags>;
+    .option('output', { alias: 'o', choices: ['text', 'json'] as const, default: 'text' as const, describe: 'text: progress lines (redrawn on a terminal); json: one event per line' })
+    .option('cache-namespace', { type: 'string', default: 'prestage', describe: 'Namespace of the in-cluster cache (install --cache): its upstream bytes and hit ratio since wait started are shown; nothing when there is none' }) as unknown as Argv<T & WaitFlags>;
 }
 
 /** Prints wait's events: JSON lines, a redrawn line per set on a terminal, or one plain line per change. */
@@ -30,6 +38,8 @@ export class WaitPrinter {
   private drawn = 0;
   private readonly reportedErrors = new Set<string>();
   private readonly tty: boolean;
+  private tracker: WaitTracker | undefined;
+  private cacheLine: string | undefined;
 
   constructor(
     private readonly out: NodeJS.WritableStream,
@@ -38,7 +48,18 @@ export class WaitPrinter {
     this.tty = output === 'text' && (out as { isTTY?: boolean }).isTTY === true;
   }
 
+  /** The cache's figures: a line of its own, or on a terminal the last line of the redrawn block. */
+  printCache(event: CacheEvent): void {
+    if (this.output === 'json') return void this.out.write(`${JSON.stringify(event)}\n`);
+    const line = cacheLine(event);
+    if (line === this.cacheLine) return;
+    this.cacheLine = line;
+    if (!this.tty) return void this.out.write(`${line}\n`);
+    if (this.tracker) this.print([], this.tracker);
+  }
+
   print(events: readonly WaitEvent[], tracker: WaitTracker): void {
+    this.tracker = tracker;
     if (this.output === 'json') {
       for (const event of events) this.out.write(`${JSON.stringify(event)}\n`);
       return;
@@ -55,7 +76,7 @@ export class WaitPrinter {
         text += `\x1b[2K${nodeLine(event)}\n`;
       }
     }
-    const lines = tracker.summaries().map(setLine);
+    const lines = [...tracker.summaries().map(setLine), ...(this.cacheLine ? [this.cacheLine] : [])];
     text += lines.map((l) => `\x1b[2K${l}\n`).join('');
     this.drawn = lines.length;
     this.out.write(text);
@@ -75,27 +96,83 @@ function setLine(e: SetEvent): string {
   return `${e.set}: ${e.nodesDone}/${e.nodesTotal} nodes done${bytes}${eta}${e.ready ? '  ready' : ''}`;
 }
 
+function cacheLine(e: CacheEvent): string {
+  const hits = e.hitRatio !== undefined ? `, blob hits ${e.hits} of ${e.hits + e.misses} (${Math.round(e.hitRatio * 100)}%)` : '';
+  return `cache ${e.cache}: ${formatBytes(e.upstreamBytes)} from upstream, ${formatBytes(e.servedBytes)} served to nodes${hits} (since wait started)`;
+}
+
 function formatSeconds(s: number): string {
   return s >= 3600 ? `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m` : s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${s}s`;
 }
 
-export async function runWait(backend: PinningBackend, sets: readonly string[] | undefined, flags: WaitFlags, ctx: CommandContext): Promise<void> {
+export async function runWait(backend: PinningBackend, sets: readonly string[] | undefined, flags: WaitFlags, ctx: CommandContext, client?: KubeClient): Promise<void> {
   const printer = new WaitPrinter(ctx.stdout, flags.output);
-  await waitForSets(backend, sets, {
-    timeoutMs: flags.timeout,
-    failAfterMs: flags['fail-after'],
-    onEvents: (events, tracker) => printer.print(events, tracker),
-    onRetry: (error, delayMs) => ctx.log.warn(`watch interrupted, re-watching in ${delayMs} ms: ${error.message}`),
-  });
+  const cache = client ? await CacheFigures.start(new CacheMetricsReader(client, flags['cache-namespace']), (event) => printer.printCache(event), (line) => ctx.log.warn(line), (line) => ctx.log.debug(line)) : undefined;
+  try {
+    await waitForSets(backend, sets, {
+      timeoutMs: flags.timeout,
+      failAfterMs: flags['fail-after'],
+      onEvents: (events, tracker) => printer.print(events, tracker),
+      onRetry: (error, delayMs) => ctx.log.warn(`watch interrupted, re-watching in ${delayMs} ms: ${error.message}`),
+    });
+  } finally {
+    await cache?.stop();
+  }
+}
+
+/** The cache's counters read at the start (the baseline), every few seconds, and at the end. */
+class CacheFigures {
+  private timer: NodeJS.Timeout | undefined;
+  private reading: Promise<void> = Promise.resolve();
+  private warned = false;
+
+  private constructor(
+    private readonly reader: CacheMetricsReader,
+    private readonly baseline: CacheCounters,
+    private readonly onEvent: (event: CacheEvent) => void,
+    private readonly warn: (line: string) => void,
+  ) {}
+
+  /** Undefined when there is no cache (no Service), or its counters cannot be read (said once). */
+  static async start(reader: CacheMetricsReader, onEvent: (event: CacheEvent) => void, warn: (line: string) => void, debug: (line: string) => void): Promise<CacheFigures | undefined> {
+    const first = await reader.read();
+    if ('absent' in first) {
+      debug(`no cache figures: ${first.absent}`);
+      return undefined;
+    }
+    if ('error' in first) {
+      warn(`cache figures unavailable: ${first.error}`);
+      return undefined;
+    }
+    const figures = new CacheFigures(reader, first.counters, onEvent, warn);
+    figures.timer = setInterval(() => (figures.reading = figures.reading.then(() => figures.read())), CACHE_READ_INTERVAL_MS);
+    figures.timer.unref();
+    return figures;
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.reading;
+    await this.read();
+  }
+
+  private async read(): Promise<void> {
+    const reading = await this.reader.read();
+    if ('counters' in reading) return this.onEvent(cacheEvent(this.reader.name, this.baseline, reading.counters, new Date().toISOString()));
+    if ('error' in reading && !this.warned) {
+      this.warned = true;
+      this.warn(`cache figures unavailable: ${reading.error}`);
+    }
+  }
 }
 
 export function waitCommand(ctx: CommandContext, scriptName: string) {
   return {
     builder: (y: Argv) => withKubeOptions(withWaitOptions(y.positional('sets', { type: 'string', array: true, describe: 'PinnedImageSet names' }))),
     handler: async (args: any) => {
-      const { backend } = await clusterFrom(args as KubeFlags, scriptName);
+      const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
       const sets = (args.sets as string[] | undefined)?.length ? (args.sets as string[]) : undefined;
-      await runWait(backend, sets, args as WaitFlags, ctx);
+      await runWait(backend, sets, args as WaitFlags, ctx, client);
     },
   };
 }

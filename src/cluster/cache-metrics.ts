@@ -74,7 +74,7 @@ export function cacheEvent(cache: string, since: CacheCounters, now: CacheCounte
   };
 }
 
-export type CacheReading = { readonly counters: CacheCounters } | { readonly absent: true } | { readonly error: string };
+export type CacheReading = { readonly counters: CacheCounters } | { readonly absent: string } | { readonly error: string };
 
 /** Reads the cache's counters through `services/<name>:metrics/proxy` in `namespace`. */
 export class CacheMetricsReader {
@@ -86,13 +86,16 @@ export class CacheMetricsReader {
     this.path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/services/http:${CACHE_NAME}:${CACHE_METRICS_PORT_NAME}/proxy/metrics`;
   }
 
-  /** Absent when there is no such Service or it has no metrics port (no cache installed); never throws. */
+  /**
+   * Absent when there is no such Service (no cache installed), or when this user may not read
+   * it (`get services/proxy`: the figures are extra; a user without them waits as before). Never throws.
+   */
   async read(): Promise<CacheReading> {
     try {
       const counters = parseCacheMetrics(await this.client.getText(this.path));
       return counters ? { counters } : { error: `${this.name} metrics have no registry_proxy_* counters (is it a distribution registry in proxy mode?)` };
     } catch (error) {
-      if (error instanceof KubeApiError && error.status === 404) return { absent: true };
+      if (error instanceof KubeApiError && (error.status === 404 || error.status === 403)) return { absent: (error as Error).message.split('\n')[0]! };
       return { error: (error as Error).message.split('\n')[0]! };
     }
   }
