@@ -20,6 +20,7 @@
  * so a blob is read once per repository. A record outlives what the cache evicts (its TTL) at
  * the cost of one thing only: nodes then pull those images through the cache at once.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import type { KubeClient } from '../cluster/kube.js';
@@ -27,6 +28,7 @@ import type { Descriptor } from '../registry/manifest.js';
 import { RegistryClient } from '../registry/client.js';
 import { applyMirrors } from '../registry/mirrors.js';
 import { formatReference, parseReference, type ImageReference } from '../registry/reference.js';
+import { RetryableStatus } from '../registry/retry.js';
 import type { CacheMirror } from './cache-mirror.js';
 import { isUnreachable } from './image-sizes.js';
 import { LeasePacer } from './pacing.js';
@@ -39,6 +41,8 @@ const MAX_RECORDED = 2_000;
 /** Distinct blobs read at once: enough to keep a slow link busy across small blobs. */
 const DEFAULT_BLOB_CONCURRENCY = 4;
 const MANIFEST_CONCURRENCY = 8;
+const DEFAULT_UNREACHABLE_RETRY_MS = 60_000;
+const UNREACHABLE_PAUSE_MS = 2_000;
 
 export interface CacheWarmer {
   /**
@@ -56,6 +60,10 @@ export interface WarmResult {
   readonly blobs: number;
   readonly bytes: number;
   readonly failures: readonly string[];
+  /** Passes over the images: more than one when the cache went away mid-fill (a restart) and came back. */
+  readonly passes: number;
+  /** Why the last pass stopped early: the cache did not answer. */
+  readonly unreachable?: string;
 }
 
 /** The images a cache serves: digest pullspecs (the drop-in is digest-only) under a cached source. */
@@ -72,6 +80,18 @@ export function cachedImages(images: readonly string[], mirrors: readonly CacheM
     if (ref.digest && applyMirrors(ref, rules) !== ref) refs.push(ref);
   }
   return refs;
+}
+
+/**
+ * The cache is not there (rather than answering with an error): nothing listens (its pod restarting, a
+ * Service without endpoints), the connection broke, or a gateway in front of it says so (502/503/504).
+ */
+function unavailable(error: unknown): boolean {
+  if (isUnreachable(error)) return true;
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    if (e instanceof RetryableStatus && [502, 503, 504].includes(e.status)) return true;
+  }
+  return false;
 }
 
 export const warmKey = (arch: string, ref: ImageReference): string => `${arch}@${ref.digest}`;
@@ -108,6 +128,11 @@ export interface LeaseCacheWarmerOptions {
   readonly mirrors: readonly CacheMirror[];
   readonly log: Logger;
   readonly blobConcurrency?: number;
+  /**
+   * How long a warm keeps trying a cache that stopped answering (a restart of its pod), default
+   * 60 s: blobs it stored before are hits when it is back, so the fill resumes where it was.
+   */
+  readonly unreachableRetryMs?: number;
   readonly leaseDurationSeconds?: number;
   readonly contentionJitterMs?: number;
 }
@@ -160,12 +185,26 @@ export class LeaseCacheWarmer implements CacheWarmer {
         return;
       }
       const todo = missing();
-      const result = await this.fill(todo.map((key) => wanted.get(key)!), arch, () => slot.held(), onWait);
+      const result = await this.fillResuming(todo.map((key) => wanted.get(key)!), arch, () => slot.held(), onWait);
       log.info({ ...result, failures: result.failures.slice(0, 5), ms: Date.now() - started }, result.failures.length === 0 ? 'cache warmed' : 'cache warm incomplete; pulls fall back past the cache where it lacks a blob');
       // Recorded however it went: only the order of pulls depends on it.
       await slot.release({ [CACHE_WARMED_ANNOTATION]: writeRecord(recorded(), todo, this.caches) });
     } catch (error) {
       log.warn({ err: (error as Error).message }, 'cache warm skipped; nodes pull through the cache at once');
+    }
+  }
+
+  /** `fill`, again while the cache does not answer, for up to `unreachableRetryMs`. */
+  async fillResuming(refs: readonly ImageReference[], arch: string, held: () => boolean, onStep: () => void): Promise<WarmResult> {
+    const deadline = Date.now() + (this.options.unreachableRetryMs ?? DEFAULT_UNREACHABLE_RETRY_MS);
+    let bytes = 0;
+    for (let passes = 1; ; passes++) {
+      const result = await this.fill(refs, arch, held, onStep);
+      bytes += result.bytes;
+      if (!result.unreachable || !held() || Date.now() >= deadline) return { ...result, bytes, passes };
+      this.options.log.warn({ err: result.unreachable, pass: passes }, 'cache warm: the cache stopped answering; trying again');
+      await sleep(UNREACHABLE_PAUSE_MS);
+      onStep();
     }
   }
 
@@ -175,7 +214,7 @@ export class LeaseCacheWarmer implements CacheWarmer {
     let down: string | undefined;
     const fail = (what: string, error: unknown) => {
       const message = (error as Error).message.split('\n')[0]!;
-      if (isUnreachable(error)) down ??= message;
+      if (unavailable(error)) down ??= message;
       failures.push(`${what}: ${message}`);
     };
     const blobs = new Map<string, { ref: ImageReference; blob: Descriptor }>();
@@ -214,8 +253,8 @@ export class LeaseCacheWarmer implements CacheWarmer {
         }),
       ),
     );
-    if (down) failures.unshift(`the cache is unreachable (${down}); the rest skipped`);
-    return { images: refs.length, blobs: read, bytes, failures };
+    if (down) failures.unshift(`the cache is not answering (${down}); the rest skipped`);
+    return { images: refs.length, blobs: read, bytes, failures, passes: 1, ...(down ? { unreachable: down } : {}) };
   }
 
   async close(): Promise<void> {

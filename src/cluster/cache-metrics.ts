@@ -93,7 +93,7 @@ export class CacheMetricsReader {
   async read(): Promise<CacheReading> {
     try {
       const counters = parseCacheMetrics(await this.client.getText(this.path));
-      return counters ? { counters } : { error: `${this.name} metrics have no registry_proxy_* counters (is it a distribution registry in proxy mode?)` };
+      return counters ? { counters } : { error: `${this.name} metrics have no registry_proxy_* counters (distribution 3 in proxy mode has them; 2.x keeps them in expvar)` };
     } catch (error) {
       if (error instanceof KubeApiError && (error.status === 404 || error.status === 403)) return { absent: (error as Error).message.split('\n')[0]! };
       return { error: (error as Error).message.split('\n')[0]! };
