@@ -111,6 +111,34 @@ location = "mirror.corp/quay"
     expect(order(after, `quay.io/other/x@${DIGEST}`)).toEqual([`mirror.corp/quay/other/x@${DIGEST}`, `quay.io/other/x@${DIGEST}`]);
   });
 
+  it('routes a repository the cache served a corrupt blob of past it, and only that repository; an entry the cache took is given back as it was', () => {
+    const base = conf(`
+[[registry]]
+prefix = ""
+location = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
+
+[[registry.mirror]]
+location = "mirror.corp:8443/ocp/release"
+pull-from-mirror = "digest-only"
+`);
+    const mirrors = [{ source: 'quay.io', location: '10.0.0.5:5000' }];
+    const release = `quay.io/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`;
+    const app = `quay.io/team/app@${DIGEST}`;
+    // The IDMS's repository: its entry (cache first) replaced by the node's own; not under a cached source: nothing.
+    let text = renderCacheDropIn(mirrors, base, ['quay.io/openshift-release-dev/ocp-v4.0-art-dev', 'registry.example.com/app']);
+    expect(text).not.toContain('registry.example.com');
+    expect(text.match(/prefix = "quay.io\/openshift-release-dev\/ocp-v4.0-art-dev"/g)).toHaveLength(1);
+    let after = merged(base, text);
+    expect(order(after, release)).toEqual([`mirror.corp:8443/ocp/release@${DIGEST}`, release]);
+    expect(order(after, app)).toEqual([`10.0.0.5:5000/team/app@${DIGEST} insecure`, app]);
+    // A repository with no entry of its own: one, from quay.io's (no mirrors), the cache left out.
+    text = renderCacheDropIn(mirrors, base, ['quay.io/team/app']);
+    expect(text.endsWith('[[registry]]\nprefix = "quay.io/team/app"\nlocation = "quay.io/team/app"\n')).toBe(true);
+    after = merged(base, text);
+    expect(order(after, app)).toEqual([app]);
+    expect(order(after, release)[0]).toBe(`10.0.0.5:5000/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST} insecure`);
+  });
+
   it('is the same bytes for the same input, whatever the flag order', () => {
     const base = conf('');
     const a = renderCacheDropIn([{ source: 'quay.io', location: 'c:5000' }, { source: 'registry.redhat.io', location: 'd:5000' }], base);

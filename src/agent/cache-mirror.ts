@@ -58,8 +58,13 @@ export function parseCacheMirrors(values: readonly string[]): CacheMirror[] {
   return mirrors;
 }
 
-/** The entries the drop-in writes, from the node's configuration without it. */
-export function cacheEntries(mirrors: readonly CacheMirror[], base: RegistriesConf): RegistryEntry[] {
+/**
+ * The entries the drop-in writes, from the node's configuration without it. Each of `bypass`
+ * (repositories, `quay.io/org/repo`, the cache served a corrupt blob of) gets what the node did
+ * for it before, the cache left out: an entry of its own, or the one the cache would have taken.
+ * A repository, not an image: containers/image picks the entry by the repository's name.
+ */
+export function cacheEntries(mirrors: readonly CacheMirror[], base: RegistriesConf, bypass: readonly string[] = []): RegistryEntry[] {
   const entries: RegistryEntry[] = [];
   for (const { source, location } of [...mirrors].sort((a, b) => a.source.localeCompare(b.source))) {
     const cacheMirror = (rest: string): RegistryMirror => ({ location: `${location}${rest}`, insecure: true, pullFromMirror: 'digest-only' });
@@ -69,6 +74,13 @@ export function cacheEntries(mirrors: readonly CacheMirror[], base: RegistriesCo
       if (!entry.prefix.startsWith(`${source}/`)) continue;
       entries.push(withCacheFirst(entry, cacheMirror(entry.prefix.slice(source.length))));
     }
+  }
+  for (const repository of [...new Set(bypass)].sort()) {
+    if (!mirrors.some(({ source }) => repository === source || repository.startsWith(`${source}/`))) continue;
+    const past = entryFor(repository, base);
+    const at = entries.findIndex((entry) => entry.prefix === repository);
+    if (at >= 0) entries[at] = past;
+    else entries.push(past);
   }
   return entries;
 }
@@ -99,15 +111,16 @@ function withCacheFirst(entry: RegistryEntry, cache: RegistryMirror): RegistryEn
 }
 
 /** The drop-in's text: equal inputs, equal bytes. */
-export function renderCacheDropIn(mirrors: readonly CacheMirror[], base: RegistriesConf): string {
+export function renderCacheDropIn(mirrors: readonly CacheMirror[], base: RegistriesConf, bypass: readonly string[] = []): string {
   const toml = (value: string) => JSON.stringify(value);
   const lines = [
     '# Written by the prestage node agent (--cache-mirror): digest pulls go through the in-cluster cache first,',
     '# then the mirrors and the registry each entry had before (carried over: a [[registry]] here replaces',
     '# an earlier file\'s entry with the same prefix). Removed when the agent runs without --cache-mirror.',
+    '# A repository of its own without the cache is being pulled past it: the cache served it a corrupt blob.',
     '',
   ];
-  for (const entry of cacheEntries(mirrors, base)) {
+  for (const entry of cacheEntries(mirrors, base, bypass)) {
     lines.push('[[registry]]', `prefix = ${toml(entry.prefix)}`, `location = ${toml(entry.location)}`);
     if (entry.insecure) lines.push('insecure = true');
     if (entry.blocked) lines.push('blocked = true');
@@ -128,6 +141,8 @@ export interface CacheDropInOptions {
   /** Its drop-in directory, where the cache drop-in is written. */
   readonly registriesConfDir: string;
   readonly mirrors: readonly CacheMirror[];
+  /** Repositories pulled past the cache for now (it served a corrupt blob of theirs). */
+  readonly bypass?: readonly string[];
   /** Re-read CRI-O's configuration (SIGHUP). */
   readonly reload: () => Promise<void>;
 }
@@ -150,7 +165,7 @@ export async function syncCacheDropIn(options: CacheDropInOptions): Promise<{ ch
   if (mirrors.length > 0) {
     const base = await loadRegistriesConf(registriesConf, registriesConfDir);
     await refuseLaterOverrides(registriesConfDir, mirrors);
-    wanted = renderCacheDropIn(mirrors, base);
+    wanted = renderCacheDropIn(mirrors, base, options.bypass);
     // What CRI-O would refuse must not reach it: the agent's own parser checks the same rules.
     parseRegistriesConf(wanted, path);
   }

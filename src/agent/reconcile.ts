@@ -88,6 +88,12 @@ export interface NodeAgentOptions {
   readonly pacer?: PullPacer;
   /** With an in-cluster cache: one node fills it with the due images before any node pulls them. */
   readonly cacheWarmer?: CacheWarmer;
+  /**
+   * With an in-cluster cache: an image whose pull failed CRI-O's digest check is pulled again past
+   * the cache (it holds the blob corrupt: retries through it would get the same bytes). Resolves
+   * with what ends the detour once this image's pulling is over, or undefined when nothing changed.
+   */
+  readonly bypassCache?: (image: string, error: string) => Promise<(() => Promise<void>) | undefined>;
   /** How long an image that failed permanently (ENOSPC, not found, denied) rests before another try. */
   readonly permanentFailureBackoffMs?: number;
   /** Periodic re-check from CRI truth: repairs drift and retries failures. */
@@ -106,6 +112,8 @@ const DEFAULT_STALL_MS = 5 * 60_000;
 const PULL_DEADLINE_GRACE_MS = 60_000;
 /** An image whose sizes could not be read only for the status is asked about again after this. */
 const STATUS_SIZE_RETRY_MS = 10 * 60_000;
+/** CRI-O's digest check refused a blob (containers/image: "Digest did not match, expected …, got …"). */
+const CORRUPT_BLOB_ERROR = /digest did not match|digest mismatch|checksum mismatch/i;
 /** Errors retrying cannot fix; the image fails at once (MCO does the same for ENOSPC). */
 const PERMANENT_PULL_ERROR = /no space left on device|manifest unknown|not found|unauthorized|denied/i;
 
@@ -513,6 +521,8 @@ export class NodeAgent {
       bytes === undefined ? 0 : (bytes / (this.options.minThroughputBytesPerSecond ?? DEFAULT_MIN_THROUGHPUT)) * 1000,
     );
     let delay = this.retry.initialDelayMs;
+    /** Set while this image is pulled past the cache. */
+    let detour: (() => Promise<void>) | undefined;
     record.pulling = true;
     try {
       for (let attempt = 1; attempt <= this.retry.attempts; attempt++) {
@@ -536,6 +546,11 @@ export class NodeAgent {
           if (permanent) record.notBefore = Date.now() + (this.options.permanentFailureBackoffMs ?? DEFAULT_PERMANENT_FAILURE_BACKOFF_MS);
           if (permanent || attempt === this.retry.attempts || this.stopped) return;
           onRetry();
+          // A corrupt blob from the cache: the next attempt goes past it, at once.
+          if (!detour && CORRUPT_BLOB_ERROR.test(record.lastError)) {
+            detour = await this.options.bypassCache?.(image, record.lastError).catch(() => undefined);
+            if (detour) continue;
+          }
           await sleep(delay);
           delay = Math.min(delay * 2, this.retry.maxDelayMs);
         } finally {
@@ -545,6 +560,7 @@ export class NodeAgent {
       }
     } finally {
       record.pulling = false;
+      await detour?.().catch(() => undefined);
     }
   }
 

@@ -13,7 +13,7 @@ import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../agent/r
 import { CACHE_DROP_IN_NAME, parseCacheMirrors, syncCacheDropIn } from '../agent/cache-mirror.js';
 import { KubeAgentCluster } from '../agent/kube.js';
 import { AgentMetrics } from '../agent/metrics.js';
-import { LeaseCacheWarmer } from '../agent/cache-warm.js';
+import { cachedImages, LeaseCacheWarmer } from '../agent/cache-warm.js';
 import { LeasePacer } from '../agent/pacing.js';
 import { NodeAgent } from '../agent/reconcile.js';
 import { KubeClient } from '../cluster/kube.js';
@@ -86,9 +86,11 @@ export function agentCommand(ctx: CommandContext) {
       // Before any pull: the node's registries as the flags say (the cache first, or no cache drop-in). Again at
       // every resync: the MCO rewrites registries.conf when mirror sets change, and the carried entries must follow.
       let lastCacheError: string | undefined;
+      // Repositories pulled past the cache while an image of theirs, which the cache served corrupt, is pulled again.
+      const bypassed = new Map<string, number>();
       const syncCache = async (first: boolean): Promise<void> => {
         try {
-          const { change, path } = await syncCacheDropIn({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], mirrors: cacheMirrors, reload });
+          const { change, path } = await syncCacheDropIn({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], mirrors: cacheMirrors, bypass: [...bypassed.keys()], reload });
           lastCacheError = undefined;
           if (change !== 'unchanged' || (first && cacheMirrors.length > 0)) {
             log.info({ change, path, cacheMirrors: cacheMirrors.map((m) => `${m.source}=${m.location}`) }, change === 'removed' ? 'cache drop-in removed, CRI-O reloaded' : change === 'written' ? 'cache drop-in written, CRI-O reloaded' : 'cache drop-in in place');
@@ -141,6 +143,23 @@ export function agentCommand(ctx: CommandContext) {
         permanentFailureBackoffMs: args['permanent-failure-backoff'] * 1000,
         pacer,
         cacheWarmer,
+        bypassCache: async (image, error) => {
+          const [ref] = cachedImages([image], cacheMirrors);
+          if (!ref) return undefined;
+          const repository = `${ref.registry}/${ref.repository}`;
+          bypassed.set(repository, (bypassed.get(repository) ?? 0) + 1);
+          log.warn({ image, repository, err: error }, 'the cache served a corrupt blob: pulling the image again past the cache');
+          await syncCache(false);
+          const ended = async () => {
+            const left = (bypassed.get(repository) ?? 1) - 1;
+            if (left > 0) bypassed.set(repository, left);
+            else bypassed.delete(repository);
+            await syncCache(false);
+          };
+          if (lastCacheError === undefined) return ended;
+          await ended();
+          return undefined;
+        },
       });
       try {
         await cluster.start();
