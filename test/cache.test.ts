@@ -40,6 +40,8 @@ import { startFaultProxy, type FaultProxy, type RequestRecord } from './harness/
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { pinState, startNodeAgent } from './support/agent-bed.js';
 import { runCli } from './support/cli.js';
+import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
+import { KubeClient } from '../src/cluster/kube.js';
 
 const NAMESPACE = 'prestage';
 const truth = inject('fixtureTruth');
@@ -515,6 +517,38 @@ describe('install --cache --apply on the real kube-apiserver', () => {
     expect(deployment.spec!.template.spec!.containers[0]!.image).toBe(image);
     const daemonSet = await apps.readNamespacedDaemonSet({ name: AGENT_NAME, namespace: NAMESPACE });
     expect(daemonSet.spec!.template.spec!.containers[0]!.args).toContain(`--cache-mirror=quay.io=${clusterIP}:5000`);
+  }, 60_000);
+
+  it('on OpenShift (config.openshift.io CRDs as openshift/api release-4.21 ships them): an ImageDigestMirrorSet sends quay.io digest pulls to the cache first, its address joins the Image config\'s insecure (and allowed) registries; without --cache both go, leaving what others put there', async () => {
+    const client = new KubeClient(cluster.kubeConfig);
+    await installOpenShiftCrds(client, OPENSHIFT_4_21, 'config');
+    const sources = { insecureRegistries: ['registry.corp:5000'], allowedRegistries: ['quay.io', 'registry.corp:5000', 'registry.redhat.io'] };
+    await client.request('POST', '/apis/config.openshift.io/v1/images', { body: { apiVersion: 'config.openshift.io/v1', kind: 'Image', metadata: { name: 'cluster' }, spec: { registrySources: sources } } });
+    const image = `docker.io/library/registry@sha256:${'c'.repeat(64)}`;
+    const install = (cache: boolean) => runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', ...(cache ? ['--cache', '--cache-image', image, '--cache-size', '20Gi'] : []), '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+    const on = await install(true);
+    console.log(`$ prestage install --image ghcr.io/prestage/prestage:test --cache --apply  (OpenShift, exit ${on.code})\n${on.stdout.split('\n').slice(-4).join('\n')}`);
+    expect([on.code, on.stderr]).toEqual([0, '']);
+    const clusterIP = (await cluster.kubeConfig.makeApiClient(CoreV1Api).readNamespacedService({ name: 'prestage-cache', namespace: NAMESPACE })).spec!.clusterIP!;
+    const cache = `${clusterIP}:5000`;
+    const mirrorSet = await client.get<{ metadata: { annotations: Record<string, string> }; spec: unknown }>('/apis/config.openshift.io/v1/imagedigestmirrorsets/prestage-cache');
+    expect(mirrorSet.spec).toEqual({ imageDigestMirrors: [{ source: 'quay.io', mirrors: [cache], mirrorSourcePolicy: 'AllowContactingSource' }] });
+    const imageConfig = () => client.get<{ spec: { registrySources: unknown } }>('/apis/config.openshift.io/v1/images/cluster').then((config) => config.spec.registrySources);
+    expect(await imageConfig()).toEqual({ insecureRegistries: ['registry.corp:5000', cache], allowedRegistries: ['quay.io', 'registry.corp:5000', 'registry.redhat.io', cache] });
+    expect(on.stdout).toContain(`imagedigestmirrorset/prestage-cache serverside-applied: quay.io digest pulls through ${cache} first\n`);
+    // Again: nothing more.
+    const again = await install(true);
+    expect([again.code, again.stderr]).toEqual([0, '']);
+    expect(again.stdout).toContain('(unchanged)');
+    expect(await imageConfig()).toEqual({ insecureRegistries: ['registry.corp:5000', cache], allowedRegistries: ['quay.io', 'registry.corp:5000', 'registry.redhat.io', cache] });
+    // Off: the mirror set and exactly the entries it added go.
+    const off = await install(false);
+    expect([off.code, off.stderr]).toEqual([0, '']);
+    expect(off.stdout).toContain('imagedigestmirrorset/prestage-cache deleted\n');
+    expect(await client.find('/apis/config.openshift.io/v1/imagedigestmirrorsets/prestage-cache')).toBeUndefined();
+    expect(await imageConfig()).toEqual(sources);
+    const daemonSet = await cluster.kubeConfig.makeApiClient(AppsV1Api).readNamespacedDaemonSet({ name: AGENT_NAME, namespace: NAMESPACE });
+    expect(daemonSet.spec!.template.spec!.containers[0]!.args!.some((arg) => arg.startsWith('--cache-mirror'))).toBe(false);
   }, 60_000);
 });
 

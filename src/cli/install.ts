@@ -9,6 +9,7 @@ import { parseReference } from '../registry/reference.js';
 import { findCredential, parsePullSecretFile } from '../registry/credentials.js';
 import { RegistryClient } from '../registry/client.js';
 import type { Manifest } from '../install/apply.js';
+import { applyCacheMirrorSet, removeCacheMirrorSet, servesMirrorSets } from '../install/cache-mirror-set.js';
 import { CACHE_NAME, cacheManifests, cacheMirrorArg as cacheMirrorArg_, checkCacheOptions, DEFAULT_CACHE_IMAGE, DEFAULT_CACHE_SIZE, DEFAULT_CACHE_UPSTREAM, HOST_IP_ADDRESS, type CacheOptions } from '../install/cache.js';
 import type { CommandContext } from './context.js';
 
@@ -96,6 +97,13 @@ export function installCommand(ctx: CommandContext) {
       await applyServerSide(client, manifests.filter((manifest) => manifest.kind !== 'CustomResourceDefinition'));
       for (const manifest of [...manifests, ...applied]) ctx.stdout.write(`${manifest.kind.toLowerCase()}/${manifest.metadata.name} serverside-applied\n`);
       if (cacheMirrorArg) ctx.stdout.write(`agents pull through the cache: ${cacheMirrorArg}\n`);
+      // OpenShift: the MCO wires every node (MCO-pinned ones too) by an ImageDigestMirrorSet; without --cache it goes.
+      if (await servesMirrorSets(client)) {
+        const clusterIP = cache && cache.nodePort === undefined ? cacheMirrorArg?.split('=').at(-1) : undefined;
+        if (cache && !clusterIP) ctx.stderr.write(`prestage: warning: --cache-node-port: an ImageDigestMirrorSet names one address for every node, so none is written; MCO-pinned nodes pull straight from ${cache.upstream}\n`);
+        const lines = clusterIP ? await applyCacheMirrorSet(client, cache!.upstream, clusterIP) : await removeCacheMirrorSet(client);
+        for (const line of lines) ctx.stdout.write(`${line}\n`);
+      }
     },
   };
 }

@@ -35,6 +35,7 @@ const RESOURCES: Readonly<Record<string, string>> = {
   PersistentVolumeClaim: 'persistentvolumeclaims',
   Deployment: 'deployments',
   Service: 'services',
+  ImageDigestMirrorSet: 'imagedigestmirrorsets',
 };
 
 export function resourcePath(manifest: Manifest): string {

@@ -5,7 +5,7 @@
  *   (SelfManagedHA, Default) and MachineConfigPool (Default), the GA API of 4.19+;
  * - `OPENSHIFT_4_16`: PinnedImageSet and MachineConfigNode at v1alpha1, served only under
  *   TechPreviewNoUpgrade, beside that feature set's MachineConfigPool;
- * plus each release's ClusterVersion and Infrastructure (config.openshift.io/v1, Default).
+ * plus each release's ClusterVersion, Infrastructure, Image and ImageDigestMirrorSet (config.openshift.io/v1, Default).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,6 +24,9 @@ export interface OpenShiftRelease {
 const CONFIG_DEFAULT = [
   'config/v1/0000_00_cluster-version-operator_01_clusterversions-Default.crd.yaml',
   'config/v1/0000_10_config-operator_01_infrastructures-Default.crd.yaml',
+  // Where `install --cache` wires nodes to the cache on OpenShift: the cluster Image config and ImageDigestMirrorSets.
+  'config/v1/0000_10_config-operator_01_images.crd.yaml',
+  'config/v1/0000_10_config-operator_01_imagedigestmirrorsets.crd.yaml',
 ];
 
 export const OPENSHIFT_4_21: OpenShiftRelease = {
