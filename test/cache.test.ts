@@ -40,6 +40,9 @@ import { startFaultProxy, type FaultProxy, type RequestRecord } from './harness/
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { pinState, startNodeAgent } from './support/agent-bed.js';
 import { runCli } from './support/cli.js';
+import { checkCacheForPlan, planCacheBytes } from '../src/cluster/cache-check.js';
+import { formatBytes } from '../src/render/table.js';
+import type { Plan } from '../src/plan/types.js';
 import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
 import { KubeClient } from '../src/cluster/kube.js';
 
@@ -550,6 +553,30 @@ describe('install --cache --apply on the real kube-apiserver', () => {
     const daemonSet = await cluster.kubeConfig.makeApiClient(AppsV1Api).readNamespacedDaemonSet({ name: AGENT_NAME, namespace: NAMESPACE });
     expect(daemonSet.spec!.template.spec!.containers[0]!.args!.some((arg) => arg.startsWith('--cache-mirror'))).toBe(false);
   }, 60_000);
+
+  it('stage --cache: plans, then checks the cache (there, wired, large enough for the plan) before applying; with no cache in the namespace it stops there with a one-line error', async () => {
+    const registryFlags = ['--mirror', `quay.io=${upstream.host}`, '--insecure-registry', upstream.host, '--no-cluster'];
+    const setNames = async () => (await new KubeClient(cluster.kubeConfig).get<{ items: Array<{ metadata: { name: string } }> }>(`/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`)).items.map((set) => set.metadata.name).sort();
+    const before = await setNames();
+    const missing = await runCli(['stage', truth.release.pullSpec, ...registryFlags, '--cache', '--cache-namespace', 'elsewhere', '--kubeconfig', cluster.kubeconfigPath]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toBe('prestage: error: --cache: there is no cache in namespace elsewhere (service prestage-cache); install it with `prestage install --cache --apply` (--cache-namespace names another namespace), or leave --cache out\n');
+    // Nothing applied.
+    expect(await setNames()).toEqual(before);
+    // The cache `install --cache` left (a 20Gi PVC, agents wired): the same plan, checked in-process against it.
+    const planned = await runCli(['plan', truth.release.pullSpec, ...registryFlags.slice(0, 4), '-o', 'json']);
+    expect(planned.code).toBe(0);
+    const plan = JSON.parse(planned.stdout) as Plan;
+    await runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', '--cache', '--cache-image', `docker.io/library/registry@sha256:${'c'.repeat(64)}`, '--cache-size', '20Gi', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+    const checked = await checkCacheForPlan(new KubeClient(cluster.kubeConfig), NAMESPACE, plan, AGENT_NAME);
+    const bytes = planCacheBytes(plan);
+    console.log(`stage --cache: ${checked.lines.join('; ')}`);
+    expect(checked.lines).toEqual([`cache prestage/prestage-cache: a 20.0 GiB volume; this plan pulls ${formatBytes(bytes)} through it (wired: the agents and ImageDigestMirrorSet prestage-cache)`]);
+    expect(checked.warnings).toEqual([]);
+    // Every blob of the sets' images once: at least the largest set, at most all of them together.
+    expect(bytes).toBeGreaterThanOrEqual(Math.max(...plan.sets.map((set) => set.compressedBytes)));
+    expect(bytes).toBeLessThanOrEqual(plan.sets.reduce((sum, set) => sum + set.compressedBytes, 0));
+  }, 120_000);
 });
 
 const logSize = (path: string) => (existsSync(path) ? statSync(path).size : 0);

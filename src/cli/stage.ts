@@ -18,6 +18,8 @@ import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js'
 import { releaseToPlan, withLiveOptions, withToOptions } from './plan-options.js';
 import { runPrune } from './prune.js';
 import { runWait, withWaitOptions, type WaitFlags } from './wait.js';
+import { checkCacheForPlan } from '../cluster/cache-check.js';
+import { AGENT_NAME } from '../install/manifests.js';
 
 const QUANTITY_SUFFIXES: Record<string, number> = {
   '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
@@ -69,6 +71,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
     builder: (y: Argv) =>
       withToOptions(withLiveOptions(withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', describe: 'Release pullspec (or --to VERSION)' })))), 'on; a cluster without ClusterVersion is planned from the release alone'))
         .option('prune', { type: 'boolean', default: false, describe: 'Once every set is ready, delete the prestage sets of releases older than the one the cluster runs (as prune does)' })
+        .option('cache', { type: 'boolean', default: false, describe: 'Through the in-cluster cache (install --cache): check it is there, wired to the nodes and large enough for the plan before applying; wait shows its figures either way' })
         .epilogue(LIVE_CLUSTER_HELP),
     handler: async (args: any) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
@@ -80,6 +83,11 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       const sets = desiredSetsFromPlan(plan);
       // Progress goes to stdout; with -o json only the events do, so the table goes to stderr.
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(renderPlanTable(plan));
+      if (args.cache) {
+        const { lines, warnings } = await checkCacheForPlan(client, args['cache-namespace'], plan, AGENT_NAME);
+        for (const warning of warnings) ctx.log.warn(warning);
+        (args.output === 'json' ? ctx.stderr : ctx.stdout).write(lines.map((line) => `${line}\n`).join(''));
+      }
       await checkNodeDisks(client, backend, sets, plan.nodes);
       const applied = renderApplyOutcomes(await backend.apply(sets, { dryRun: false }), false);
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(applied);
