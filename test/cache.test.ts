@@ -17,10 +17,11 @@
  * over the link (nothing fails). Then the agents restart without the flag, the drop-in is gone,
  * and the last quarter goes straight over the link: one copy per node.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readFile, rm, statfs, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'node:http';
 import { networkInterfaces, tmpdir } from 'node:os';
@@ -49,15 +50,18 @@ import { KubeClient } from '../src/cluster/kube.js';
 const NAMESPACE = 'prestage';
 const truth = inject('fixtureTruth');
 /**
- * The release's every-node images (single-platform), in fifths: through the cache, through a cache restarted
- * mid-fill, through a cache holding a corrupt blob, past an erring cache, without it.
+ * The release's every-node images (single-platform), in sixths: through the cache, through a cache restarted
+ * mid-fill, through a cache holding a corrupt blob, through a full cache, past an erring cache, without it.
  */
 const EVERY_NODE = truth.components.filter((component) => component.role === 'all');
-const CACHED = EVERY_NODE.filter((_, index) => index % 5 === 0);
-const RESTARTED = EVERY_NODE.filter((_, index) => index % 5 === 1);
-const CORRUPT = EVERY_NODE.filter((_, index) => index % 5 === 2);
-const ERRING = EVERY_NODE.filter((_, index) => index % 5 === 3);
-const DIRECT = EVERY_NODE.filter((_, index) => index % 5 === 4);
+const CACHED = EVERY_NODE.filter((_, index) => index % 6 === 0);
+const RESTARTED = EVERY_NODE.filter((_, index) => index % 6 === 1);
+const CORRUPT = EVERY_NODE.filter((_, index) => index % 6 === 2);
+const FULL = EVERY_NODE.filter((_, index) => index % 6 === 3);
+const ERRING = EVERY_NODE.filter((_, index) => index % 6 === 4);
+const DIRECT = EVERY_NODE.filter((_, index) => index % 6 === 5);
+/** The cache's volume: a tmpfs, so the cache can be filled up. */
+const CACHE_VOLUME_BYTES = 64 * 1024 * 1024;
 
 /**
  * The cache engine: the distribution registry v3 the test bed builds (what `install --cache` runs), unless
@@ -104,6 +108,7 @@ afterAll(async () => {
   await cache?.stop(5_000);
   await link?.stop();
   await upstream?.stop();
+  if (dir) await promisify(execFile)('umount', [join(dir, 'cache', 'storage')]).catch(() => undefined);
   if (dir && !process.env.PRESTAGE_TESTBED_KEEP) await rm(dir, { recursive: true, force: true });
 });
 
@@ -117,6 +122,11 @@ async function startProxyCache(workDir: string, remoteUrl: string): Promise<{ da
   const metrics = `${hostAddress()}:${await freePort()}`;
   const config = join(dirname(workDir), 'cache-config.yml');
   cacheConfig = config;
+  const storage = join(workDir, 'storage');
+  await mkdir(storage, { recursive: true });
+  await promisify(execFile)('mount', ['-t', 'tmpfs', '-o', `size=${CACHE_VOLUME_BYTES}`, 'prestage-cache-volume', storage]).catch((error: Error) => {
+    throw new Error(`cannot mount a tmpfs for the cache's volume (needs root, as the test bed's image stores): ${error.message}`);
+  });
   await writeFile(
     config,
     dump({
@@ -133,7 +143,8 @@ async function startProxyCache(workDir: string, remoteUrl: string): Promise<{ da
 /** The cache process on its config (again after a stop: same address, same storage). */
 async function runCache(host: string): Promise<Daemon> {
   // distribution reads every REGISTRY_* variable as a config override.
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('REGISTRY_')));
+  // No OpenTelemetry trace export (distribution 3 sends traces to localhost:4318 by default), as install --cache sets it.
+  const env = { ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('REGISTRY_'))), OTEL_TRACES_EXPORTER: 'none' };
   const daemon = Daemon.start({ name: 'distribution registry (proxy cache)', command: cacheBinary, args: ['serve', cacheConfig], logPath: join(dir, `cache-${cacheLog++}.log`), env });
   await daemon.whileRunning(waitFor(`the proxy cache on ${host}`, () => answers(`http://${host}/v2/`), 15_000, 50));
   return daemon;
@@ -436,6 +447,46 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
     expect(String(warm[0]!.line.failures)).toContain(`${layer.digest}: content hashes to`);
   }, 360_000);
 
+  it('a full cache: it cannot store the manifests it fetches and answers 500, so the warm gives up at once and every node pulls past it; nothing fails', async () => {
+    // Fill the cache's volume to the last byte.
+    const storage = join(dir, 'cache', 'storage');
+    const filler = join(storage, 'filler');
+    const handle = await open(filler, 'w');
+    try {
+      const chunk = Buffer.alloc(1024 * 1024, 1);
+      for (;;) await handle.write(chunk);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
+    } finally {
+      await handle.close();
+    }
+    const { bavail, bsize } = await statfs(storage);
+    expect(bavail * bsize).toBeLessThan(1024 * 1024);
+    try {
+      link.resetStats();
+      cacheFront.resetStats();
+      const since = Date.now();
+      const images = FULL.map((component) => component.pullSpec);
+      await createSet('through-full-cache', images);
+      await allPinned(images);
+      const held = new Set([CACHED, RESTARTED, CORRUPT].flatMap((group) => [...uniqueBlobs(group).keys()]));
+      const unique = uniqueBlobs(FULL, held);
+      const ratio = bytesOf(blobGets(link.stats.log)) / sum(unique);
+      const failed = cacheFront.stats.log.filter((record) => record.status === 500).length;
+      const warm = await logged('cache warm incomplete; pulls fall back past the cache where it lacks a blob', since);
+      console.log(`through a full cache: ${images.length} images x ${cluster.nodes.length} nodes; ${unique.size} new blobs (${sum(unique)} B); link ratio ${ratio.toFixed(3)}; the cache answered ${failed} of ${cacheFront.stats.requests} requests with 500; warm: ${String((warm[0]?.line.failures as string[] | undefined)?.[0])}`);
+      expect(warm).toHaveLength(1);
+      expect(warm[0]!.line.blobs).toBe(0);
+      expect(String((warm[0]!.line.failures as string[])[0])).toContain('HTTP 500');
+      // distribution: "error putting payload into blobstore: ... no space left on device", a 500 for the manifest.
+      expect(failed).toBeGreaterThan(0);
+      expect(ratio).toBeGreaterThanOrEqual(cluster.nodes.length);
+      expect(ratio).toBeLessThanOrEqual(cluster.nodes.length * 1.05);
+    } finally {
+      await rm(filler, { force: true });
+    }
+  }, 360_000);
+
   it('with the cache answering 500 to everything: the warm is recorded as failed at once, every node pulls past the cache straight over the link, and nothing fails', async () => {
     // An error, not an absence: the warm gives up at once (502/503/504 and refused connections it waits out, as a restart).
     cacheFront.inject({ times: Infinity, fault: { kind: 'status', status: 500 } });
@@ -448,7 +499,7 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
       await createSet('past-erring-cache', images);
       await allPinned(images);
       const seconds = (Date.now() - started) / 1000;
-      const held = new Set([...uniqueBlobs(CACHED).keys(), ...uniqueBlobs(RESTARTED).keys(), ...uniqueBlobs(CORRUPT).keys()]);
+      const held = new Set([CACHED, RESTARTED, CORRUPT, FULL].flatMap((group) => [...uniqueBlobs(group).keys()]));
       const unique = uniqueBlobs(ERRING, held);
       const ratio = bytesOf(blobGets(link.stats.log)) / sum(unique);
       console.log(`past an erring cache: ${images.length} images x ${cluster.nodes.length} nodes in ${seconds.toFixed(1)} s; link ratio ${ratio.toFixed(3)}; cache: ${cacheFront.stats.requests} requests, all 500`);
@@ -484,7 +535,7 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
     await allPinned(images);
     const seconds = (Date.now() - started) / 1000;
     // Blobs the earlier sets already put on the nodes are not fetched again.
-    const held = new Set([...uniqueBlobs(CACHED).keys(), ...uniqueBlobs(RESTARTED).keys(), ...uniqueBlobs(CORRUPT).keys(), ...uniqueBlobs(ERRING).keys()]);
+    const held = new Set([CACHED, RESTARTED, CORRUPT, FULL, ERRING].flatMap((group) => [...uniqueBlobs(group).keys()]));
     const unique = uniqueBlobs(DIRECT, held);
     const upstreamBlobs = blobGets(link.stats.log);
     const ratio = bytesOf(upstreamBlobs) / sum(unique);

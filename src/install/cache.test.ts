@@ -32,7 +32,8 @@ describe('install --cache: the pull-through cache', () => {
     expect(container.livenessProbe.httpGet).toEqual({ path: '/', port: CACHE_PORT });
     expect(container.resources.requests).toEqual({ cpu: '100m', memory: '128Mi' });
     expect(container.resources.limits).toEqual({ memory: '1Gi' });
-    expect(container.env).toEqual([]);
+    // No credentials: only tracing off (distribution 3 would export to localhost:4318).
+    expect(container.env).toEqual([{ name: 'OTEL_TRACES_EXPORTER', value: 'none' }]);
     expect(deployment.spec.template.spec.volumes.find((volume: any) => volume.name === 'storage')).toEqual({ name: 'storage', persistentVolumeClaim: { claimName: CACHE_NAME } });
     expect(deployment.spec.template.spec.nodeSelector).toBeUndefined();
     const service = kinds.get('Service');
@@ -50,6 +51,7 @@ describe('install --cache: the pull-through cache', () => {
     expect(kinds.get('Secret').data).toEqual({ username: Buffer.from('robot+prestage').toString('base64'), password: Buffer.from('s3cret').toString('base64') });
     expect(kinds.get('ConfigMap').data['config.yml']).not.toContain('s3cret');
     expect(kinds.get('Deployment').spec.template.spec.containers[0].env).toEqual([
+      { name: 'OTEL_TRACES_EXPORTER', value: 'none' },
       { name: 'REGISTRY_PROXY_USERNAME', valueFrom: { secretKeyRef: { name: `${CACHE_NAME}-upstream`, key: 'username' } } },
       { name: 'REGISTRY_PROXY_PASSWORD', valueFrom: { secretKeyRef: { name: `${CACHE_NAME}-upstream`, key: 'password' } } },
     ]);

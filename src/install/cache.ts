@@ -146,12 +146,16 @@ export function cacheManifests(options: CacheOptions): Manifest[] {
                 name: 'registry',
                 image: options.image,
                 args: ['serve', '/etc/distribution/config.yml'],
-                env: options.credentials
-                  ? [
-                      { name: 'REGISTRY_PROXY_USERNAME', valueFrom: { secretKeyRef: { name: secretName, key: 'username' } } },
-                      { name: 'REGISTRY_PROXY_PASSWORD', valueFrom: { secretKeyRef: { name: secretName, key: 'password' } } },
-                    ]
-                  : [],
+                env: [
+                  // distribution 3 exports OpenTelemetry traces to localhost:4318 unless told not to (an error line every few seconds).
+                  { name: 'OTEL_TRACES_EXPORTER', value: 'none' },
+                  ...(options.credentials
+                    ? [
+                        { name: 'REGISTRY_PROXY_USERNAME', valueFrom: { secretKeyRef: { name: secretName, key: 'username' } } },
+                        { name: 'REGISTRY_PROXY_PASSWORD', valueFrom: { secretKeyRef: { name: secretName, key: 'password' } } },
+                      ]
+                    : []),
+                ],
                 ports: [
                   { name: 'registry', containerPort: CACHE_PORT },
                   { name: CACHE_METRICS_PORT_NAME, containerPort: CACHE_METRICS_PORT },
