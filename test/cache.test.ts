@@ -17,35 +17,29 @@
  * over the link (nothing fails). Then the agents restart without the flag, the drop-in is gone,
  * and the last quarter goes straight over the link: one copy per node.
  */
-import { execFile, execFileSync } from 'node:child_process';
-import { promisify } from 'node:util';
-import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, statSync } from 'node:fs';
-import { mkdir, mkdtemp, open, readFile, rm, statfs, writeFile } from 'node:fs/promises';
+import { existsSync, statSync } from 'node:fs';
+import { mkdtemp, open, readFile, rm, statfs, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { request } from 'node:http';
-import { networkInterfaces, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { dump } from 'js-yaml';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { API_VERSION, GROUP, PINNED_IMAGE_SETS, VERSION } from '../src/api/prestage.js';
 import { CACHE_DROP_IN_NAME } from '../src/agent/cache-mirror.js';
 import { CACHE_WARM_PREFIX, CACHE_WARMED_ANNOTATION } from '../src/agent/cache-warm.js';
+import { checkCacheForPlan, planCacheBytes } from '../src/cluster/cache-check.js';
+import { KubeClient } from '../src/cluster/kube.js';
 import { AGENT_NAME } from '../src/install/manifests.js';
-import { testbedBinaries } from './cluster/binaries.js';
+import type { Plan } from '../src/plan/types.js';
+import { formatBytes } from '../src/render/table.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { Daemon, waitFor } from './cluster/processes.js';
-import { freePort } from './harness/free-port.js';
 import { startFaultProxy, type FaultProxy, type RequestRecord } from './harness/fault-proxy.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
-import { pinState, startNodeAgent } from './support/agent-bed.js';
-import { runCli } from './support/cli.js';
-import { checkCacheForPlan, planCacheBytes } from '../src/cluster/cache-check.js';
-import { formatBytes } from '../src/render/table.js';
-import type { Plan } from '../src/plan/types.js';
 import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
-import { KubeClient } from '../src/cluster/kube.js';
+import { pinState, startNodeAgent } from './support/agent-bed.js';
+import { exposeCacheMetrics, fetchToEnd, ProxyCache } from './support/cache-bed.js';
+import { runCli } from './support/cli.js';
 
 const NAMESPACE = 'prestage';
 const truth = inject('fixtureTruth');
@@ -63,24 +57,12 @@ const DIRECT = EVERY_NODE.filter((_, index) => index % 6 === 5);
 /** The cache's volume: a tmpfs, so the cache can be filled up. */
 const CACHE_VOLUME_BYTES = 64 * 1024 * 1024;
 
-/**
- * The cache engine: the distribution registry v3 the test bed builds (what `install --cache` runs), unless
- * PRESTAGE_CACHE_REGISTRY names another distribution binary (Debian's docker-registry, 2.8). How often its proxy
- * fetches a missing blob upstream depends on the major version: 2.x twice (storeLocal and copyContent each fetch
- * it), 3.x once (teed, distribution/distribution#3569).
- */
-let cacheBinary: string;
-let cacheVersion: string;
-let fetchesPerMiss: number;
-
 let dir: string;
 let upstream: RegistryHandle;
 /** The slow link: everything from the upstream registry crosses it (the cache's fills and direct pulls). */
 let link: FaultProxy;
-let cache: Daemon;
-let cacheHost: string;
-/** The cache's debug server: Prometheus metrics. */
-let cacheMetrics: string;
+/** distribution v3 in proxy mode (test/support/cache-bed.ts), or PRESTAGE_CACHE_REGISTRY. */
+let cache: ProxyCache;
 /** In front of the cache: what the nodes ask it. */
 let cacheFront: FaultProxy;
 let cluster: TestCluster;
@@ -90,120 +72,23 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'prestage-cache-'));
   upstream = await startRegistry({ storageDir: inject('fixtureStorageDir') });
   link = await startFaultProxy({ upstream: upstream.url });
-  cacheBinary = process.env.PRESTAGE_CACHE_REGISTRY ?? (await testbedBinaries()).distribution;
-  cacheVersion = execFileSync(cacheBinary, ['--version'], { encoding: 'utf8' }).trim();
-  fetchesPerMiss = /\bv?2\.\d+\.\d+/.test(cacheVersion.split(' ').at(-1) ?? '') ? 2 : 1;
-  ({ daemon: cache, host: cacheHost, metrics: cacheMetrics } = await startProxyCache(join(dir, 'cache'), link.url));
-  cacheFront = await startFaultProxy({ upstream: `http://${cacheHost}` });
+  cache = await ProxyCache.start({ dir, remoteUrl: link.url, volumeBytes: CACHE_VOLUME_BYTES });
+  cacheFront = await startFaultProxy({ upstream: `http://${cache.host}` });
   cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': link.host }, insecureRegistries: [link.host] });
   const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
   expect([installed.code, installed.stderr]).toEqual([0, '']);
-  await exposeCacheMetrics(cacheMetrics);
+  await exposeCacheMetrics(cluster, NAMESPACE, cache.metrics, AGENT_NAME);
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
   await Promise.allSettled([...agents.values()].map((agent) => agent.stop(30_000)));
   await cluster?.stop();
   await cacheFront?.stop();
-  await cache?.stop(5_000);
+  await cache?.stop();
   await link?.stop();
   await upstream?.stop();
-  if (dir) await promisify(execFile)('umount', [join(dir, 'cache', 'storage')]).catch(() => undefined);
   if (dir && !process.env.PRESTAGE_TESTBED_KEEP) await rm(dir, { recursive: true, force: true });
 });
-
-/** The distribution registry in proxy mode: a pull-through cache of `remoteUrl`, plain HTTP on 127.0.0.1, its own storage. */
-let cacheConfig: string;
-let cacheLog = 0;
-
-async function startProxyCache(workDir: string, remoteUrl: string): Promise<{ daemon: Daemon; host: string; metrics: string }> {
-  const host = `127.0.0.1:${await freePort()}`;
-  // The debug server (Prometheus metrics) on the host's own address: the API server's service proxy refuses loopback endpoints.
-  const metrics = `${hostAddress()}:${await freePort()}`;
-  const config = join(dirname(workDir), 'cache-config.yml');
-  cacheConfig = config;
-  const storage = join(workDir, 'storage');
-  await mkdir(storage, { recursive: true });
-  await promisify(execFile)('mount', ['-t', 'tmpfs', '-o', `size=${CACHE_VOLUME_BYTES}`, 'prestage-cache-volume', storage]).catch((error: Error) => {
-    throw new Error(`cannot mount a tmpfs for the cache's volume (needs root, as the test bed's image stores): ${error.message}`);
-  });
-  await writeFile(
-    config,
-    dump({
-      version: 0.1,
-      log: { level: 'info' },
-      storage: { filesystem: { rootdirectory: join(workDir, 'storage') }, delete: { enabled: true } },
-      http: { addr: host, secret: randomBytes(16).toString('hex'), debug: { addr: metrics, prometheus: { enabled: true, path: '/metrics' } } },
-      proxy: { remoteurl: remoteUrl },
-    }),
-  );
-  return { daemon: await runCache(host), host, metrics };
-}
-
-/** The cache process on its config (again after a stop: same address, same storage). */
-async function runCache(host: string): Promise<Daemon> {
-  // distribution reads every REGISTRY_* variable as a config override.
-  // No OpenTelemetry trace export (distribution 3 sends traces to localhost:4318 by default), as install --cache sets it.
-  const env = { ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('REGISTRY_'))), OTEL_TRACES_EXPORTER: 'none' };
-  const daemon = Daemon.start({ name: 'distribution registry (proxy cache)', command: cacheBinary, args: ['serve', cacheConfig], logPath: join(dir, `cache-${cacheLog++}.log`), env });
-  await daemon.whileRunning(waitFor(`the proxy cache on ${host}`, () => answers(`http://${host}/v2/`), 15_000, 50));
-  return daemon;
-}
-
-/** This machine's first non-loopback IPv4 address. */
-function hostAddress(): string {
-  const address = Object.values(networkInterfaces()).flat().find((entry) => entry && entry.family === 'IPv4' && !entry.internal)?.address;
-  if (!address) throw new Error('the cache test needs a non-loopback IPv4 address (the API server proxies to no loopback endpoint); this machine has none');
-  return address;
-}
-
-/**
- * The cache as `install --cache` leaves it for `wait`: Service prestage-cache with a `metrics` port, backed by a pod.
- * The API server proxies only to endpoint addresses that are a pod's IP: a pod object stands for the cache's pod (no
- * kubelet runs it; its status names the host's address, where the test cache's debug server listens), and Endpoints
- * point at it, as the endpoints controller would write them.
- */
-async function exposeCacheMetrics(metrics: string): Promise<void> {
-  const [ip, port] = [metrics.split(':')[0]!, Number(metrics.split(':')[1])];
-  const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-  const pod = await core.createNamespacedPod({
-    namespace: NAMESPACE,
-    body: { metadata: { name: 'prestage-cache-0' }, spec: { nodeName: cluster.nodes[0]!.name, serviceAccountName: AGENT_NAME, automountServiceAccountToken: false, containers: [{ name: 'registry', image: 'docker.io/library/registry:3' }] } },
-  });
-  await core.patchNamespacedPodStatus(
-    { name: 'prestage-cache-0', namespace: NAMESPACE, body: [{ op: 'add', path: '/status', value: { phase: 'Running', podIP: ip, podIPs: [{ ip }] } }] },
-    setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
-  );
-  await core.createNamespacedService({ namespace: NAMESPACE, body: { metadata: { name: 'prestage-cache' }, spec: { ports: [{ name: 'metrics', port: 5001, targetPort: port, protocol: 'TCP' }] } } });
-  await core.createNamespacedEndpoints({
-    namespace: NAMESPACE,
-    body: { metadata: { name: 'prestage-cache' }, subsets: [{ addresses: [{ ip, targetRef: { kind: 'Pod', namespace: NAMESPACE, name: 'prestage-cache-0', uid: pod.metadata!.uid! } }], ports: [{ name: 'metrics', port, protocol: 'TCP' }] }] },
-  });
-}
-
-/** GET a URL to the end (the cache stores what it fetched once its answer is complete). */
-function fetchBlob(url: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, { agent: false }, (res) => {
-      res.resume();
-      res.once('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`GET ${url}: ${res.statusCode}`))));
-    });
-    req.once('error', reject);
-    req.end();
-  });
-}
-
-function answers(url: string): Promise<true | undefined> {
-  return new Promise((resolve) => {
-    const req = request(url, { agent: false }, (res) => {
-      res.resume();
-      resolve(true);
-    });
-    req.setTimeout(1_000, () => req.destroy());
-    req.once('error', () => resolve(undefined));
-    req.end();
-  });
-}
 
 /** Each agent's log, by node: which one warmed the cache. */
 const agentLogs = new Map<string, string>();
@@ -300,7 +185,7 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
     const wait = await waited;
     expect(wait.code).toBe(0);
     // distribution 2.x keeps its proxy counters in expvar, not Prometheus: wait says it has no figures.
-    expect(wait.stderr).toBe(fetchesPerMiss === 1 ? '' : 'prestage: warning: cache figures unavailable: prestage/prestage-cache metrics have no registry_proxy_* counters (distribution 3 in proxy mode has them; 2.x keeps them in expvar)\n');
+    expect(wait.stderr).toBe(cache.fetchesPerMiss === 1 ? '' : 'prestage: warning: cache figures unavailable: prestage/prestage-cache metrics have no registry_proxy_* counters (distribution 3 in proxy mode has them; 2.x keeps them in expvar)\n');
     await allPinned(images);
     const seconds = (Date.now() - started) / 1000;
 
@@ -312,7 +197,7 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
     const ratio = upstreamBytes / sum(unique);
     const servedByCache = blobGets(cacheFront.stats.log).filter((record) => record.status === 200);
     console.log(
-      `through the cache (${cacheVersion}): ${images.length} images x ${cluster.nodes.length} nodes in ${seconds.toFixed(1)} s; unique blobs ${unique.size} (${sum(unique)} B); ` +
+      `through the cache (${cache.version}): ${images.length} images x ${cluster.nodes.length} nodes in ${seconds.toFixed(1)} s; unique blobs ${unique.size} (${sum(unique)} B); ` +
         `link: ${link.stats.requests} requests, ${upstreamBlobs.length} blob GETs (${fills.length} whole), ${upstreamBytes} blob B, ratio ${ratio.toFixed(3)}; ` +
         `cache served ${servedByCache.length} blob GETs (${bytesOf(servedByCache)} B) of ${cacheFront.stats.requests} requests`,
     );
@@ -327,20 +212,20 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
     // blob once, and the nodes only after it: exactly one whole fetch of each unique blob, whatever the number of nodes
     // (without the cache: one per node). The few bytes beyond are the agents' 4-byte size reads, which go straight.
     // (Debian's docker-registry, 2.8, fetches a miss twice: PRESTAGE_CACHE_REGISTRY=/usr/bin/docker-registry shows 2.)
-    expect(ratio).toBeGreaterThanOrEqual(fetchesPerMiss);
-    expect(ratio).toBeLessThanOrEqual(fetchesPerMiss * 1.05);
+    expect(ratio).toBeGreaterThanOrEqual(cache.fetchesPerMiss);
+    expect(ratio).toBeLessThanOrEqual(cache.fetchesPerMiss * 1.05);
     const filled = new Map<string, number>();
     for (const record of fills) {
       const digest = record.target.split('/blobs/')[1]!;
       filled.set(digest, (filled.get(digest) ?? 0) + 1);
     }
     expect(new Set(filled.keys())).toEqual(new Set(unique.keys()));
-    expect(new Set(filled.values())).toEqual(new Set([fetchesPerMiss]));
+    expect(new Set(filled.values())).toEqual(new Set([cache.fetchesPerMiss]));
     // Every node's pulls came from the cache (vfs keeps no blob twice per node), after the warm's own reads; CRI-O may
     // fetch a layer shared by two images it pulls at once twice, from the cache (LAN), never from the link.
     expect(servedByCache.length).toBeGreaterThanOrEqual(unique.size * (cluster.nodes.length + 1));
     // `wait`'s last event: the cache's own counters since it started, read through the API server's service proxy.
-    if (fetchesPerMiss !== 1) return;
+    if (cache.fetchesPerMiss !== 1) return;
     const cacheEvents = wait.stdout.split('\n').filter((line) => line.includes('"type":"cache"')).map((line) => JSON.parse(line) as Record<string, number>);
     console.log(`wait's last cache event: ${JSON.stringify(cacheEvents.at(-1))}`);
     const last = cacheEvents.at(-1)!;
@@ -362,11 +247,11 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
       await createSet('restarted-mid-fill', images);
       // Mid-fill: a third of the new bytes over the link, then the cache process is gone (SIGKILL: no draining) for 1.5 s.
       await waitFor('a third of the fill over the link', async () => (bytesOf(blobGets(link.stats.log)) >= sum(unique) / 3 ? true : undefined), 120_000, 20);
-      cache.killGroupNow();
+      cache.kill();
       const killedAt = Date.now();
       const cutAt = bytesOf(blobGets(link.stats.log));
       await sleep(1_500);
-      cache = await runCache(cacheHost);
+      await cache.restart();
       await allPinned(images);
       const fills = blobGets(link.stats.log).filter((record) => record.range === undefined);
       const byDigest = new Map<string, RequestRecord[]>();
@@ -410,8 +295,8 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
     const victim = CORRUPT.find((component) => component.layers.some((layer) => unshared(layer.digest)))!;
     const layer = victim.layers.find((candidate) => unshared(candidate.digest))!;
     const repository = victim.pullSpec.split('@')[0]!.split('/').slice(1).join('/');
-    await fetchBlob(`http://${cacheHost}/v2/${repository}/blobs/${layer.digest}`);
-    const stored = join(dir, 'cache', 'storage', 'docker', 'registry', 'v2', 'blobs', 'sha256', layer.digest.slice(7, 9), layer.digest.slice(7), 'data');
+    await fetchToEnd(`http://${cache.host}/v2/${repository}/blobs/${layer.digest}`);
+    const stored = join(cache.storage, 'docker', 'registry', 'v2', 'blobs', 'sha256', layer.digest.slice(7, 9), layer.digest.slice(7), 'data');
     await waitFor('the cache to store the blob', async () => (existsSync(stored) && statSync(stored).size === layer.size ? true : undefined), 10_000, 50);
     const bytes = await readFile(stored);
     bytes[bytes.length >> 1]! ^= 0xff;
@@ -449,7 +334,7 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
 
   it('a full cache: it cannot store the manifests it fetches and answers 500, so the warm gives up at once and every node pulls past it; nothing fails', async () => {
     // Fill the cache's volume to the last byte.
-    const storage = join(dir, 'cache', 'storage');
+    const storage = cache.storage;
     const filler = join(storage, 'filler');
     const handle = await open(filler, 'w');
     try {

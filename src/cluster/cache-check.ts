@@ -51,7 +51,7 @@ export async function checkCacheForPlan(client: KubeClient, namespace: string, p
   const warnings: string[] = [];
   const pvc = await client.find<Pvc>(`${base}/persistentvolumeclaims/${CACHE_NAME}`);
   const size = quantityBytes(pvc?.status?.capacity?.storage ?? pvc?.spec?.resources?.requests?.storage);
-  const volume = pvc ? (size !== undefined ? `a ${formatBytes(size)} volume` : 'a volume of unknown size') : 'a host directory';
+  const volume = pvc ? (size !== undefined ? `a ${formatBytes(size)} volume` : 'a volume of unknown size') : 'no PVC (a host directory, or installed another way)';
   if (size !== undefined && size < needed) {
     warnings.push(`the cache's volume (${formatBytes(size)}) is smaller than the ${formatBytes(needed)} this plan pulls through it: the cache will evict and the link carry blobs again; grow ${namespace}/${CACHE_NAME} (a PVC of an expandable StorageClass) or reinstall with a larger --cache-size`);
   }
