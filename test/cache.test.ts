@@ -271,14 +271,14 @@ describe('an in-cluster pull-through cache wired by the agents', () => {
           `link ratio ${ratio.toFixed(3)}; warm: ${JSON.stringify({ passes: warmed.passes, blobs: warmed.blobs, bytes: warmed.bytes, failures: warmed.failures })}`,
       );
       // Every blob completed over the link, once after its last start; twice only for one the kill caught in flight:
-      // its first fetch started before the kill, and no more of those than the warm reads at once (4).
+      // its first fetch started before the kill, and no more of those than the warm reads at once (8).
       expect(new Set(byDigest.keys())).toEqual(new Set(unique.keys()));
       for (const records of byDigest.values()) expect(records.at(-1)!.bytesSent).toBe(unique.get(records.at(-1)!.target.split('/blobs/')[1]!));
       for (const [, records] of again) {
         expect(records).toHaveLength(2);
         expect(records[0]!.startedAt).toBeLessThan(killedAt);
       }
-      expect(again.length).toBeLessThanOrEqual(4);
+      expect(again.length).toBeLessThanOrEqual(8);
       expect(ratio).toBeLessThanOrEqual(1 + againBytes / sum(unique) + 0.05);
       expect(warmed.failures).toEqual([]);
     } finally {

@@ -38,8 +38,8 @@ export const CACHE_WARM_LABEL = 'prestage.dev/cache-warm';
 export const CACHE_WARMED_ANNOTATION = 'prestage.dev/cache-warmed';
 /** Keys kept in the record, newest last: about 75 bytes each, well inside an object's 256 KiB of annotations. */
 const MAX_RECORDED = 2_000;
-/** Distinct blobs read at once: enough to keep a slow link busy across small blobs. */
-const DEFAULT_BLOB_CONCURRENCY = 4;
+/** Distinct blobs read at once: enough to keep a slow link busy across small blobs (distinct blobs never make the proxy fetch twice). */
+const DEFAULT_BLOB_CONCURRENCY = 8;
 const MANIFEST_CONCURRENCY = 8;
 const DEFAULT_UNREACHABLE_RETRY_MS = 60_000;
 const UNREACHABLE_PAUSE_MS = 2_000;
@@ -217,7 +217,24 @@ export class LeaseCacheWarmer implements CacheWarmer {
       if (unavailable(error)) down ??= message;
       failures.push(`${what}: ${message}`);
     };
-    const blobs = new Map<string, { ref: ImageReference; blob: Descriptor }>();
+    // Pipelined: an image's blobs are queued as soon as its manifest is read, so the link never
+    // waits for the last manifest; each blob once per repository (the key), whichever image names it.
+    const queued = new Set<string>();
+    const reads = pLimit(this.options.blobConcurrency ?? DEFAULT_BLOB_CONCURRENCY);
+    const blobReads: Array<Promise<void>> = [];
+    let bytes = 0;
+    let read = 0;
+    const readBlob = async (ref: ImageReference, blob: Descriptor) => {
+      if (down || !held()) return;
+      try {
+        // The body is only hashed (blobStream verifies the digest) and dropped: the cache keeps it.
+        for await (const chunk of this.registry.blobStream(ref, blob)) bytes += (chunk as Buffer).length;
+        read++;
+      } catch (error) {
+        fail(`${formatReference({ registry: ref.registry, repository: ref.repository })}@${blob.digest}`, error);
+      }
+      onStep();
+    };
     const manifests = pLimit(MANIFEST_CONCURRENCY);
     await Promise.all(
       refs.map((ref) =>
@@ -227,7 +244,9 @@ export class LeaseCacheWarmer implements CacheWarmer {
             const image = await this.registry.resolveImage(ref, arch);
             for (const blob of [image.manifest.config, ...image.manifest.layers]) {
               const key = `${ref.registry}/${ref.repository}@${blob.digest}`;
-              if (!blobs.has(key)) blobs.set(key, { ref, blob });
+              if (queued.has(key)) continue;
+              queued.add(key);
+              blobReads.push(reads(() => readBlob(ref, blob)));
             }
           } catch (error) {
             fail(formatReference(ref), error);
@@ -235,24 +254,7 @@ export class LeaseCacheWarmer implements CacheWarmer {
         }),
       ),
     );
-    const reads = pLimit(this.options.blobConcurrency ?? DEFAULT_BLOB_CONCURRENCY);
-    let bytes = 0;
-    let read = 0;
-    await Promise.all(
-      [...blobs.values()].map(({ ref, blob }) =>
-        reads(async () => {
-          if (down || !held()) return;
-          try {
-            // The body is only hashed (blobStream verifies the digest) and dropped: the cache keeps it.
-            for await (const chunk of this.registry.blobStream(ref, blob)) bytes += (chunk as Buffer).length;
-            read++;
-          } catch (error) {
-            fail(`${formatReference({ registry: ref.registry, repository: ref.repository })}@${blob.digest}`, error);
-          }
-          onStep();
-        }),
-      ),
-    );
+    await Promise.all(blobReads);
     if (down) failures.unshift(`the cache is not answering (${down}); the rest skipped`);
     return { images: refs.length, blobs: read, bytes, failures, passes: 1, ...(down ? { unreachable: down } : {}) };
   }
