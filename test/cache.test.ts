@@ -38,7 +38,7 @@ import { startFaultProxy, type FaultProxy, type RequestRecord } from './harness/
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
 import { pinState, startNodeAgent } from './support/agent-bed.js';
-import { exposeCacheMetrics, fetchToEnd, ProxyCache } from './support/cache-bed.js';
+import { blobGets, bytesOf, exposeCacheMetrics, fetchToEnd, ProxyCache, sum, uniqueBlobs } from './support/cache-bed.js';
 import { runCli } from './support/cli.js';
 
 const NAMESPACE = 'prestage';
@@ -149,20 +149,6 @@ async function allPinned(images: readonly string[]): Promise<void> {
     return true;
   }, 240_000, 500);
 }
-
-const BLOB = /^\/v2\/.+\/blobs\/sha256:[a-f0-9]{64}$/;
-const blobGets = (log: readonly RequestRecord[]) => log.filter((record) => record.method === 'GET' && BLOB.test(record.target));
-const bytesOf = (records: readonly RequestRecord[]) => records.reduce((sum, record) => sum + record.bytesSent, 0);
-
-/** Compressed bytes of every blob (config and layers) the images need, each once; minus those in `held`. */
-function uniqueBlobs(components: typeof EVERY_NODE, held = new Set<string>()): Map<string, number> {
-  const blobs = new Map<string, number>();
-  for (const component of components) {
-    for (const blob of [component.config, ...component.layers]) if (!held.has(blob.digest)) blobs.set(blob.digest, blob.size);
-  }
-  return blobs;
-}
-const sum = (blobs: Map<string, number>) => [...blobs.values()].reduce((total, size) => total + size, 0);
 
 describe('an in-cluster pull-through cache wired by the agents', () => {
   it('with --cache-mirror: one drop-in per node, CRI-O reloaded; one node warms the cache, then every image is pinned on every node from it, and each unique blob crosses the link once (distribution 3), not once per node; wait shows the cache figures', async () => {
@@ -464,8 +450,9 @@ describe('install --cache --apply on the real kube-apiserver', () => {
     const sources = { insecureRegistries: ['registry.corp:5000'], allowedRegistries: ['quay.io', 'registry.corp:5000', 'registry.redhat.io'] };
     await client.request('POST', '/apis/config.openshift.io/v1/images', { body: { apiVersion: 'config.openshift.io/v1', kind: 'Image', metadata: { name: 'cluster' }, spec: { registrySources: sources } } });
     const image = `docker.io/library/registry@sha256:${'c'.repeat(64)}`;
-    const install = (cache: boolean) => runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', ...(cache ? ['--cache', '--cache-image', image, '--cache-size', '20Gi'] : []), '--apply', '--kubeconfig', cluster.kubeconfigPath]);
-    const on = await install(true);
+    const flags = { on: ['--cache', '--cache-image', image, '--cache-size', '20Gi'], keep: [], off: ['--no-cache'] };
+    const install = (cache: keyof typeof flags) => runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', ...flags[cache], '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+    const on = await install('on');
     console.log(`$ prestage install --image ghcr.io/prestage/prestage:test --cache --apply  (OpenShift, exit ${on.code})\n${on.stdout.split('\n').slice(-4).join('\n')}`);
     expect([on.code, on.stderr]).toEqual([0, '']);
     const clusterIP = (await cluster.kubeConfig.makeApiClient(CoreV1Api).readNamespacedService({ name: 'prestage-cache', namespace: NAMESPACE })).spec!.clusterIP!;
@@ -476,14 +463,20 @@ describe('install --cache --apply on the real kube-apiserver', () => {
     expect(await imageConfig()).toEqual({ insecureRegistries: ['registry.corp:5000', cache], allowedRegistries: ['quay.io', 'registry.corp:5000', 'registry.redhat.io', cache] });
     expect(on.stdout).toContain(`imagedigestmirrorset/prestage-cache serverside-applied: quay.io digest pulls through ${cache} first\n`);
     // Again: nothing more.
-    const again = await install(true);
+    const again = await install('on');
     expect([again.code, again.stderr]).toEqual([0, '']);
     expect(again.stdout).toContain('(unchanged)');
     expect(await imageConfig()).toEqual({ insecureRegistries: ['registry.corp:5000', cache], allowedRegistries: ['quay.io', 'registry.corp:5000', 'registry.redhat.io', cache] });
-    // Off: the mirror set and exactly the entries it added go.
-    const off = await install(false);
+    // Installing again without a cache flag (a new agent image, say) keeps the cache and its wiring.
+    const kept = await install('keep');
+    expect([kept.code, kept.stderr]).toEqual([0, '']);
+    expect(kept.stdout).toContain(`agents keep pulling through the cache: --cache-mirror=quay.io=${cache} (install --no-cache --apply turns it off)\n`);
+    expect(await client.find('/apis/config.openshift.io/v1/imagedigestmirrorsets/prestage-cache')).toBeDefined();
+    // Off: the mirror set and exactly the entries it added go, then the cache itself.
+    const off = await install('off');
     expect([off.code, off.stderr]).toEqual([0, '']);
     expect(off.stdout).toContain('imagedigestmirrorset/prestage-cache deleted\n');
+    expect(off.stdout).toContain('deployment/prestage-cache deleted\nservice/prestage-cache deleted\nconfigmap/prestage-cache deleted\npersistentvolumeclaim/prestage-cache deleted\n');
     expect(await client.find('/apis/config.openshift.io/v1/imagedigestmirrorsets/prestage-cache')).toBeUndefined();
     expect(await imageConfig()).toEqual(sources);
     const daemonSet = await cluster.kubeConfig.makeApiClient(AppsV1Api).readNamespacedDaemonSet({ name: AGENT_NAME, namespace: NAMESPACE });

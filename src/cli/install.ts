@@ -1,16 +1,16 @@
 /** `prestage install`: render (`-o yaml`) or server-side apply (`--apply`) the agent and its API. */
 import type { Argv } from 'yargs';
-import { KubeApiError, KubeClient } from '../cluster/kube.js';
+import { KubeApiError, KubeClient, type KubeObject } from '../cluster/kube.js';
 import { loadKubeconfig } from '../cluster/kubeconfig.js';
 import { BadInputError, ClusterError } from '../errors.js';
 import { applyServerSide, waitForCrdsEstablished } from '../install/apply.js';
-import { ADMISSION_POLICY_MIN_MINOR, DEFAULT_IMAGE_STORE, installManifests, renderInstallYaml } from '../install/manifests.js';
+import { ADMISSION_POLICY_MIN_MINOR, AGENT_NAME, DEFAULT_IMAGE_STORE, installManifests, renderInstallYaml } from '../install/manifests.js';
 import { parseReference } from '../registry/reference.js';
 import { findCredential, parsePullSecretFile } from '../registry/credentials.js';
 import { RegistryClient } from '../registry/client.js';
 import type { Manifest } from '../install/apply.js';
 import { applyCacheMirrorSet, removeCacheMirrorSet, servesMirrorSets } from '../install/cache-mirror-set.js';
-import { CACHE_NAME, cacheManifests, cacheMirrorArg as cacheMirrorArg_, checkCacheOptions, DEFAULT_CACHE_IMAGE, DEFAULT_CACHE_SIZE, DEFAULT_CACHE_UPSTREAM, HOST_IP_ADDRESS, type CacheOptions } from '../install/cache.js';
+import { CACHE_NAME, cacheManifests, cacheMirrorArg as cacheMirrorArg_, cacheMirrorArgsOf, cacheObjectPaths, checkCacheOptions, DEFAULT_CACHE_IMAGE, DEFAULT_CACHE_SIZE, DEFAULT_CACHE_UPSTREAM, HOST_IP_ADDRESS, type CacheOptions } from '../install/cache.js';
 import type { CommandContext } from './context.js';
 
 export function installCommand(ctx: CommandContext) {
@@ -24,7 +24,11 @@ export function installCommand(ctx: CommandContext) {
         .option('openshift', { type: 'boolean', describe: 'Render the SecurityContextConstraints OpenShift needs (with --apply: detected from security.openshift.io)' })
         .option('output', { alias: 'o', choices: ['yaml', 'json'] as const, default: 'yaml' as const, describe: 'Output format when rendering' })
         .option('apply', { type: 'boolean', default: false, describe: 'Apply server-side (field manager prestage) instead of printing' })
-        .option('cache', { type: 'boolean', default: false, describe: 'Also an in-cluster pull-through cache of --cache-upstream (distribution registry in proxy mode), and the agents pull through it (--cache-mirror)' })
+        .option('cache', {
+          type: 'boolean',
+          describe:
+            'Also an in-cluster pull-through cache of --cache-upstream (distribution registry in proxy mode), and the agents pull through it (--cache-mirror). --no-cache --apply turns it off and deletes it; with neither, --apply keeps a cache an earlier install set up',
+        })
         .option('cache-upstream', { type: 'string', default: DEFAULT_CACHE_UPSTREAM, describe: 'The registry host the cache stands in for' })
         .option('cache-image', { type: 'string', default: DEFAULT_CACHE_IMAGE, describe: 'The distribution registry image (resolved to a digest when its registry answers)' })
         .option('cache-size', { type: 'string', default: DEFAULT_CACHE_SIZE, describe: "The cache's PVC size (at least the plan's compressed bytes of the sets it serves)" })
@@ -78,6 +82,7 @@ export function installCommand(ctx: CommandContext) {
       await waitForCrdsEstablished(client, crds.map((manifest) => manifest.metadata.name));
       const applied: Manifest[] = [];
       let cacheMirrorArg: string | undefined;
+      let keptCache = false;
       if (cache) {
         // The namespace first, then the cache; its Service's ClusterIP goes into the agents' flags.
         const namespaceObject = agentManifests.filter((manifest) => manifest.kind === 'Namespace');
@@ -92,20 +97,52 @@ export function installCommand(ctx: CommandContext) {
           if (!clusterIP || clusterIP === 'None') throw new ClusterError(`service ${args.namespace}/${CACHE_NAME} has no ClusterIP`);
           cacheMirrorArg = cacheMirrorArg_(cache.upstream, clusterIP);
         }
+      } else if (args.cache === undefined) {
+        // Installing again (a new agent image, say) keeps the cache an earlier `install --cache` set up.
+        cacheMirrorArg = await keptCacheMirrorArg(client, args.namespace, options.agentArgs);
+        keptCache = cacheMirrorArg !== undefined;
       }
       const manifests = installManifests({ ...options, openshift, admissionPolicy, cacheMirrorArg });
       await applyServerSide(client, manifests.filter((manifest) => manifest.kind !== 'CustomResourceDefinition'));
       for (const manifest of [...manifests, ...applied]) ctx.stdout.write(`${manifest.kind.toLowerCase()}/${manifest.metadata.name} serverside-applied\n`);
-      if (cacheMirrorArg) ctx.stdout.write(`agents pull through the cache: ${cacheMirrorArg}\n`);
-      // OpenShift: the MCO wires every node (MCO-pinned ones too) by an ImageDigestMirrorSet; without --cache it goes.
-      if (await servesMirrorSets(client)) {
+      if (keptCache) ctx.stdout.write(`agents keep pulling through the cache: ${cacheMirrorArg} (install --no-cache --apply turns it off)\n`);
+      else if (cacheMirrorArg) ctx.stdout.write(`agents pull through the cache: ${cacheMirrorArg}\n`);
+      // OpenShift: the MCO wires every node (MCO-pinned ones too) by an ImageDigestMirrorSet; it goes with the cache.
+      if (!keptCache && (await servesMirrorSets(client))) {
         const clusterIP = cache && cache.nodePort === undefined ? cacheMirrorArg?.split('=').at(-1) : undefined;
         if (cache && !clusterIP) ctx.stderr.write(`prestage: warning: --cache-node-port: an ImageDigestMirrorSet names one address for every node, so none is written; MCO-pinned nodes pull straight from ${cache.upstream}\n`);
         const lines = clusterIP ? await applyCacheMirrorSet(client, cache!.upstream, clusterIP) : await removeCacheMirrorSet(client);
         for (const line of lines) ctx.stdout.write(`${line}\n`);
       }
+      // --no-cache: the nodes are unwired above (the agents remove their drop-in), then the cache itself goes.
+      if (args.cache === false) for (const line of await deleteCache(client, args.namespace)) ctx.stdout.write(`${line}\n`);
     },
   };
+}
+
+/**
+ * The `--cache-mirror` flag the running DaemonSet has from an earlier `install --cache`, while the
+ * cache's Service is still there (its address is the one the flag names); else undefined.
+ */
+async function keptCacheMirrorArg(client: KubeClient, namespace: string, agentArgs: readonly string[]): Promise<string | undefined> {
+  const daemonSet = await client.find<Parameters<typeof cacheMirrorArgsOf>[0] & KubeObject>(`/apis/apps/v1/namespaces/${namespace}/daemonsets/${AGENT_NAME}`);
+  const [kept] = cacheMirrorArgsOf(daemonSet).filter((arg) => !agentArgs.includes(arg));
+  if (kept === undefined) return undefined;
+  return (await client.find(`/api/v1/namespaces/${namespace}/services/${CACHE_NAME}`)) ? kept : undefined;
+}
+
+/** Deletes the cache's objects (its stored blobs go with the PVC; a --cache-host-path directory stays on its node). */
+async function deleteCache(client: KubeClient, namespace: string): Promise<string[]> {
+  const lines: string[] = [];
+  for (const { kind, name, path } of cacheObjectPaths(namespace)) {
+    try {
+      await client.request('DELETE', path, { query: { propagationPolicy: 'Foreground' } });
+      lines.push(`${kind}/${name} deleted`);
+    } catch (error) {
+      if (!(error instanceof KubeApiError && error.status === 404)) throw error;
+    }
+  }
+  return lines;
 }
 
 /** The API server's minor version (`/version`; `29+` on some distributions). */

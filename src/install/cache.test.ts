@@ -1,7 +1,7 @@
 import yaml from 'js-yaml';
 import { describe, expect, it } from 'vitest';
 import { BadInputError } from '../errors.js';
-import { CACHE_METRICS_PORT, CACHE_NAME, CACHE_PORT, cacheConfig, cacheManifests, cacheMirrorArg, DEFAULT_CACHE_IMAGE, HOST_IP_ADDRESS, type CacheOptions } from './cache.js';
+import { CACHE_METRICS_PORT, CACHE_NAME, CACHE_PORT, cacheConfig, cacheManifests, cacheMirrorArg, cacheMirrorArgsOf, cacheObjectPaths, DEFAULT_CACHE_IMAGE, HOST_IP_ADDRESS, type CacheOptions } from './cache.js';
 import { installManifests } from './manifests.js';
 import { parseCacheMirror } from '../agent/cache-mirror.js';
 
@@ -105,5 +105,15 @@ describe('install --cache: the pull-through cache', () => {
 
   it('the config is plain YAML the registry reads', () => {
     expect(cacheConfig('registry.example.com:8443')).toContain('remoteurl: https://registry.example.com:8443');
+  });
+
+  it('--no-cache deletes every object cacheManifests renders (with credentials and a PVC), and finds the wiring in a DaemonSet', () => {
+    const rendered = cacheManifests({ ...base, credentials: { username: 'u', password: 'p' } }).map((manifest) => `${manifest.kind.toLowerCase()}/${manifest.metadata.name}`);
+    const deleted = cacheObjectPaths('prestage').map(({ kind, name }) => `${kind}/${name}`);
+    expect(new Set(deleted)).toEqual(new Set(rendered));
+    const agent = installManifests({ namespace: 'prestage', image: 'registry.example/prestage:1', agentArgs: ['--reserve=1Gi'], imageStore: '/var/lib/containers/storage', cacheMirrorArg: cacheMirrorArg('quay.io', '10.0.0.7') });
+    const daemonSet = agent.find((manifest) => manifest.kind === 'DaemonSet') as Parameters<typeof cacheMirrorArgsOf>[0];
+    expect(cacheMirrorArgsOf(daemonSet)).toEqual(['--cache-mirror=quay.io=10.0.0.7:5000']);
+    expect(cacheMirrorArgsOf(undefined)).toEqual([]);
   });
 });

@@ -209,3 +209,20 @@ export function cacheMirrorArg(upstream: string, address: string, port = CACHE_P
 
 /** With a NodePort, each agent names its own node's address: the DaemonSet sets HOST_IP, and Kubernetes expands `$(HOST_IP)` in args. */
 export const HOST_IP_ADDRESS = '$(HOST_IP)';
+
+/** The cache's objects, as `cacheManifests` names them: what `install --no-cache` deletes (absent ones skipped). */
+export function cacheObjectPaths(namespace: string): Array<{ kind: string; name: string; path: string }> {
+  const ns = `namespaces/${namespace}`;
+  return [
+    { kind: 'deployment', name: CACHE_NAME, path: `/apis/apps/v1/${ns}/deployments/${CACHE_NAME}` },
+    { kind: 'service', name: CACHE_NAME, path: `/api/v1/${ns}/services/${CACHE_NAME}` },
+    { kind: 'configmap', name: CACHE_NAME, path: `/api/v1/${ns}/configmaps/${CACHE_NAME}` },
+    { kind: 'secret', name: `${CACHE_NAME}-upstream`, path: `/api/v1/${ns}/secrets/${CACHE_NAME}-upstream` },
+    { kind: 'persistentvolumeclaim', name: CACHE_NAME, path: `/api/v1/${ns}/persistentvolumeclaims/${CACHE_NAME}` },
+  ];
+}
+
+/** The `--cache-mirror` flags of a rendered or running DaemonSet's agent container. */
+export function cacheMirrorArgsOf(daemonSet: { spec?: { template?: { spec?: { containers?: Array<{ args?: string[] }> } } } } | undefined): string[] {
+  return (daemonSet?.spec?.template?.spec?.containers ?? []).flatMap((container) => container.args ?? []).filter((arg) => arg.startsWith('--cache-mirror='));
+}

@@ -16,6 +16,7 @@ import { dump } from 'js-yaml';
 import { testbedBinaries } from '../cluster/binaries.js';
 import type { TestCluster } from '../cluster/index.js';
 import { Daemon, waitFor } from '../cluster/processes.js';
+import type { RequestRecord } from '../harness/fault-proxy.js';
 import { freePort } from '../harness/free-port.js';
 
 const run = promisify(execFile);
@@ -155,3 +156,23 @@ function answers(url: string): Promise<true | undefined> {
     req.end();
   });
 }
+
+const BLOB = /^\/v2\/.+\/blobs\/sha256:[a-f0-9]{64}$/;
+/** The blob GETs among the requests a counting proxy saw. */
+export const blobGets = (log: readonly RequestRecord[]) => log.filter((record) => record.method === 'GET' && BLOB.test(record.target));
+export const bytesOf = (records: readonly RequestRecord[]) => records.reduce((total, record) => total + record.bytesSent, 0);
+
+interface Blob {
+  readonly digest: string;
+  readonly size: number;
+}
+
+/** Compressed bytes of every blob (config and layers) the images need, each once; minus those in `held`. */
+export function uniqueBlobs(components: ReadonlyArray<{ readonly config: Blob; readonly layers: readonly Blob[] }>, held = new Set<string>()): Map<string, number> {
+  const blobs = new Map<string, number>();
+  for (const component of components) {
+    for (const blob of [component.config, ...component.layers]) if (!held.has(blob.digest)) blobs.set(blob.digest, blob.size);
+  }
+  return blobs;
+}
+export const sum = (blobs: Map<string, number>) => [...blobs.values()].reduce((total, size) => total + size, 0);
