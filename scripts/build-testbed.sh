@@ -2,7 +2,7 @@
 # Everything the tests need that npm does not install; `npm test` runs it first (vitest's global
 # setup), so the README's test command works on a fresh machine. Nothing else runs it, CI included.
 # Builds the real-cluster test bed, or reuses it from the cache: etcd, kube-apiserver, kubelet,
-# kube-controller-manager, kube-scheduler, CRI-O (with its pinns helper) and the distribution
+# kube-controller-manager, kube-scheduler, kube-proxy, CRI-O (with its pinns helper) and the distribution
 # registry v3 (the in-cluster cache's engine) from the Go module proxy, pinned by the modules in tools/testbed/; conmon, crun, runc, CNI plugins, openssl,
 # htpasswd and docker-registry from Debian. Idempotent: a component is rebuilt only
 # when its binary for that version is missing. Prints per-component and total build times.
@@ -29,8 +29,9 @@ CRIO_TAGS='containers_image_openpgp exclude_graphdriver_btrfs'
 # HTTPS_PROXY tests). Build: gcc and libc6-dev (cgo, static pinns).
 # The DaemonSet test (a real kubelet running containers): runc (crun 1.8.1 rejects the OCI spec
 # version CRI-O 1.34 writes), jq (its runc shim edits config.json), containernetworking-plugins
-# (a loopback CNI network, so the runtime reports NetworkReady), busybox-static (the pause image).
-DEBIAN_PACKAGES=(conmon crun openssl docker-registry apache2-utils ca-certificates tinyproxy gcc libc6-dev runc jq containernetworking-plugins busybox-static)
+# (a loopback CNI network, so the runtime reports NetworkReady; the cache test's bridge network),
+# busybox-static (the pause image), iptables (kube-proxy's rules for the cache test's ClusterIP).
+DEBIAN_PACKAGES=(conmon crun openssl docker-registry apache2-utils ca-certificates tinyproxy gcc libc6-dev runc jq containernetworking-plugins busybox-static iptables)
 
 json=false packages_only=false
 case ${1:-} in
@@ -110,6 +111,8 @@ build_kube_apiserver() { build_kube_command kube-apiserver; }
 build_kubelet() { build_kube_command kubelet; }
 build_kube_controller_manager() { build_kube_command kube-controller-manager; }
 build_kube_scheduler() { build_kube_command kube-scheduler; }
+# The cache test: host-network clients (CRI-O) reach a Service's ClusterIP through kube-proxy's rules.
+build_kube_proxy() { build_kube_command kube-proxy; }
 # The cache's engine (`registry:3` in clusters): distribution 3, whose proxy fetches a missing blob
 # upstream once; Debian's docker-registry is 2.8 (twice). Pure Go.
 build_distribution() { CGO_ENABLED=0 go_build distribution github.com/distribution/distribution/v3/cmd/registry ''; }
@@ -162,6 +165,7 @@ build kube-apiserver "$kube_version" build_kube_apiserver
 build kubelet "$kube_version" build_kubelet
 build kube-controller-manager "$kube_version" build_kube_controller_manager
 build kube-scheduler "$kube_version" build_kube_scheduler
+build kube-proxy "$kube_version" build_kube_proxy
 build crio "$crio_version" build_crio
 build pinns "$crio_version" build_pinns
 build distribution "$distribution_version" build_distribution

@@ -28,7 +28,7 @@ import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/i
 import { AGENT_NAME, installManifests } from '../src/install/manifests.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { KubeletBed, pushPauseImage } from './cluster/kubelet.js';
-import { Daemon, waitFor } from './cluster/processes.js';
+import { waitFor } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/registry.js';
 import { dir, file, link, pushedSizes, pushImage, type Entry } from './support/built-images.js';
 import { runCli } from './support/cli.js';
@@ -41,7 +41,6 @@ let cluster: TestCluster;
 let node: TestNode;
 let nodeDir: string;
 let kubeletRoot: string;
-const daemons: Daemon[] = [];
 let kubelets: KubeletBed;
 
 beforeAll(async () => {
@@ -55,19 +54,11 @@ beforeAll(async () => {
   // Shared: the DaemonSet's hostPath volume holds CRI-O's storage root.
   await kubelets.runContainers(node, { pauseImage: await pushPauseImage(registry.host, binaries.busybox), sharedMount: true });
 
-  const pki = join(cluster.dir, 'control-plane', 'pki');
-  const admin = cluster.kubeconfigPath;
-  const controllers = (name: string, command: string, args: string[]) => {
-    const daemon = Daemon.start({ name, command, args: [`--kubeconfig=${admin}`, `--authentication-kubeconfig=${admin}`, `--authorization-kubeconfig=${admin}`, '--leader-elect=false', '--secure-port=0', ...args], logPath: join(cluster.dir, `${name}.log`) });
-    daemons.push(daemon);
-  };
-  controllers('kube-controller-manager', binaries['kube-controller-manager'], [`--root-ca-file=${join(pki, 'ca.crt')}`, `--service-account-private-key-file=${join(pki, 'sa.key')}`, '--controllers=*']);
-  controllers('kube-scheduler', binaries['kube-scheduler'], []);
+  kubelets.startControllers();
   kubeletRoot = (await kubelets.start(node)).rootDir;
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
-  for (const daemon of daemons.reverse()) await daemon.stop().catch(() => undefined);
   await kubelets?.stop();
   await cluster?.stop();
   await registry?.stop();

@@ -24,6 +24,8 @@ export interface TestbedBinaries {
   readonly kubelet: string;
   readonly 'kube-controller-manager': string;
   readonly 'kube-scheduler': string;
+  /** The cache test's service proxy (iptables mode): host-network clients reach ClusterIPs. */
+  readonly 'kube-proxy': string;
   readonly runc: string;
   /** Directory of the CNI plugins (`loopback`, ...). */
   readonly cniPlugins: string;

@@ -39,6 +39,12 @@ export async function pushPauseImage(host: string, busyboxPath: string): Promise
   return pushImage(host, 'pause', [[dir('bin/'), file('bin/busybox', busybox, 0o755), link('bin/sleep', 'busybox')]], { Entrypoint: ['/bin/sleep', 'infinity'] });
 }
 
+/** A pod network for one node: a Linux bridge (at most 15 characters) and the node's pod subnet (`10.244.1.0/24`). */
+export interface PodNetwork {
+  readonly bridge: string;
+  readonly subnet: string;
+}
+
 export interface Kubelet {
   readonly node: TestNode;
   /** `--root-dir`: pods/, their volumes. */
@@ -50,6 +56,7 @@ export interface Kubelet {
 
 export class KubeletBed {
   private readonly kubelets: Array<{ kubelet: Kubelet; daemon: Daemon }> = [];
+  private readonly controllers: Daemon[] = [];
   /** Run in reverse order by stop(), after the kubelets. */
   private readonly cleanups: Array<() => Promise<unknown>> = [];
   private shim: string | undefined;
@@ -60,7 +67,7 @@ export class KubeletBed {
    * Makes `node`'s CRI-O able to run containers (runc shim, `pauseImage`, loopback CNI) and
    * restarts it: its pid changes, so start what signals it (agents) after this.
    */
-  async runContainers(node: TestNode, options: { pauseImage: string; sharedMount?: boolean }): Promise<void> {
+  async runContainers(node: TestNode, options: { pauseImage: string; sharedMount?: boolean; podNetwork?: PodNetwork }): Promise<void> {
     const nodeDir = dirname(node.crio.confDir);
     const { binaries } = this.cluster;
     if (options.sharedMount) {
@@ -83,9 +90,24 @@ pause_image = ${toml(options.pauseImage)}
 pause_command = ""
 `);
     await mkdir(join(nodeDir, 'cni', 'bin'), { recursive: true });
-    await copyFile(join(binaries.cniPlugins, 'loopback'), join(nodeDir, 'cni', 'bin', 'loopback'));
-    await chmod(join(nodeDir, 'cni', 'bin', 'loopback'), 0o755);
-    await writeFile(join(nodeDir, 'cni', 'net.d', '10-loopback.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'testbed-loopback', plugins: [{ type: 'loopback' }] }));
+    for (const plugin of options.podNetwork ? ['loopback', 'bridge', 'host-local'] : ['loopback']) {
+      await copyFile(join(binaries.cniPlugins, plugin), join(nodeDir, 'cni', 'bin', plugin));
+      await chmod(join(nodeDir, 'cni', 'bin', plugin), 0o755);
+    }
+    if (options.podNetwork) {
+      const { bridge, subnet } = options.podNetwork;
+      // Pods get an address on a bridge of the host, which routes to them: the host (kubelet
+      // probes, kube-proxy's DNAT of a ClusterIP, the API server's service proxy) reaches them,
+      // and they reach the host's own addresses through the bridge's (gateway) address.
+      await writeFile(join(nodeDir, 'cni', 'net.d', '10-bridge.conflist'), JSON.stringify({
+        cniVersion: '1.0.0',
+        name: 'testbed-bridge',
+        plugins: [{ type: 'bridge', bridge, isGateway: true, ipMasq: false, ipam: { type: 'host-local', ranges: [[{ subnet }]], routes: [{ dst: '0.0.0.0/0' }], dataDir: join(nodeDir, 'cni', 'ipam') } }],
+      }));
+      this.cleanups.push(() => run('ip', ['link', 'delete', bridge]).catch(() => undefined));
+    } else {
+      await writeFile(join(nodeDir, 'cni', 'net.d', '10-loopback.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'testbed-loopback', plugins: [{ type: 'loopback' }] }));
+    }
     await node.crio.restart();
     // After the containers are gone: what the kubelet and CRI-O mounted under the node's
     // directory and left (the kubelet's bind of its root dir, pinned namespaces, sandbox shm).
@@ -105,13 +127,7 @@ pause_command = ""
     await makeCgroupRoot(cgroupRoot);
     // Last (cleanups run in reverse): the kubelet's (now empty) cgroups; rmdir refuses anything still in use.
     this.cleanups.unshift(() => removeCgroupRoot(cgroupRoot));
-    await run('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2',
-      '-CA', join(pki, 'ca.crt'), '-CAkey', join(pki, 'ca.key'), '-keyout', join(kubeletDir, 'node.key'), '-out', join(kubeletDir, 'node.crt'),
-      '-subj', `/O=system:nodes/CN=system:node:${node.name}`, '-addext', 'basicConstraints=critical,CA:FALSE', '-addext', 'extendedKeyUsage=clientAuth',
-    ]);
-    const ca = await readFile(join(pki, 'ca.crt'));
-    await writeFile(join(kubeletDir, 'kubeconfig'), yaml.dump(kubeconfigFor(cluster.apiServerUrl, ca, { 'client-certificate': join(kubeletDir, 'node.crt'), 'client-key': join(kubeletDir, 'node.key') })));
+    const kubeconfig = await clientCertKubeconfig(cluster, kubeletDir, 'node', `/O=system:nodes/CN=system:node:${node.name}`);
     const [port] = await freePorts(1);
     await writeFile(join(kubeletDir, 'config.yaml'), yaml.dump({
       apiVersion: 'kubelet.config.k8s.io/v1beta1',
@@ -137,7 +153,7 @@ pause_command = ""
     const daemon = Daemon.start({
       name: `kubelet (${node.name})`,
       command: cluster.binaries.kubelet,
-      args: [`--config=${join(kubeletDir, 'config.yaml')}`, `--kubeconfig=${join(kubeletDir, 'kubeconfig')}`, `--root-dir=${rootDir}`, `--hostname-override=${node.name}`, '--v=1'],
+      args: [`--config=${join(kubeletDir, 'config.yaml')}`, `--kubeconfig=${kubeconfig}`, `--root-dir=${rootDir}`, `--hostname-override=${node.name}`, '--v=1'],
       logPath,
     });
     const kubelet: Kubelet = { node, rootDir, cgroupRoot, logPath };
@@ -152,8 +168,24 @@ pause_command = ""
     return kubelet;
   }
 
-  /** Stops the kubelets, removes their containers, unmounts, removes their cgroups. */
+    /**
+   * The controllers that turn Deployments and DaemonSets into bound pods: kube-controller-manager
+   * (every controller) and kube-scheduler, with the admin credentials; stopped before the kubelets.
+   */
+  startControllers(): void {
+    const { cluster } = this;
+    const pki = join(cluster.dir, 'control-plane', 'pki');
+    const admin = cluster.kubeconfigPath;
+    const start = (name: string, command: string, args: string[]) => {
+      this.controllers.push(Daemon.start({ name, command, args: [`--kubeconfig=${admin}`, `--authentication-kubeconfig=${admin}`, `--authorization-kubeconfig=${admin}`, '--leader-elect=false', '--secure-port=0', ...args], logPath: join(cluster.dir, `${name}.log`) }));
+    };
+    start('kube-controller-manager', cluster.binaries['kube-controller-manager'], [`--root-ca-file=${join(pki, 'ca.crt')}`, `--service-account-private-key-file=${join(pki, 'sa.key')}`, '--controllers=*']);
+    start('kube-scheduler', cluster.binaries['kube-scheduler'], []);
+  }
+
+  /** Stops the controllers and kubelets, removes their containers, unmounts, removes their cgroups. */
   async stop(): Promise<void> {
+    for (const daemon of this.controllers.splice(0).reverse()) await daemon.stop().catch(() => undefined);
     for (const { daemon } of this.kubelets.splice(0).reverse()) await daemon.stop().catch(() => undefined);
     for (const cleanup of this.cleanups.splice(0).reverse()) await cleanup();
   }
@@ -179,6 +211,23 @@ exec ${this.cluster.binaries.runc} "$@"
     this.shim = shim;
     return shim;
   }
+}
+
+/**
+ * A kubeconfig in `dir` for a client certificate the test bed's CA signs for `subject`
+ * (`/O=group/CN=user`), as kubeadm issues them to kubelets and kube-proxy; returns its path.
+ */
+export async function clientCertKubeconfig(cluster: TestCluster, dir: string, name: string, subject: string): Promise<string> {
+  const pki = join(cluster.dir, 'control-plane', 'pki');
+  await run('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2',
+    '-CA', join(pki, 'ca.crt'), '-CAkey', join(pki, 'ca.key'), '-keyout', join(dir, `${name}.key`), '-out', join(dir, `${name}.crt`),
+    '-subj', subject, '-addext', 'basicConstraints=critical,CA:FALSE', '-addext', 'extendedKeyUsage=clientAuth',
+  ]);
+  const ca = await readFile(join(pki, 'ca.crt'));
+  const path = join(dir, `${name}.kubeconfig`);
+  await writeFile(path, yaml.dump(kubeconfigFor(cluster.apiServerUrl, ca, { 'client-certificate': join(dir, `${name}.crt`), 'client-key': join(dir, `${name}.key`) })));
+  return path;
 }
 
 /** The cgroup v1 hierarchies mounted here (cpu, memory, ..., name=systemd), not the cgroup2 one. */

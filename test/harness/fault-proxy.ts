@@ -124,13 +124,15 @@ export interface FaultProxyOptions {
   upstream: string;
   /** CA for an https upstream. */
   caFile?: string;
+  /** Also answer on the host's other addresses (`0.0.0.0`), e.g. for pods; `host` and `url` stay on 127.0.0.1. */
+  listenAddress?: string;
 }
 
 export async function startFaultProxy(options: FaultProxyOptions): Promise<FaultProxy> {
   const upstream = new URL(options.upstream);
   const ca = options.caFile ? await readFile(options.caFile) : undefined;
   const proxy = new FaultInjectingProxy(upstream, ca);
-  await proxy.listen();
+  await proxy.listen(options.listenAddress);
   return proxy;
 }
 
@@ -181,8 +183,8 @@ class FaultInjectingProxy implements FaultProxy {
     return this.counters;
   }
 
-  async listen(): Promise<void> {
-    const [registryPort, cdnPort] = await Promise.all([listen(this.registryServer), listen(this.cdnServer)]);
+  async listen(address = '127.0.0.1'): Promise<void> {
+    const [registryPort, cdnPort] = await Promise.all([listen(this.registryServer, address), listen(this.cdnServer, address)]);
     this.host = `127.0.0.1:${registryPort}`;
     this.url = `http://${this.host}`;
     this.cdnUrl = `http://127.0.0.1:${cdnPort}`;
@@ -560,10 +562,10 @@ function contentLength(response: IncomingMessage): number | undefined {
   return header === undefined ? undefined : Number(header);
 }
 
-async function listen(server: Server): Promise<number> {
+async function listen(server: Server, address: string): Promise<number> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
+    server.listen(0, address, resolve);
   });
   return (server.address() as AddressInfo).port;
 }
