@@ -3,7 +3,8 @@
  * bed, its Deployment run as a pod by a REAL kubelet (with kube-controller-manager and
  * kube-scheduler) on a pod network, its Service's ClusterIP made reachable from the host network
  * by a REAL kube-proxy (iptables mode), and three nodes' CRI-O pulling through that ClusterIP, as
- * the `--cache-mirror` flag install gave the DaemonSet says. Then installing again keeps the cache,
+ * the `--cache-mirror` flag install gave the DaemonSet says; then through a NodePort at each
+ * node's own address (`--cache-node-port`). Then installing again keeps the cache,
  * and `install --no-cache --apply` turns it off in one command: the agents drop their drop-in, the
  * cache's objects go.
  *
@@ -43,6 +44,9 @@ const POD_CIDR = '10.244.0.0/16';
 const truth = inject('fixtureTruth');
 /** A third of the release's every-node images: pulled by all three nodes through the cache. */
 const IMAGES = truth.components.filter((component) => component.role === 'all').filter((_, index) => index % 3 === 0);
+/** Another sixth, through the NodePort. */
+const NODE_PORT_IMAGES = truth.components.filter((component) => component.role === 'all').filter((_, index) => index % 6 === 1);
+const NODE_PORT = 30500;
 
 let dir: string;
 let upstream: RegistryHandle;
@@ -84,6 +88,25 @@ afterAll(async () => {
   if (dir && !process.env.PRESTAGE_TESTBED_KEEP) await rm(dir, { recursive: true, force: true });
 }, 180_000);
 
+/** The one test-bed change to the rendered config: the upstream is the link, at an address the pod reaches. */
+async function patchRemoteUrl(): Promise<void> {
+  const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+  const rendered = (await core.readNamespacedConfigMap({ name: 'prestage-cache', namespace: NAMESPACE })).data!['config.yml']!;
+  expect(rendered).toContain('remoteurl: https://quay.io\n');
+  const linkForPods = `http://${hostAddress()}:${link.host.split(':')[1]}`;
+  await core.patchNamespacedConfigMap(
+    { name: 'prestage-cache', namespace: NAMESPACE, body: { data: { 'config.yml': rendered.replace('remoteurl: https://quay.io', `remoteurl: ${linkForPods}`) } } },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
+}
+
+async function createSet(name: string, pullSpecs: readonly string[]): Promise<void> {
+  await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createClusterCustomObject({
+    group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS,
+    body: { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name }, spec: { pinnedImages: pullSpecs.map((pullSpec) => ({ name: pullSpec })) } },
+  });
+}
+
 describe('install --cache on a cluster: the cache pod behind its ClusterIP', () => {
   it('runs the Deployment install renders, and three nodes pull a set through the Service ClusterIP kube-proxy routes: each unique blob crosses the link once; wait reads the pod\'s own counters', async () => {
     const cacheImage = await pushImage(images.host, 'distribution', [[
@@ -99,15 +122,7 @@ describe('install --cache on a cluster: the cache pod behind its ClusterIP', () 
     expect(flags).toEqual([`--cache-mirror=quay.io=${clusterIP}:5000`]);
     expect(installed.stdout).toContain(`agents pull through the cache: ${flags[0]}\n`);
 
-    // The one test-bed change to the config: the upstream is the link, at an address the pod reaches.
-    const configMap = await core.readNamespacedConfigMap({ name: 'prestage-cache', namespace: NAMESPACE });
-    const rendered = configMap.data!['config.yml']!;
-    expect(rendered).toContain('remoteurl: https://quay.io\n');
-    const linkForPods = `http://${hostAddress()}:${link.host.split(':')[1]}`;
-    await core.patchNamespacedConfigMap(
-      { name: 'prestage-cache', namespace: NAMESPACE, body: { data: { 'config.yml': rendered.replace('remoteurl: https://quay.io', `remoteurl: ${linkForPods}`) } } },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-    );
+    await patchRemoteUrl();
     kubelets.startControllers();
     await kubelets.start(cacheNode);
     kubeProxy = await KubeProxy.start(cluster, { nodeName: cacheNode.name, clusterCidr: POD_CIDR });
@@ -125,10 +140,7 @@ describe('install --cache on a cluster: the cache pod behind its ClusterIP', () 
 
     link.resetStats();
     const pullSpecs = IMAGES.map((component) => component.pullSpec);
-    await cluster.kubeConfig.makeApiClient(CustomObjectsApi).createClusterCustomObject({
-      group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS,
-      body: { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name: 'through-cluster-ip' }, spec: { pinnedImages: pullSpecs.map((name) => ({ name })) } },
-    });
+    await createSet('through-cluster-ip', pullSpecs);
     const waited = runCli(['wait', 'through-cluster-ip', '-o', 'json', '--timeout', '4m', ...kube()]);
     const mirror = flags[0]!.slice('--cache-mirror='.length);
     for (const node of cluster.nodes) agents.push(await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, args: ['--cache-mirror', mirror] }));
@@ -157,13 +169,51 @@ describe('install --cache on a cluster: the cache pod behind its ClusterIP', () 
     expect(cacheEvent.hits).toBeGreaterThanOrEqual(unique.size * cluster.nodes.length);
   }, 600_000);
 
+  it('with --cache-node-port: a NodePort Service, and each node pulls through the cache at its own address (kube-proxy\'s NodePort rules), the next set\'s blobs once over the link', async () => {
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const apps = cluster.kubeConfig.makeApiClient(AppsV1Api);
+    const cacheImage = (await apps.readNamespacedDeployment({ name: 'prestage-cache', namespace: NAMESPACE })).spec!.template.spec!.containers[0]!.image!;
+    const installed = await install('--cache', '--cache-image', cacheImage, '--cache-host-path', join(dir, 'cache-storage'), '--cache-node', cacheNode.name, '--cache-node-port', String(NODE_PORT));
+    expect([installed.code, installed.stderr]).toEqual([0, '']);
+    // The Deployment is unchanged (the pod keeps running); the ConfigMap is as rendered again: the test bed's upstream back in.
+    await patchRemoteUrl();
+    const service = await core.readNamespacedService({ name: 'prestage-cache', namespace: NAMESPACE });
+    expect(service.spec!.type).toBe('NodePort');
+    expect(service.spec!.ports!.find((port) => port.name === 'registry')!.nodePort).toBe(NODE_PORT);
+    const daemonSet = await apps.readNamespacedDaemonSet({ name: AGENT_NAME, namespace: NAMESPACE });
+    expect(cacheMirrorArgsOf(daemonSet as Parameters<typeof cacheMirrorArgsOf>[0])).toEqual([`--cache-mirror=quay.io=$(HOST_IP):${NODE_PORT}`]);
+    expect(daemonSet.spec!.template.spec!.containers[0]!.env).toContainEqual({ name: 'HOST_IP', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'status.hostIP' } } });
+    await kubeProxy.routesNodePort(NODE_PORT);
+    // What the kubelet makes of $(HOST_IP) for a pod on any of these nodes: they all run on this host.
+    const mirror = `quay.io=${hostAddress()}:${NODE_PORT}`;
+    await Promise.all(agents.splice(0).map((agent) => agent.stop(30_000)));
+    link.resetStats();
+    const pullSpecs = NODE_PORT_IMAGES.map((component) => component.pullSpec);
+    await createSet('through-node-port', pullSpecs);
+    const waited = runCli(['wait', 'through-node-port', '--timeout', '4m', ...kube()]);
+    for (const node of cluster.nodes) agents.push(await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, args: ['--cache-mirror', mirror] }));
+    const wait = await waited;
+    expect([wait.code, wait.stderr]).toEqual([0, '']);
+    for (const node of cluster.nodes) {
+      expect(Object.values(await pinState(node, pullSpecs))).toEqual(pullSpecs.map(() => true));
+      expect(await readFile(node.crio.logPath, 'utf8')).toContain(`Trying to access \\"${hostAddress()}:${NODE_PORT}/`);
+    }
+    const unique = uniqueBlobs(NODE_PORT_IMAGES, new Set(uniqueBlobs(IMAGES).keys()));
+    const fills = blobGets(link.stats.log).filter((record) => record.range === undefined);
+    console.log(`through the NodePort ${hostAddress()}:${NODE_PORT}: ${pullSpecs.length} images x ${cluster.nodes.length} nodes; ${unique.size} new unique blobs (${sum(unique)} B); link: ${fills.length} whole-blob GETs (${bytesOf(fills)} B)`);
+    expect(fills.map((record) => record.target.split('/blobs/')[1]).sort()).toEqual([...unique.keys()].sort());
+  }, 300_000);
+
   it('install --apply again keeps the cache; install --no-cache --apply turns it off: no --cache-mirror, the agents remove their drop-in, the cache\'s objects are deleted', async () => {
     const apps = cluster.kubeConfig.makeApiClient(AppsV1Api);
     const daemonSetFlags = async () => cacheMirrorArgsOf(await apps.readNamespacedDaemonSet({ name: AGENT_NAME, namespace: NAMESPACE }) as Parameters<typeof cacheMirrorArgsOf>[0]);
+    // The wiring the last `install --cache` gave (the NodePort's), kept as it is.
+    const wired = `--cache-mirror=quay.io=$(HOST_IP):${NODE_PORT}`;
+    expect(await daemonSetFlags()).toEqual([wired]);
     const kept = await install();
     expect([kept.code, kept.stderr]).toEqual([0, '']);
-    expect(kept.stdout).toContain(`agents keep pulling through the cache: --cache-mirror=quay.io=${clusterIP}:5000 (install --no-cache --apply turns it off)\n`);
-    expect(await daemonSetFlags()).toEqual([`--cache-mirror=quay.io=${clusterIP}:5000`]);
+    expect(kept.stdout).toContain(`agents keep pulling through the cache: ${wired} (install --no-cache --apply turns it off)\n`);
+    expect(await daemonSetFlags()).toEqual([wired]);
 
     const off = await install('--no-cache');
     console.log(`$ prestage install --image ghcr.io/prestage/prestage:test --no-cache --apply\n${off.stdout.split('\n').slice(-6).join('\n')}`);

@@ -67,6 +67,14 @@ export class KubeProxy {
     }, 60_000, 250);
   }
 
+  /** Resolves once the host's rules answer `port` on its own addresses (a NodePort Service with ready endpoints). */
+  async routesNodePort(port: number): Promise<void> {
+    await waitFor(`kube-proxy to route NodePort ${port}`, async () => {
+      const { stdout } = await run('iptables', ['-w', '-t', 'nat', '-S', 'KUBE-NODEPORTS']);
+      return stdout.split('\n').some((rule) => rule.includes(`--dport ${port}`) && rule.includes('-j KUBE-EXT-')) ? true : undefined;
+    }, 60_000, 250);
+  }
+
   async stop(): Promise<void> {
     await this.daemon.stop().catch(() => undefined);
     await run(this.binary, ['--cleanup', '--proxy-mode=iptables']).catch(() => undefined);
