@@ -24,7 +24,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { API_VERSION, GROUP, PINNED_IMAGE_SETS, VERSION } from '../src/api/prestage.js';
+import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, type NodePinnedImages } from '../src/api/prestage.js';
 import { CACHE_DROP_IN_NAME } from '../src/agent/cache-mirror.js';
 import { cacheMirrorArgsOf } from '../src/install/cache.js';
 import { AGENT_NAME } from '../src/install/manifests.js';
@@ -151,6 +151,16 @@ describe('install --cache on a cluster: the cache pod behind its ClusterIP', () 
       expect(await readFile(dropInOf(node), 'utf8')).toContain(`[[registry.mirror]]\nlocation = "${clusterIP}:5000"\ninsecure = true\npull-from-mirror = "digest-only"\n`);
       // CRI-O went to the ClusterIP for the images' blobs.
       expect(await readFile(node.crio.logPath, 'utf8')).toContain(`Trying to access \\"${clusterIP}:5000/`);
+    }
+    // Sizes stay exact through the cache: the agents read them from the upstream (4-byte trailer reads; a proxy
+    // cache answers those with the whole blob), so each node's status carries the set's exact uncompressed bytes.
+    const layers = new Map(IMAGES.flatMap((component) => component.layers.map((layer) => [layer.digest, layer.uncompressedSize] as const)));
+    const exactBytes = [...layers.values()].reduce((total, size) => total + size, 0);
+    const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+    for (const node of cluster.nodes) {
+      const status = (await custom.getClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: node.name })) as NodePinnedImages;
+      const set = status.status?.pinnedImageSets?.find((entry) => entry.name === 'through-cluster-ip');
+      expect([node.name, set?.bytes, set?.pulledBytes]).toEqual([node.name, exactBytes, exactBytes]);
     }
     const unique = uniqueBlobs(IMAGES);
     const fills = blobGets(link.stats.log).filter((record) => record.range === undefined);
