@@ -1,12 +1,22 @@
 /**
- * The HTTP dispatcher registry traffic goes through: one pool per origin, direct or through
- * the proxy the environment names for it (src/net/proxy.ts). Trust is the OS store plus
+ * The HTTP dispatcher registry traffic goes through: one keep-alive pool per origin, direct
+ * (node:http and node:https agents) or through the proxy the environment names for it
+ * (src/net/proxy.ts; undici's ProxyAgent, loaded only then). Trust is the OS store plus
  * --ca-file, for registries and an HTTPS proxy alike; certificates go unchecked only for the
  * origins of registries the user named insecure.
+ *
+ * Direct requests use Node's own HTTP client: its parser is native, where undici compiles its
+ * WebAssembly parser (and warms up its JavaScript) in every process, which cost a plan about a
+ * sixth of its CPU. Stalls and connect timeouts fail with undici's error codes, so the retry
+ * policy (registry/retry.ts) reads both paths alike.
  */
+import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { createRequire } from 'node:module';
+import type { Socket } from 'node:net';
+import { Readable } from 'node:stream';
 import { createSecureContext, type ConnectionOptions } from 'node:tls';
-import type { Agent as AgentClass, Dispatcher, Pool as PoolClass, ProxyAgent as ProxyAgentClass } from 'undici';
+import type { Dispatcher as UndiciDispatcher, ProxyAgent as ProxyAgentClass } from 'undici';
 import { isInsecureOrigin, type InsecureRegistries } from '../registry/scheme.js';
 import { proxyFor } from './proxy.js';
 import { readBundle, systemTrust } from './trust.js';
@@ -17,53 +27,283 @@ export interface DispatcherOptions {
   readonly caFile?: string;
   /** Headers and idle body: longer is a stall. */
   readonly stallTimeoutMs: number;
-  /** TCP and TLS connection setup; default undici's 10 s. */
+  /** TCP and TLS connection setup; default 10 s. */
   readonly connectTimeoutMs?: number;
 }
 
-// undici's index loads fetch, WebSocket, cookies, caches and mocks too: about 95 ms of CPU at
-// every start. The dispatchers are all registry traffic needs (undici has no exports map, so
-// its lib paths are stable files of the pinned version).
-// Requests go through `dispatchRequest`, undici's own `request` bound to a dispatcher.
-const load = createRequire(import.meta.url);
-const Agent = load('undici/lib/dispatcher/agent.js') as typeof AgentClass;
-const Pool = load('undici/lib/dispatcher/pool.js') as typeof PoolClass;
-const apiRequest = load('undici/lib/api/api-request.js') as (this: Dispatcher, options: Dispatcher.RequestOptions) => Promise<Dispatcher.ResponseData>;
-/**
- * Only when the environment names a proxy: the whole of undici, whose index also gives every
- * dispatcher the API methods a ProxyAgent's tunnel (CONNECT) uses.
- */
-const proxyAgent = (): typeof ProxyAgentClass => (load('undici') as typeof import('undici')).ProxyAgent;
+export type HttpMethod = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-/** undici's `request(url, options)`: one request through `dispatcher`, without loading undici's index. */
-export function dispatchRequest(dispatcher: Dispatcher, url: string, options: Omit<Dispatcher.RequestOptions, 'origin' | 'path' | 'method'> & { method?: Dispatcher.HttpMethod }): Promise<Dispatcher.ResponseData> {
-  const at = new URL(url);
-  return apiRequest.call(dispatcher, { ...options, origin: at.origin, path: `${at.pathname}${at.search}`, method: options.method ?? 'GET' });
+export interface RequestInit {
+  readonly method?: HttpMethod;
+  readonly headers?: Record<string, string>;
+  readonly body?: Buffer | string | Readable;
+  readonly signal?: AbortSignal;
+}
+
+export type ResponseHeaders = Record<string, string | string[] | undefined>;
+
+export interface HttpResponse {
+  readonly statusCode: number;
+  /** Lower-case names; a header sent more than once is an array (every `WWW-Authenticate`). */
+  readonly headers: ResponseHeaders;
+  /** Read it, dump it or destroy it: the connection is reused only once the body ended. */
+  readonly body: Readable;
 }
 
 /** Connections per origin: enough for parallel blobs and ranged parts of big ones. */
 const CONNECTIONS_PER_ORIGIN = 32;
+const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+/** A body dumped (not read) longer than this closes its connection instead of being drained. */
+const DUMP_LIMIT = 128 * 1024;
 
-export function createDispatcher(opts: DispatcherOptions): Dispatcher {
-  // A missing --ca-file is bad input before any request.
-  const extra = opts.caFile ? [readBundle(opts.caFile, '--ca-file')] : [];
-  const timeout = opts.connectTimeoutMs !== undefined ? { timeout: opts.connectTimeoutMs } : {};
-  // Parsed once for every connection (an OS store holds about 150 certificates), and only once
-  // an origin needs it: a run against plain-HTTP registries never pays for it.
-  let verified: ConnectionOptions | undefined;
-  const verifiedTls = (): ConnectionOptions => (verified ??= { rejectUnauthorized: true, secureContext: createSecureContext({ ca: [...systemTrust().certificates, ...extra] }), ...timeout });
-  const unchecked: ConnectionOptions = { rejectUnauthorized: false, ...timeout };
-  const pool = { headersTimeout: opts.stallTimeoutMs, bodyTimeout: opts.stallTimeoutMs, connections: CONNECTIONS_PER_ORIGIN };
-  return new Agent({
-    ...pool,
-    factory: (origin, options) => {
-      const url = new URL(origin);
-      const proxy = proxyFor(url);
-      const tls = (): ConnectionOptions => (isInsecureOrigin(opts.insecureRegistries, url.href) ? unchecked : verifiedTls());
+/** undici's ProxyAgent and its request(); undici's index loads only when a proxy is configured. */
+const load = createRequire(import.meta.url);
+const undici = (): typeof import('undici') => load('undici') as typeof import('undici');
+
+export class Dispatcher {
+  private readonly http: HttpAgent;
+  private readonly unchecked: HttpsAgent;
+  private verified: HttpsAgent | undefined;
+  private trusted: ConnectionOptions | undefined;
+  private readonly proxies = new Map<string, ProxyAgentClass | undefined>();
+  private readonly extraCa: string[];
+  private readonly connectTimeoutMs: number;
+
+  constructor(private readonly opts: DispatcherOptions) {
+    // A missing --ca-file is bad input before any request.
+    this.extraCa = opts.caFile ? [readBundle(opts.caFile, '--ca-file')] : [];
+    this.connectTimeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    const pool = { keepAlive: true, maxSockets: CONNECTIONS_PER_ORIGIN };
+    this.http = new HttpAgent(pool);
+    this.unchecked = new HttpsAgent({ ...pool, rejectUnauthorized: false });
+  }
+
+  /**
+   * The OS store parsed once for every connection (about 150 certificates), and only once an
+   * origin needs it: a run against plain-HTTP registries never pays for it.
+   */
+  private verifiedTls(): ConnectionOptions {
+    return (this.trusted ??= { rejectUnauthorized: true, secureContext: createSecureContext({ ca: [...systemTrust().certificates, ...this.extraCa] }) });
+  }
+
+  private verifiedAgent(): HttpsAgent {
+    return (this.verified ??= new HttpsAgent({ keepAlive: true, maxSockets: CONNECTIONS_PER_ORIGIN, ...this.verifiedTls() }));
+  }
+
+  /** The proxy agent for an origin, or undefined to connect directly (decided once per origin). */
+  private proxyAgent(url: URL): ProxyAgentClass | undefined {
+    if (this.proxies.has(url.origin)) return this.proxies.get(url.origin);
+    const proxy = proxyFor(url);
+    let agent: ProxyAgentClass | undefined;
+    if (proxy) {
+      const timeout = { timeout: this.connectTimeoutMs };
+      const tls = isInsecureOrigin(this.opts.insecureRegistries, url.href) ? { rejectUnauthorized: false, ...timeout } : { ...this.verifiedTls(), ...timeout };
       // Plain-HTTP origins are forwarded (GET http://...), not tunnelled, as curl does: proxies
       // often allow CONNECT only to port 443. The proxy itself is always verified.
-      if (proxy) return new (proxyAgent())({ ...pool, uri: proxy.href, requestTls: tls(), ...(proxy.protocol === 'https:' ? { proxyTls: verifiedTls() } : {}), proxyTunnel: false });
-      return new Pool(origin, { ...options, ...pool, connect: url.protocol === 'https:' ? tls() : timeout });
-    },
+      agent = new (undici().ProxyAgent)({
+        headersTimeout: this.opts.stallTimeoutMs,
+        bodyTimeout: this.opts.stallTimeoutMs,
+        connections: CONNECTIONS_PER_ORIGIN,
+        uri: proxy.href,
+        requestTls: tls,
+        ...(proxy.protocol === 'https:' ? { proxyTls: { ...this.verifiedTls(), ...timeout } } : {}),
+        proxyTunnel: false,
+      });
+    }
+    this.proxies.set(url.origin, agent);
+    return agent;
+  }
+
+  request(url: string, init: RequestInit = {}): Promise<HttpResponse> {
+    const at = new URL(url);
+    const proxy = this.proxyAgent(at);
+    if (proxy) return proxied(proxy, at, init);
+    const https = at.protocol === 'https:';
+    const agent = https ? (isInsecureOrigin(this.opts.insecureRegistries, at.href) ? this.unchecked : this.verifiedAgent()) : this.http;
+    return direct(https, agent, at, init, this.opts.stallTimeoutMs, this.connectTimeoutMs);
+  }
+
+  /** Ends every connection now: requests in flight fail. */
+  async destroy(): Promise<void> {
+    this.http.destroy();
+    this.unchecked.destroy();
+    this.verified?.destroy();
+    await Promise.all([...this.proxies.values()].map((p) => p?.destroy()));
+  }
+
+  /** For a client whose requests are all done: the same as destroy. */
+  close(): Promise<void> {
+    return this.destroy();
+  }
+}
+
+export function createDispatcher(opts: DispatcherOptions): Dispatcher {
+  return new Dispatcher(opts);
+}
+
+/** One request through `dispatcher`: its status and headers once they arrived; the body to read. */
+export function dispatchRequest(dispatcher: Dispatcher, url: string, init: RequestInit = {}): Promise<HttpResponse> {
+  return dispatcher.request(url, init);
+}
+
+function timeoutError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+/**
+ * One request on Node's client. A connection that is not up within `connectMs` fails with
+ * UND_ERR_CONNECT_TIMEOUT; no byte for `stallMs` fails with UND_ERR_HEADERS_TIMEOUT before the
+ * headers and UND_ERR_BODY_TIMEOUT after them, unless the reader holds the body back.
+ */
+function direct(https: boolean, agent: HttpAgent, at: URL, init: RequestInit, stallMs: number, connectMs: number): Promise<HttpResponse> {
+  return new Promise<HttpResponse>((resolve, reject) => {
+    const options = {
+      agent,
+      protocol: at.protocol,
+      hostname: at.hostname.replace(/^\[|\]$/g, ''),
+      port: at.port,
+      path: `${at.pathname}${at.search}`,
+      method: init.method ?? 'GET',
+      headers: (init.headers ?? {}) as OutgoingHttpHeaders,
+      ...(init.signal ? { signal: init.signal } : {}),
+    };
+    const req: ClientRequest = https ? httpsRequest(options) : httpRequest(options);
+    let res: IncomingMessage | undefined;
+    let finished = false;
+    let socket: Socket | undefined;
+    let connectTimer: NodeJS.Timeout | undefined;
+    const onTimeout = (): void => {
+      if (finished || !socket) return;
+      if (!res) {
+        req.destroy(timeoutError('UND_ERR_HEADERS_TIMEOUT', 'Headers Timeout Error'));
+      } else if (res.readableLength >= res.readableHighWaterMark) {
+        // The reader holds the body back (its buffer is full): not the server's stall.
+        socket.setTimeout(stallMs);
+      } else {
+        res.destroy(timeoutError('UND_ERR_BODY_TIMEOUT', 'Body Timeout Error'));
+      }
+    };
+    const cleanup = (): void => {
+      if (finished) return;
+      finished = true;
+      if (connectTimer) clearTimeout(connectTimer);
+      socket?.removeListener('timeout', onTimeout);
+    };
+    req.once('socket', (s: Socket) => {
+      socket = s;
+      s.setTimeout(stallMs);
+      s.on('timeout', onTimeout);
+      if (s.connecting) {
+        connectTimer = setTimeout(() => req.destroy(timeoutError('UND_ERR_CONNECT_TIMEOUT', 'Connect Timeout Error')), connectMs);
+        s.once(https ? 'secureConnect' : 'connect', () => clearTimeout(connectTimer));
+      }
+    });
+    req.once('error', (err) => {
+      cleanup();
+      reject(err);
+    });
+    req.once('close', cleanup);
+    req.once('response', (incoming: IncomingMessage) => {
+      res = incoming;
+      if (connectTimer) clearTimeout(connectTimer);
+      incoming.once('end', cleanup);
+      incoming.once('close', cleanup);
+      resolve({ statusCode: incoming.statusCode ?? 0, headers: headersOf(incoming.rawHeaders), body: incoming });
+    });
+    const { body } = init;
+    if (body instanceof Readable) {
+      body.once('error', (err) => req.destroy(err));
+      body.pipe(req);
+    } else {
+      req.end(body);
+    }
   });
+}
+
+/** Header names lower-cased; repeated headers as arrays, as undici gives them. */
+function headersOf(raw: readonly string[]): ResponseHeaders {
+  const headers: ResponseHeaders = {};
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const value = raw[i + 1]!;
+    const seen = headers[name];
+    headers[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
+  }
+  return headers;
+}
+
+/** Through undici's ProxyAgent, with undici's request(). */
+async function proxied(agent: ProxyAgentClass, at: URL, init: RequestInit): Promise<HttpResponse> {
+  const res = await (agent as unknown as UndiciDispatcher).request({
+    origin: at.origin,
+    path: `${at.pathname}${at.search}`,
+    method: init.method ?? 'GET',
+    ...(init.headers ? { headers: init.headers } : {}),
+    ...(init.body !== undefined ? { body: init.body } : {}),
+    ...(init.signal ? { signal: init.signal } : {}),
+  });
+  return { statusCode: res.statusCode, headers: res.headers, body: res.body };
+}
+
+/**
+ * Discard a body so its connection can serve the next request (a long one closes it instead).
+ * A body that breaks while discarded has nothing to say: this never rejects.
+ */
+export function dumpBody(body: Readable): Promise<void> {
+  if (body.readableEnded || body.destroyed) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    let seen = 0;
+    const onData = (chunk: Buffer): void => {
+      seen += chunk.length;
+      if (seen > DUMP_LIMIT) body.destroy();
+    };
+    const done = (): void => {
+      body.off('data', onData);
+      resolve();
+    };
+    body.on('data', onData);
+    body.once('end', done);
+    body.once('close', done);
+    body.once('error', done);
+  });
+}
+
+/** A whole (small) body, at most `max` bytes (more is an error naming `where`). */
+export function readBody(body: Readable, max = Infinity, where = 'response'): Promise<Buffer> {
+  return new Promise<Buffer>((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let total = 0;
+    let settled = false;
+    const settle = (err: Error | undefined): void => {
+      if (settled) return;
+      settled = true;
+      body.off('data', onData);
+      if (err) reject(err);
+      else resolve(parts.length === 1 ? parts[0]! : Buffer.concat(parts, total));
+    };
+    const onData = (chunk: Buffer): void => {
+      total += chunk.length;
+      if (total > max) {
+        body.destroy();
+        settle(new ResponseTooLarge(`${where}: response larger than ${max} bytes`));
+        return;
+      }
+      parts.push(chunk);
+    };
+    body.on('data', onData);
+    body.once('end', () => settle(undefined));
+    body.once('error', (err) => settle(err));
+    body.once('close', () => settle(body.readableEnded ? undefined : Object.assign(new Error('aborted'), { code: 'ECONNRESET' })));
+  });
+}
+
+/** A body over the size its reader accepts. */
+export class ResponseTooLarge extends Error {}
+
+export async function bodyText(body: Readable): Promise<string> {
+  return (await readBody(body)).toString('utf8');
+}
+
+export async function bodyJson(body: Readable): Promise<unknown> {
+  return JSON.parse(await bodyText(body)) as unknown;
 }

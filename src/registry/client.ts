@@ -5,9 +5,8 @@
 import { createHash, type Hash } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { Readable } from 'node:stream';
-import type { Dispatcher } from 'undici';
 import { BadInputError, DigestMismatchError, RegistryError } from '../errors.js';
-import { createDispatcher } from '../net/dispatcher.js';
+import { createDispatcher, dumpBody, readBody, ResponseTooLarge, type Dispatcher } from '../net/dispatcher.js';
 import { MANIFEST_ACCEPT, parseManifest, selectPlatform, listArchitectures, type Descriptor, type ImageManifest, type Manifest } from './manifest.js';
 import { applyMirrors, type MirrorRule } from './mirrors.js';
 import { formatReference, isDigest, type ImageReference } from './reference.js';
@@ -90,7 +89,7 @@ export class RegistryClient {
     this.counters.requests++;
     const res = await transport.request(repository, `${repository}/manifests/${reference}`, { headers: { accept: MANIFEST_ACCEPT }, accept: [404] });
     if (res.status === 404) {
-      await res.body.dump();
+      await dumpBody(res.body);
       throw new ManifestNotFoundError(`${where}: manifest not found (404); check the tag or digest, and --mirror if the image was mirrored`);
     }
     const bytes = await readBounded(res.body, MAX_MANIFEST_BYTES, where);
@@ -150,7 +149,7 @@ export class RegistryClient {
         // A server that ignores Range restarts at byte 0: skip what we already hashed.
         let skip = received > 0 && res.status !== 206 ? received : 0;
         if (received > 0 && res.status === 206 && !String(res.headers['content-range'] ?? '').startsWith(`bytes ${received}-`)) {
-          await res.body.dump();
+          await dumpBody(res.body);
           throw new RegistryError(`${where}: resume at byte ${received} answered with range ${String(res.headers['content-range'])}`);
         }
         for await (const raw of res.body as AsyncIterable<Buffer>) {
@@ -271,16 +270,10 @@ export function sha256(bytes: Buffer): string {
   return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
 }
 
-async function readBounded(body: AsyncIterable<Buffer> & { destroy(): unknown }, max: number, where: string): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of body) {
-    total += chunk.length;
-    if (total > max) {
-      body.destroy();
-      throw new RegistryError(`${where}: response larger than ${max} bytes`);
-    }
-    parts.push(chunk);
+async function readBounded(body: Readable, max: number, where: string): Promise<Buffer> {
+  try {
+    return await readBody(body, max, where);
+  } catch (err) {
+    throw err instanceof ResponseTooLarge ? new RegistryError(err.message) : err;
   }
-  return Buffer.concat(parts);
 }

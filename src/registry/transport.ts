@@ -5,10 +5,9 @@
  * retries (retry.ts, the one policy), under a per-registry bound on concurrent requests.
  */
 import { Readable } from 'node:stream';
-import type { Dispatcher } from 'undici';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { RegistryError } from '../errors.js';
-import { dispatchRequest, type DispatcherOptions } from '../net/dispatcher.js';
+import { bodyJson, bodyText, dispatchRequest, dumpBody, type Dispatcher, type DispatcherOptions, type RequestInit, type ResponseHeaders } from '../net/dispatcher.js';
 import { pickChallenge, type Challenge } from './challenge.js';
 import { findCredential, type Credential, type PullSecret } from './credentials.js';
 import { asRegistryError, exhaustedError, shortPath } from './failure.js';
@@ -35,8 +34,8 @@ export type TransportEvent =
 
 export interface RegistryResponse {
   readonly status: number;
-  readonly headers: Record<string, string | string[] | undefined>;
-  readonly body: Dispatcher.ResponseData['body'];
+  readonly headers: ResponseHeaders;
+  readonly body: Readable;
   /** The URL that answered, after redirects. */
   readonly url: string;
 }
@@ -143,14 +142,14 @@ export class RegistryTransport {
       });
       const { statusCode: status } = res;
       if (status >= 300 && status < 400 && res.headers.location) {
-        await res.body.dump();
+        await dumpBody(res.body);
         const hop = followRedirect(url, String(res.headers.location), ++hops, `${this.registry}: ${shortPath(path)}`);
         if (!hop.keepAuthorization) authorization = undefined;
         url = hop.url;
         continue;
       }
       if (status === 401 && hops === 0 && !reauthenticated) {
-        await res.body.dump();
+        await dumpBody(res.body);
         this.challenge = pickChallenge(res.headers['www-authenticate']);
         authorization = await this.authorization(this.challenge, scheme, repository, scopes, true);
         reauthenticated = true;
@@ -168,7 +167,7 @@ export class RegistryTransport {
   /** Any HTTP answer settles the probe; errors say what the connection did. */
   private async probe(url: string): Promise<void> {
     const res = await dispatchRequest(this.dispatcher, url, { headers: { 'user-agent': 'prestage' } });
-    await res.body.dump();
+    await dumpBody(res.body);
   }
 
   private denied(repository: string, path: string, status: number): RegistryError {
@@ -202,7 +201,7 @@ export class RegistryTransport {
     if (challenge.service) url.searchParams.set('service', challenge.service);
     for (const s of scopes) url.searchParams.append('scope', s);
     return retrying(this.retryHooks(`token ${url.host}`, url.origin), async () => {
-      const init: Parameters<typeof dispatchRequest>[2] = { headers: { 'user-agent': 'prestage' } };
+      const init: { -readonly [K in keyof RequestInit]: RequestInit[K] } = { headers: { 'user-agent': 'prestage' } };
       if (cred?.identityToken) {
         // OAuth2 refresh-token grant, as docker does for identity tokens.
         const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: cred.identityToken, scope, client_id: 'prestage' });
@@ -217,7 +216,7 @@ export class RegistryTransport {
         if (isRetryableStatus(res.statusCode)) throw new RetryableStatus(res.statusCode, parseRetryAfter(res.headers['retry-after']), detail);
         throw new RegistryError(`${this.registry}: token service ${url.host} refused (${res.statusCode})${cred ? '; check the credentials in the pull secret' : '; pass --registry-config with a pull secret for this registry'}`);
       }
-      const body = (await res.body.json()) as { token?: string; access_token?: string; expires_in?: unknown };
+      const body = (await bodyJson(res.body)) as { token?: string; access_token?: string; expires_in?: unknown };
       const token = body.token ?? body.access_token;
       if (!token) throw new RegistryError(`${this.registry}: token service ${url.host} answered without a token`);
       return { token, expiresIn: body.expires_in };
@@ -230,10 +229,10 @@ function basic(cred: Credential): string {
 }
 
 /** The first error message of a registry error body, short; HTML bodies (throttling pages) are dropped. */
-async function readErrorDetail(body: Dispatcher.ResponseData['body']): Promise<string> {
+async function readErrorDetail(body: Readable): Promise<string> {
   let text = '';
   try {
-    text = (await body.text()).slice(0, 2048);
+    text = (await bodyText(body)).slice(0, 2048);
   } catch {
     return '';
   }

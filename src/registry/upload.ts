@@ -5,9 +5,8 @@
  * scoped `pull,push`.
  */
 import type { Readable } from 'node:stream';
-import type { Dispatcher } from 'undici';
 import { DigestMismatchError, RegistryError } from '../errors.js';
-import { createDispatcher } from '../net/dispatcher.js';
+import { createDispatcher, dumpBody, type Dispatcher } from '../net/dispatcher.js';
 import { MANIFEST_ACCEPT } from './manifest.js';
 import { RetryBudget } from './retry.js';
 import { RegistryTransport, type RegistryResponse, type RequestOptions, type TransportOptions } from './transport.js';
@@ -132,7 +131,7 @@ export class PushClient {
   private async send(repository: string, path: string, ro: RequestOptions): Promise<RegistryResponse> {
     this.counters.requests++;
     const res = await this.transport.request(repository, path, { scopes: [pushScope(repository)], ...ro });
-    await res.body.dump();
+    await dumpBody(res.body);
     return res;
   }
 }
