@@ -2,9 +2,13 @@
  * The CLI entry point. `main(argv)` is a plain function (tests call it in-process); the bin
  * files only call `runAsBin()`. One catch turns every error into one line and an exit code.
  */
-import { basename } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { basename, dirname, extname, join, relative, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
-import yargs, { type Argv } from 'yargs';
+import { fileURLToPath } from 'node:url';
+import { inspect } from 'node:util';
+import type { Argv } from 'yargs';
 import { BadInputError, EXIT_CODES_HELP, ExitCode, OutputError, PrestageError, systemErrorText } from '../errors.js';
 import { createCliLogger, type LogLevel } from '../telemetry/log.js';
 import { COMMANDS } from './commands.js';
@@ -40,6 +44,10 @@ function stdoutFailure(error: NodeJS.ErrnoException): PrestageError {
 }
 
 export async function main(argv: readonly string[], io: MainIO = {}): Promise<number> {
+  return run(argv, io, asksForHelp(argv));
+}
+
+async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Promise<number> {
   const stdout = io.stdout ?? process.stdout;
   const stderr = io.stderr ?? process.stderr;
   const scriptName = io.scriptName ?? scriptNameFor(process.argv[1]);
@@ -50,7 +58,9 @@ export async function main(argv: readonly string[], io: MainIO = {}): Promise<nu
   const outputFailed = new Promise<never>((_, reject) => stdout.on('error', (error: NodeJS.ErrnoException) => reject(stdoutFailure(error))));
   outputFailed.catch(() => undefined); // raced below; a failure before the race must not go unhandled
   let exitCode: number = ExitCode.ok;
+  let started = false;
   try {
+    const yargs = await yargsFor(fullYargs);
     const cli = yargs([...argv])
       .scriptName(scriptName)
       // One spelling per flag: camelCase copies would make strict mode report each unknown flag twice.
@@ -73,6 +83,7 @@ export async function main(argv: readonly string[], io: MainIO = {}): Promise<nu
         },
         handler: async (args) => {
           if (!command) throw new Error(`command ${name} ran without being loaded`);
+          started = true;
           await command.handler(args);
         },
       });
@@ -97,6 +108,8 @@ export async function main(argv: readonly string[], io: MainIO = {}): Promise<nu
     const failedWrite = (stdout as Partial<Writable>).errored;
     if (failedWrite) throw stdoutFailure(failedWrite);
   } catch (err) {
+    // Help yargs renders before any command starts: once more, with its renderer.
+    if (err instanceof HelpRendererNeeded && !started && !fullYargs) return run(argv, io, true);
     exitCode = report(err, stderr, scriptName);
   }
   return exitCode;
@@ -124,6 +137,83 @@ function report(err: unknown, stderr: NodeJS.WritableStream, scriptName: string)
   const message = err instanceof Error ? err.message : String(err);
   stderr.write(`${scriptName}: internal error: ${message}${process.env.PRESTAGE_DEBUG ? `\n${(err as Error).stack ?? ''}` : ' (set PRESTAGE_DEBUG=1 for a stack trace)'}\n`);
   return ExitCode.internal;
+}
+
+type Yargs = typeof import('yargs').default;
+
+/** Whether the arguments may ask for help (`--help`, `-h`, or `-h` in a group of short flags). */
+function asksForHelp(argv: readonly string[]): boolean {
+  return argv.some((a) => a === '--help' || a.startsWith('--help=') || /^-[^-]*h/.test(a));
+}
+
+/**
+ * yargs, without its help renderer unless the arguments may ask for help: cliui and two
+ * copies of string-width build ICU emoji sets and an Intl.Segmenter when imported, about a
+ * tenth of a second of CPU in every run, and only help text uses them. The light instance is
+ * yargs' own factory with the platform shim its ESM entry builds, minus those two (which throw
+ * if help is rendered after all: then main runs again with the whole of yargs). Any trouble
+ * loading it (another yargs layout) falls back to the whole of yargs.
+ */
+async function yargsFor(full: boolean): Promise<Yargs> {
+  if (!full) {
+    try {
+      return await lightYargs();
+    } catch {
+      // another yargs layout: the whole of it
+    }
+  }
+  return (await import('yargs')).default;
+}
+
+class HelpRendererNeeded extends Error {}
+const Y18N = 'y18n';
+
+async function lightYargs(): Promise<Yargs> {
+  const index = import.meta.resolve('yargs');
+  const [{ YargsFactory }, { getProcessArgvBin }, { default: Parser }, { default: y18n }, { default: findUp }, { notStrictEqual, strictEqual }] = await Promise.all([
+    import(new URL('./build/lib/yargs-factory.js', index).href) as Promise<{ YargsFactory: (shim: object) => Yargs }>,
+    import(new URL('./build/lib/utils/process-argv.js', index).href) as Promise<{ getProcessArgvBin: () => string }>,
+    import('yargs-parser'),
+    // y18n ships no types.
+    import(Y18N) as Promise<{ default: (opts: { directory: string; updateFiles: boolean }) => object }>,
+    import('escalade/sync'),
+    import('node:assert'),
+  ]);
+  const indexPath = fileURLToPath(index);
+  const require = createRequire(index);
+  const noRenderer = (): never => {
+    throw new HelpRendererNeeded('help rendered without cliui');
+  };
+  // As yargs/lib/platform-shims/esm.mjs builds it.
+  return YargsFactory({
+    assert: { notStrictEqual, strictEqual },
+    cliui: noRenderer,
+    findUp,
+    getEnv: (key: string) => process.env[key],
+    inspect,
+    getProcessArgvBin,
+    mainFilename: indexPath.substring(0, indexPath.lastIndexOf('node_modules')) || process.cwd(),
+    Parser,
+    path: { basename, dirname, extname, relative, resolve, join },
+    process: {
+      argv: () => process.argv,
+      cwd: process.cwd,
+      emitWarning: (warning: string, type: string) => process.emitWarning(warning, type),
+      execPath: () => process.execPath,
+      exit: (code: number) => process.exit(code),
+      nextTick: process.nextTick,
+      stdColumns: typeof process.stdout.columns !== 'undefined' ? process.stdout.columns : null,
+    },
+    readFileSync,
+    readdirSync,
+    require,
+    getCallerFile: () => {
+      const callerFile = (require('get-caller-file') as (position: number) => string)(3);
+      return /^file:\/\//.test(callerFile) ? fileURLToPath(callerFile) : callerFile;
+    },
+    stringWidth: noRenderer,
+    y18n: y18n({ directory: join(dirname(indexPath), 'locales'), updateFiles: false }),
+  });
 }
 
 function logLevelFrom(argv: readonly string[]): LogLevel {
