@@ -71,7 +71,7 @@ describe('wait across an API server restart', () => {
     const plan = testPlan('restart');
     const dir = cluster.dir;
     await runCli(['apply', writePlan(dir, plan), '--kubeconfig', cluster.kubeconfigPath]);
-    const waiting = runCli(['wait', 'restart-worker', '-o', 'json', '--timeout', '120s', '--kubeconfig', cluster.kubeconfigPath]);
+    const waiting = runCli(['wait', 'restart-worker', '-o', 'json', '--timeout', '200s', '--kubeconfig', cluster.kubeconfigPath]);
     await waitFor('worker-0 done', async () => {
       const status = await runCli(['status', 'restart-worker', '-o', 'json', '--kubeconfig', cluster.kubeconfigPath]);
       return status.stdout.includes('"phase": "done"') ? true : undefined;
@@ -84,6 +84,6 @@ describe('wait across an API server restart', () => {
     expect(events.at(-1)).toMatchObject({ type: 'set', set: 'restart-worker', ready: true, nodesDone: 2, nodesTotal: 2 });
     expect(events.some((e) => e['node'] === 'worker-1' && e['phase'] === 'done')).toBe(true);
     expect(simulator.errors.filter((e) => !/cannot reach/.test(e.message))).toEqual([]);
-    // Its own waits allow the restarted kube-apiserver 120 s (a loaded 2-core machine needs over 60).
-  }, 200_000);
+    // Its own waits allow the restarted kube-apiserver 120 s (a loaded 2-core machine needs over 60), and wait 200 s in all.
+  }, 260_000);
 });
