@@ -72,9 +72,15 @@ export function classifyComponents(
   const applied = new Map<string, Reference[]>();
   const notApplied = new Map<string, string[]>();
   for (const { file, doc } of documents) {
-    const why = notAppliedBecause(doc, opts);
+    // Decided once per document, and only for one that references a component.
+    let decided = false;
+    let why: string | undefined;
     for (const [digest, ref] of referencesIn(doc, file)) {
       if (!known.has(digest)) continue;
+      if (!decided) {
+        why = notAppliedBecause(doc, opts);
+        decided = true;
+      }
       if (why !== undefined) {
         push(notApplied, digest, `${file}: ${why}`);
         continue;
@@ -137,12 +143,15 @@ function* referencesIn(doc: Record<string, unknown>, file: string): Generator<[s
   const kind = String(doc.kind ?? 'object');
   const meta = (doc.metadata ?? {}) as { name?: unknown; namespace?: unknown };
   const namespace = typeof meta.namespace === 'string' ? meta.namespace : '';
-  const object = `${kind} ${namespace ? `${namespace}/` : ''}${String(meta.name ?? '?')} (${file})`;
-  const manifestPlatforms = platformsInName(`${file} ${String(meta.name ?? '')}`);
+  // Most documents reference nothing: their names and platforms are made only when one does.
+  let objectText: string | undefined;
+  const object = (): string => (objectText ??= `${kind} ${namespace ? `${namespace}/` : ''}${String(meta.name ?? '?')} (${file})`);
+  let platformsOfManifest: Platform[] | undefined;
+  const manifestPlatforms = (): Platform[] => (platformsOfManifest ??= platformsInName(`${file} ${String(meta.name ?? '')}`));
   const operand = (key: string, digest: string, label: string): [string, Reference] => {
     const placed = operandPlacement({ key, namespace });
     const own = platformsInName(key);
-    return [digest, { kind: 'operand', role: placed.role, platforms: own.length > 0 ? own : manifestPlatforms, evidence: `${label} of ${object}: ${placed.why}` }];
+    return [digest, { kind: 'operand', role: placed.role, platforms: own.length > 0 ? own : manifestPlatforms(), evidence: `${label} of ${object()}: ${placed.why}` }];
   };
   const handled = new Set<unknown>();
 
@@ -156,7 +165,7 @@ function* referencesIn(doc: Record<string, unknown>, file: string): Generator<[s
         if (typeof ctr?.image === 'string') {
           for (const digest of digestsIn(ctr.image)) {
             // The CVO applies a workload on every platform, whatever its name says.
-            yield [digest, { kind: 'container', role: pinned ? 'control-plane' : 'all', platforms: [], evidence: `container of ${object}${pinned ? ', pinned to control-plane nodes' : ', may run on any node'}` }];
+            yield [digest, { kind: 'container', role: pinned ? 'control-plane' : 'all', platforms: [], evidence: `container of ${object()}${pinned ? ', pinned to control-plane nodes' : ', may run on any node'}` }];
           }
           handled.add(ctr.image);
         }
@@ -190,10 +199,12 @@ function* referencesIn(doc: Record<string, unknown>, file: string): Generator<[s
     }
   }
   // Anything else (custom resources, annotations): no placement known, so any node.
-  for (const [path, value] of digestStrings(doc, [])) {
+  const found: Array<[string, string]> = [];
+  digestStrings(doc, [], found);
+  for (const [path, value] of found) {
     if (handled.has(value)) continue;
     for (const digest of digestsIn(value)) {
-      yield [digest, { kind: 'other', role: 'all', platforms: manifestPlatforms, evidence: `referenced from ${path} of ${object}, so it may run on any node` }];
+      yield [digest, { kind: 'other', role: 'all', platforms: manifestPlatforms(), evidence: `referenced from ${path} of ${object()}, so it may run on any node` }];
     }
   }
 }
@@ -243,19 +254,19 @@ export function pinnedToControlPlane(podSpec: Record<string, any>): boolean {
  * Every string in `value` that may name a digest, with its path (`a.b[0].c`). Most strings of a
  * manifest name none: their paths are never built (a plan walks thousands of documents).
  */
-function* digestStrings(value: unknown, path: Array<string | number>): Generator<[string, string]> {
+function digestStrings(value: unknown, path: Array<string | number>, found: Array<[string, string]>): void {
   if (typeof value === 'string') {
-    if (value.includes('@sha256:')) yield [pathText(path), value];
+    if (value.includes('@sha256:')) found.push([pathText(path), value]);
   } else if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       path.push(i);
-      yield* digestStrings(value[i], path);
+      digestStrings(value[i], path, found);
       path.pop();
     }
   } else if (value && typeof value === 'object') {
     for (const k of Object.keys(value)) {
       path.push(k);
-      yield* digestStrings((value as Record<string, unknown>)[k], path);
+      digestStrings((value as Record<string, unknown>)[k], path, found);
       path.pop();
     }
   }
