@@ -23,7 +23,7 @@ import type { RegistryClient } from '../registry/client.js';
 import { withAgentImage } from '../install/agent-image.js';
 import { parseReference } from '../registry/reference.js';
 import { PushClient } from '../registry/upload.js';
-import { checkOutputDir } from '../render/pinned-image-sets.js';
+import { checkOutputDir } from '../render/output-dir.js';
 import { formatBytes } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';

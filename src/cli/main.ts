@@ -59,6 +59,7 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
   outputFailed.catch(() => undefined); // raced below; a failure before the race must not go unhandled
   let exitCode: number = ExitCode.ok;
   let started = false;
+  const flagError = (msg: string): BadInputError => new BadInputError(`${msg.replace(/\s*\n\s*/g, ' ')}; see ${scriptName}${named ? ` ${named}` : ''} --help`);
   try {
     const yargs = await yargsFor(fullYargs);
     const cli = yargs([...argv])
@@ -97,7 +98,7 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
       .fail((msg, err) => {
         // A handler's error passes through. yargs' own (a YError, also wrapping a flag's coerce
         // check) is bad input, on one line ("Invalid values:\n  Argument: ..." spans lines).
-        throw err && err.name !== 'YError' ? err : new BadInputError(`${msg.replace(/\s*\n\s*/g, ' ')}; see ${scriptName}${named ? ` ${named}` : ''} --help`);
+        throw err && err.name !== 'YError' ? err : flagError(msg ?? err.message);
       })
       .epilogue(EXIT_CODES_HELP)
       .help()
@@ -107,7 +108,10 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
     // A synchronous write (a file, a pipe) reports its error on the next tick, after the command returned.
     const failedWrite = (stdout as Partial<Writable>).errored;
     if (failedWrite) throw stdoutFailure(failedWrite);
-  } catch (err) {
+  } catch (caught) {
+    // An asynchronous coerce's YError reaches here without passing .fail() (yargs swallows
+    // what .fail() throws for it): the same one line.
+    const err = caught instanceof Error && caught.name === 'YError' ? flagError(caught.message) : caught;
     // Help yargs renders before any command starts: once more, with its renderer.
     if (err instanceof HelpRendererNeeded && !started && !fullYargs) return run(argv, io, true);
     exitCode = report(err, stderr, scriptName);

@@ -1,9 +1,5 @@
 /** The planning flags, shared by every command that plans a release (plan, bundle, apply, stage). */
 import type { Argv } from 'yargs';
-import { KubeClient } from '../cluster/kube.js';
-import { loadKubeconfig } from '../cluster/kubeconfig.js';
-import { readClusterVersion } from '../cluster/live-cluster.js';
-import { parseReleaseVersion, resolveUpdate, riskLines } from '../cluster/release-lifecycle.js';
 import { BadInputError } from '../errors.js';
 import { readImagesFile, type PlanOptions } from '../plan/build.js';
 import { CAPABILITY_SETS, DEFAULT_FEATURE_SET, DEFAULT_PROFILE } from '../plan/inclusion.js';
@@ -59,6 +55,8 @@ export function withLiveOptions<T>(y: Argv<T>, byDefault: string): Argv<T & Live
   }) as unknown as Argv<T & LiveFlags>;
 }
 
+const lifecycle = () => import('../cluster/release-lifecycle.js');
+
 /** The release to plan: the RELEASE pullspec, or `--to VERSION`, an update the cluster offers. */
 export interface ToFlags {
   release?: string;
@@ -72,7 +70,16 @@ export function withToOptions<T>(y: Argv<T>): Argv<T & ToFlags> {
   return y
     .option('to', {
       type: 'string',
-      coerce: parseReleaseVersion('--to'),
+      // The release lifecycle (semver, the cluster API) loads only when --to is given. yargs
+      // awaits a coerce; a failure becomes a YError, as yargs makes of a synchronous one.
+      coerce: async (value: string | undefined) => {
+        const { parseReleaseVersion } = await lifecycle();
+        try {
+          return parseReleaseVersion('--to')(value);
+        } catch (err) {
+          throw Object.assign(new Error((err as Error).message), { name: 'YError' });
+        }
+      },
       describe: 'Release VERSION instead of RELEASE: an update the cluster offers (ClusterVersion status.availableUpdates), resolved to its pullspec as oc adm upgrade --to does',
     })
     .option('allow-not-recommended', { type: 'boolean', default: false, describe: 'With --to: accept a conditional update the cluster does not recommend (its risks are printed)' })
@@ -85,6 +92,12 @@ export function withToOptions<T>(y: Argv<T>): Argv<T & ToFlags> {
 /** The pullspec to plan; `--to` reads ClusterVersion, and `warn`s each risk of a conditional update accepted. */
 export async function releaseToPlan(flags: ToFlags, warn: (line: string) => void): Promise<string> {
   if (flags.to === undefined) return flags.release!;
+  const [{ KubeClient }, { loadKubeconfig }, { readClusterVersion }, { resolveUpdate, riskLines }] = await Promise.all([
+    import('../cluster/kube.js'),
+    import('../cluster/kubeconfig.js'),
+    import('../cluster/live-cluster.js'),
+    lifecycle(),
+  ]);
   const client = new KubeClient(await loadKubeconfig(flags));
   const update = resolveUpdate(await readClusterVersion(client, '--to'), flags.to, flags['allow-not-recommended']);
   for (const line of riskLines(update)) warn(line);

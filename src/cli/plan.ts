@@ -2,7 +2,7 @@
 import type { Argv } from 'yargs';
 import { buildPlan } from '../plan/build.js';
 import { checkMcoNames } from '../plan/mco-names.js';
-import { checkOutputDir, renderYaml, SET_APIS, writeGitOpsDir } from '../render/pinned-image-sets.js';
+import { checkOutputDir, SET_APIS } from '../render/output-dir.js';
 import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
@@ -44,8 +44,10 @@ export function planCommand(ctx: CommandContext) {
         const plan = await buildPlan(client, planOptionsFrom(args, release, live), (p) => progress.update(p)).finally(() => progress.stop());
         for (const line of retries.lines()) ctx.log.warn(line);
         if ((args['output-dir'] || args.output === 'yaml') && args.api !== 'prestage') checkMcoNames(plan.sets.flatMap((s) => s.images));
+        // Sets are rendered by a module (and cluster modules) loaded only to render them.
+        const sets = args['output-dir'] || args.output === 'yaml' ? await import('../render/pinned-image-sets.js') : undefined;
         if (args['output-dir']) {
-          const files = await writeGitOpsDir(plan, args['output-dir'], args.api);
+          const files = await sets!.writeGitOpsDir(plan, args['output-dir'], args.api);
           ctx.stderr.write(`wrote ${files.map((f) => `${args['output-dir']}/${f}`).join(', ')}\n`);
         }
         switch (args.output) {
@@ -53,7 +55,7 @@ export function planCommand(ctx: CommandContext) {
             ctx.stdout.write(`${JSON.stringify(plan, null, 2)}\n`);
             break;
           case 'yaml':
-            ctx.stdout.write(renderYaml(plan, args.api));
+            ctx.stdout.write(sets!.renderYaml(plan, args.api));
             break;
           default:
             ctx.stdout.write(renderPlanTable(plan, args.output === 'wide'));

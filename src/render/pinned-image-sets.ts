@@ -4,21 +4,21 @@
  * (OpenShift 4.19+), its `v1alpha1` (4.16-4.18, TechPreviewNoUpgrade), or prestage's own agent
  * (`prestage.dev/v1alpha1`, with the node selector of the set's role).
  */
-import { statSync, type Stats } from 'node:fs';
 import { mkdir, mkdtemp, open, rename, rm, rmdir } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import yaml from 'js-yaml';
 import { writeFileAtomic } from '../atomic-file.js';
-import { BadInputError, OutputError, systemErrorText } from '../errors.js';
+import { OutputError, systemErrorText } from '../errors.js';
 import { toAgentPinnedImageSet } from '../cluster/agent/backend.js';
 import { RELEASE_ANNOTATION, RELEASE_DIGEST_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL, releaseVersionLabel } from '../cluster/release-lifecycle.js';
 import type { Plan, PlannedSet } from '../plan/types.js';
+import type { SetApi } from './output-dir.js';
+
+// The --api choices and the --output-dir check live apart (./output-dir.ts): a command loads
+// this module, and the cluster modules it needs, only to render sets.
+export { checkOutputDir, SET_APIS, type SetApi } from './output-dir.js';
 
 export const MCO_API_VERSION = 'machineconfiguration.openshift.io/v1';
-
-/** Which API the manifests are for: `--api`. */
-export const SET_APIS = ['mco', 'mco-v1alpha1', 'prestage'] as const;
-export type SetApi = (typeof SET_APIS)[number];
 
 export interface PinnedImageSetObject {
   apiVersion: string;
@@ -65,35 +65,6 @@ function dump(obj: unknown): string {
 
 export function renderYaml(plan: Plan, api: SetApi = 'mco'): string {
   return plan.sets.map((s) => `---\n${dump(setObjectFor(plan, s, api))}`).join('');
-}
-
-/**
- * Fails when `dir` cannot become the output directory: checked before any registry work, by
- * creating (and removing) a probe directory where the first missing part would be made.
- */
-export async function checkOutputDir(dir: string): Promise<void> {
-  let existing = resolve(dir);
-  let stat = statIfAny(existing);
-  while (!stat) {
-    existing = dirname(existing);
-    stat = statIfAny(existing);
-  }
-  if (!stat.isDirectory()) throw new BadInputError(`--output-dir ${dir}: ${existing} is a file, not a directory; name a directory`);
-  try {
-    await rmdir(await mkdtemp(join(existing, '.prestage-probe-')));
-  } catch (error) {
-    throw new BadInputError(`--output-dir ${dir}: cannot write in ${existing}: ${systemErrorText(error as NodeJS.ErrnoException)}; name a writable directory`);
-  }
-}
-
-/** Undefined where nothing is, including under a file (ENOTDIR). */
-function statIfAny(path: string): Stats | undefined {
-  try {
-    return statSync(path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
-    throw new BadInputError(`--output-dir: cannot look at ${path}: ${systemErrorText(error as NodeJS.ErrnoException)}`);
-  }
 }
 
 /**
