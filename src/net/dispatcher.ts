@@ -50,6 +50,8 @@ export interface HttpResponse {
   readonly body: Readable;
 }
 
+type Route = { readonly proxy: ProxyAgentClass } | { readonly https: boolean; readonly agent: HttpAgent };
+
 /** Connections per origin: enough for parallel blobs and ranged parts of big ones. */
 const CONNECTIONS_PER_ORIGIN = 32;
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
@@ -65,7 +67,8 @@ export class Dispatcher {
   private readonly unchecked: HttpsAgent;
   private verified: HttpsAgent | undefined;
   private trusted: ConnectionOptions | undefined;
-  private readonly proxies = new Map<string, ProxyAgentClass | undefined>();
+  /** How each origin is reached, decided at its first request. */
+  private readonly routes = new Map<string, Route>();
   private readonly extraCa: string[];
   private readonly connectTimeoutMs: number;
 
@@ -90,37 +93,35 @@ export class Dispatcher {
     return (this.verified ??= new HttpsAgent({ keepAlive: true, maxSockets: CONNECTIONS_PER_ORIGIN, ...this.verifiedTls() }));
   }
 
-  /** The proxy agent for an origin, or undefined to connect directly (decided once per origin). */
-  private proxyAgent(url: URL): ProxyAgentClass | undefined {
-    if (this.proxies.has(url.origin)) return this.proxies.get(url.origin);
+  /** Through the proxy the environment names for the origin, else direct with the origin's trust. */
+  private route(url: URL): Route {
     const proxy = proxyFor(url);
-    let agent: ProxyAgentClass | undefined;
-    if (proxy) {
-      const timeout = { timeout: this.connectTimeoutMs };
-      const tls = isInsecureOrigin(this.opts.insecureRegistries, url.href) ? { rejectUnauthorized: false, ...timeout } : { ...this.verifiedTls(), ...timeout };
-      // Plain-HTTP origins are forwarded (GET http://...), not tunnelled, as curl does: proxies
-      // often allow CONNECT only to port 443. The proxy itself is always verified.
-      agent = new (undici().ProxyAgent)({
-        headersTimeout: this.opts.stallTimeoutMs,
-        bodyTimeout: this.opts.stallTimeoutMs,
-        connections: CONNECTIONS_PER_ORIGIN,
-        uri: proxy.href,
-        requestTls: tls,
-        ...(proxy.protocol === 'https:' ? { proxyTls: { ...this.verifiedTls(), ...timeout } } : {}),
-        proxyTunnel: false,
-      });
+    if (!proxy) {
+      const https = url.protocol === 'https:';
+      return { https, agent: https ? (isInsecureOrigin(this.opts.insecureRegistries, url.href) ? this.unchecked : this.verifiedAgent()) : this.http };
     }
-    this.proxies.set(url.origin, agent);
-    return agent;
+    const timeout = { timeout: this.connectTimeoutMs };
+    const tls = isInsecureOrigin(this.opts.insecureRegistries, url.href) ? { rejectUnauthorized: false, ...timeout } : { ...this.verifiedTls(), ...timeout };
+    // Plain-HTTP origins are forwarded (GET http://...), not tunnelled, as curl does: proxies
+    // often allow CONNECT only to port 443. The proxy itself is always verified.
+    const agent = new (undici().ProxyAgent)({
+      headersTimeout: this.opts.stallTimeoutMs,
+      bodyTimeout: this.opts.stallTimeoutMs,
+      connections: CONNECTIONS_PER_ORIGIN,
+      uri: proxy.href,
+      requestTls: tls,
+      ...(proxy.protocol === 'https:' ? { proxyTls: { ...this.verifiedTls(), ...timeout } } : {}),
+      proxyTunnel: false,
+    });
+    return { proxy: agent };
   }
 
   request(url: string, init: RequestInit = {}): Promise<HttpResponse> {
     const at = new URL(url);
-    const proxy = this.proxyAgent(at);
-    if (proxy) return proxied(proxy, at, init);
-    const https = at.protocol === 'https:';
-    const agent = https ? (isInsecureOrigin(this.opts.insecureRegistries, at.href) ? this.unchecked : this.verifiedAgent()) : this.http;
-    return direct(https, agent, at, init, this.opts.stallTimeoutMs, this.connectTimeoutMs);
+    let route = this.routes.get(at.origin);
+    if (!route) this.routes.set(at.origin, (route = this.route(at)));
+    if ('proxy' in route) return proxied(route.proxy, at, init);
+    return direct(route.https, route.agent, at, init, this.opts.stallTimeoutMs, this.connectTimeoutMs);
   }
 
   /** Ends every connection now: requests in flight fail. */
@@ -128,7 +129,7 @@ export class Dispatcher {
     this.http.destroy();
     this.unchecked.destroy();
     this.verified?.destroy();
-    await Promise.all([...this.proxies.values()].map((p) => p?.destroy()));
+    await Promise.all([...this.routes.values()].map((r) => ('proxy' in r ? r.proxy.destroy() : undefined)));
   }
 
   /** For a client whose requests are all done: the same as destroy. */

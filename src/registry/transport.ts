@@ -5,7 +5,6 @@
  * retries (retry.ts, the one policy), under a per-registry bound on concurrent requests.
  */
 import { Readable } from 'node:stream';
-import pLimit, { type LimitFunction } from 'p-limit';
 import { RegistryError } from '../errors.js';
 import { bodyJson, bodyText, dispatchRequest, dumpBody, type Dispatcher, type DispatcherOptions, type RequestInit, type ResponseHeaders } from '../net/dispatcher.js';
 import { pickChallenge, type Challenge } from './challenge.js';
@@ -61,7 +60,7 @@ export interface RequestOptions {
 export class RegistryTransport {
   readonly registry: string;
   private readonly host: string;
-  private readonly limit: LimitFunction;
+  private readonly slots: Slots;
   private readonly scheme: RegistryScheme;
   private readonly insecure: boolean;
   private challenge: Challenge | undefined;
@@ -71,7 +70,7 @@ export class RegistryTransport {
   constructor(registry: string, private readonly opts: TransportOptions, private readonly dispatcher: Dispatcher, private readonly closing?: AbortSignal) {
     this.registry = registry;
     this.host = apiHost(registry);
-    this.limit = pLimit(opts.concurrency);
+    this.slots = new Slots(opts.concurrency);
     this.insecure = isInsecureOrigin(opts.insecureRegistries, new URL(`https://${this.host}`).host);
     this.scheme = new RegistryScheme(this.host, this.insecure, (url) => this.probe(url), (attempt) => retrying(this.retryHooks('scheme probe', `${registry}/v2/`), attempt));
   }
@@ -95,7 +94,7 @@ export class RegistryTransport {
    * and `accept` becomes an error.
    */
   async request(repository: string, path: string, ro: RequestOptions = {}): Promise<RegistryResponse> {
-    const release = await this.acquireSlot();
+    const release = await this.slots.acquire();
     try {
       const res = ro.once ? await this.send(repository, path, ro) : await retrying(this.retryHooks(path), () => this.send(repository, path, ro));
       let released = false;
@@ -115,19 +114,14 @@ export class RegistryTransport {
     }
   }
 
-  private acquireSlot(): Promise<() => void> {
-    return new Promise((resolveSlot) => {
-      void this.limit(() => new Promise<void>((release) => resolveSlot(release)));
-    });
-  }
-
   /** One send: scheme, credentials for the registry's own origin, one re-authentication on 401, redirects. */
   private async send(repository: string, path: string, ro: RequestOptions): Promise<RegistryResponse> {
     const scheme = await this.scheme.get();
     const origin = `${scheme}://${this.host}`;
-    let url = /^https?:\/\//.test(path) ? path : `${origin}/v2/${path}`;
+    const absolute = /^https?:\/\//.test(path);
+    let url = absolute ? path : `${origin}/v2/${path}`;
     const scopes = ro.scopes ?? [`repository:${repository}:pull`];
-    let authorization = new URL(url).origin === origin ? await this.authorization(this.challenge ?? { scheme: 'none' }, scheme, repository, scopes, false) : undefined;
+    let authorization = !absolute || new URL(url).origin === origin ? await this.authorization(this.challenge ?? { scheme: 'none' }, scheme, repository, scopes, false) : undefined;
     let reauthenticated = false;
     for (let hops = 0; ; ) {
       const body = ro.body?.();
@@ -177,16 +171,17 @@ export class RegistryTransport {
   }
 
   private async authorization(challenge: Challenge, scheme: Scheme, repository: string, scopes: readonly string[], fresh: boolean): Promise<string | undefined> {
-    const cred = findCredential(this.opts.pullSecrets, this.registry, repository);
     switch (challenge.scheme) {
       case 'none':
         return undefined;
-      case 'basic':
+      case 'basic': {
         // Plain HTTP happens only for registries named insecure, which is the user's consent.
+        const cred = findCredential(this.opts.pullSecrets, this.registry, repository);
         return cred?.username !== undefined && (scheme === 'https' || this.insecure) ? basic(cred) : undefined;
+      }
       case 'bearer': {
         const key = `${challenge.realm}|${challenge.service ?? ''}|${scopes.join(' ')}`;
-        return `Bearer ${await this.tokens.get(key, () => this.fetchToken(challenge, scopes, cred), fresh)}`;
+        return `Bearer ${await this.tokens.get(key, () => this.fetchToken(challenge, scopes, findCredential(this.opts.pullSecrets, this.registry, repository)), fresh)}`;
       }
     }
   }
@@ -221,6 +216,36 @@ export class RegistryTransport {
       if (!token) throw new RegistryError(`${this.registry}: token service ${url.host} answered without a token`);
       return { token, expiresIn: body.expires_in };
     });
+  }
+}
+
+/** At most `size` holders at once; the others wait in order. */
+class Slots {
+  private free: number;
+  private readonly waiting: Array<(release: () => void) => void> = [];
+
+  constructor(size: number) {
+    this.free = size;
+  }
+
+  acquire(): Promise<() => void> {
+    if (this.free > 0) {
+      this.free--;
+      return Promise.resolve(this.releaser());
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  /** Releases once, however often it is called; a waiter takes the slot over. */
+  private releaser(): () => void {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiting.shift();
+      if (next) next(this.releaser());
+      else this.free++;
+    };
   }
 }
 
