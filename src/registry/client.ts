@@ -52,6 +52,7 @@ export class RegistryClient {
   private readonly opts: RegistryClientOptions;
   private readonly dispatcher: Dispatcher;
   private readonly transports = new Map<string, RegistryTransport>();
+  private readonly routes = new Map<string, { readonly transport: RegistryTransport; readonly repository: string }>();
   private readonly closing = new AbortController();
   /** What this client read from registries: for progress and the benchmark's byte count. */
   readonly counters: ReadCounters = { requests: 0, bodyBytes: 0 };
@@ -72,14 +73,20 @@ export class RegistryClient {
     await this.dispatcher.destroy();
   }
 
+  /** Where a repository is read: mirror rules applied once per repository, not per request. */
   private transportFor(ref: ImageReference): { transport: RegistryTransport; repository: string } {
-    const at = applyMirrors(ref, this.opts.mirrors);
-    let transport = this.transports.get(at.registry);
-    if (!transport) {
-      transport = new RegistryTransport(at.registry, this.opts, this.dispatcher, this.closing.signal);
-      this.transports.set(at.registry, transport);
+    const key = `${ref.registry}/${ref.repository}`;
+    let route = this.routes.get(key);
+    if (!route) {
+      const at = applyMirrors(ref, this.opts.mirrors);
+      let transport = this.transports.get(at.registry);
+      if (!transport) {
+        transport = new RegistryTransport(at.registry, this.opts, this.dispatcher, this.closing.signal);
+        this.transports.set(at.registry, transport);
+      }
+      this.routes.set(key, (route = { transport, repository: at.repository }));
     }
-    return { transport, repository: at.repository };
+    return route;
   }
 
   /** The manifest a tag or digest names, verified. */
