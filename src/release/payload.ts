@@ -49,6 +49,8 @@ export interface PayloadLimits {
 export const DEFAULT_LIMITS: PayloadLimits = { maxEntryBytes: 32 * 1024 * 1024, maxLayerBytes: 512 * 1024 * 1024 };
 
 const PREFIX = 'release-manifests/';
+/** Bytes gunzip hands on at a time (zlib's default is 16 KiB). */
+const GUNZIP_CHUNK = 256 * 1024;
 
 /** The architectures OpenShift releases are built for (Go names; x86_64 and aarch64 are accepted too). */
 export const RELEASE_ARCHITECTURES = ['amd64', 'arm64', 'ppc64le', 's390x'];
@@ -170,7 +172,9 @@ async function extractManifestFiles({ client, ref, layer, named, limits }: Manif
       else files.set(rel, Buffer.concat(parts).toString('utf8'));
     };
   });
-  await pipeline(client.blobStream(ref, layer), createGunzip(), byteLimit(limits.maxLayerBytes, named), extract);
+  // Big output chunks: every chunk costs a thread-pool round trip and a pass through the
+  // stream stages, and a release's manifests inflate to megabytes.
+  await pipeline(client.blobStream(ref, layer), createGunzip({ chunkSize: GUNZIP_CHUNK }), byteLimit(limits.maxLayerBytes, named), extract);
   return files;
 }
 
