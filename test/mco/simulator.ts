@@ -44,6 +44,16 @@ const PULL_TRIES = 5;
 /** wait.Backoff{Duration: 1s, Factor: 2, Cap: 10s}: sleeps between the 5 tries. */
 const PULL_RETRY_SLEEPS_MS = [1_000, 2_000, 4_000, 8_000];
 const FIELD_MANAGER = 'machine-config-operator';
+/**
+ * A sync that returns an error is requeued rate-limited (workqueue.DefaultControllerRateLimiter:
+ * 5 ms doubling per requeue, capped at 1000 s), up to 15 requeues (maxRetriesController), then
+ * once more after a minute. A sync returns the error of its last status write ("All pinned image
+ * sets complete"), so a status the API server did not take is written again.
+ */
+const REQUEUE_BASE_MS = 5;
+const REQUEUE_CAP_MS = 1_000_000;
+const MAX_REQUEUES = 15;
+const REQUEUE_AFTER_MAX_MS = 60_000;
 
 interface Pool extends KubeObject {
   spec: { nodeSelector?: LabelSelector; machineConfigSelector?: LabelSelector; pinnedImageSets?: Array<{ name: string }> };
@@ -78,6 +88,8 @@ interface Daemon {
   sync?: AbortController;
   /** First sync of a failing behaviour, for `failForMs`. */
   failingSince?: number;
+  /** Requeues since the last sync that returned no error (the work queue's NumRequeues). */
+  requeues?: number;
 }
 
 export const DEFAULT_POOLS = ['master', 'worker'].map((role) => ({
@@ -224,8 +236,17 @@ export class McoSimulator extends NodePlayer {
     if (signal.aborted) return;
     if (error === undefined) {
       for (const set of sets) daemon.complete.set(uidOf(set), set.metadata.generation ?? 1);
-      await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsProgressing', status: 'False', reason: 'AsExpected', message: 'All pinned image sets complete' });
-      await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsDegraded', status: 'False', reason: 'AsExpected', message: 'All is good' });
+      const written =
+        (await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsProgressing', status: 'False', reason: 'AsExpected', message: 'All pinned image sets complete' })) &&
+        (await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsDegraded', status: 'False', reason: 'AsExpected', message: 'All is good' }));
+      if (written) {
+        daemon.requeues = 0;
+        return;
+      }
+      // The status write failed (the API server down, say): the sync returns its error and is requeued.
+      const requeues = (daemon.requeues = (daemon.requeues ?? 0) + 1);
+      await sleep(requeues > MAX_REQUEUES ? REQUEUE_AFTER_MAX_MS / this.timeScale : Math.min(REQUEUE_BASE_MS * 2 ** (requeues - 1), REQUEUE_CAP_MS), signal);
+      if (!signal.aborted && daemon.sync?.signal === signal) this.startSync(node, pool, sets, daemon.started!);
       return;
     }
     if (error.startsWith('requeue:')) this.deadlinesMissed.set(node, (this.deadlinesMissed.get(node) ?? 0) + 1);
@@ -268,7 +289,7 @@ export class McoSimulator extends NodePlayer {
    * with currentGeneration, unfinished ones with the error when there is one; fields left out
    * are dropped by server-side apply.
    */
-  private async applyStatus(node: string, pool: string, sets: readonly PinnedImageSet[], daemon: Daemon, condition: Omit<Condition, 'lastTransitionTime'>, error?: string): Promise<void> {
+  private async applyStatus(node: string, pool: string, sets: readonly PinnedImageSet[], daemon: Daemon, condition: Omit<Condition, 'lastTransitionTime'>, error?: string): Promise<boolean> {
     daemon.conditions = mergeConditions(daemon.conditions, [condition]);
     const alpha = this.versions.machineConfigNodes === 'v1alpha1';
     const pinnedImageSets = sets.map((set): SetStatus => {
@@ -278,7 +299,8 @@ export class McoSimulator extends NodePlayer {
       if (error !== undefined) return { ...entry, ...(alpha ? { currentGeneration: 0, lastFailedGeneration: generation, lastFailedGenerationErrors: [error] } : { lastFailedGeneration: generation, lastFailedGenerationError: error }) };
       return alpha ? { ...entry, currentGeneration: 0, lastFailedGeneration: 0 } : entry;
     });
-    await new Promise<void>((resolve) => this.write(`mcn/${node}`, async () => {
+    return new Promise<boolean>((resolve) => this.write(`mcn/${node}`, async () => {
+      let written = false;
       try {
         await this.client.apply(`${this.paths.machineConfigNodes}/${node}/status`, {
           apiVersion: `${MCO_GROUP}/${this.versions.machineConfigNodes}`,
@@ -286,8 +308,9 @@ export class McoSimulator extends NodePlayer {
           metadata: { name: node },
           status: { configVersion: { desired: `rendered-${pool}-0`, current: `rendered-${pool}-0` }, conditions: daemon.conditions, pinnedImageSets },
         } as KubeObject, { fieldManager: FIELD_MANAGER });
+        written = true;
       } finally {
-        resolve();
+        resolve(written);
       }
     }));
   }
