@@ -7,6 +7,7 @@ import { createGunzip } from 'node:zlib';
 import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { posix } from 'node:path';
+import tar from 'tar-stream';
 import yaml from 'js-yaml';
 import { BadInputError } from '../errors.js';
 import { ManifestNotFoundError, type RegistryClient } from '../registry/client.js';
@@ -14,7 +15,6 @@ import { normaliseArch, type Descriptor } from '../registry/manifest.js';
 import { digestReference, formatReference, parseReference, type ImageReference } from '../registry/reference.js';
 import type { PlanRelease } from '../plan/types.js';
 import { parseImageReferences, parseReleaseMetadata, type ComponentImage } from './image-references.js';
-import { TarEntries } from './tar.js';
 
 /** The release as planned (the plan contract's `release`), plus what planning does not publish. */
 export interface ReleaseInfo extends PlanRelease {
@@ -160,21 +160,33 @@ async function readManifestsLayer(source: ManifestsLayer, warnings: string[]): P
 
 async function extractManifestFiles({ client, ref, layer, named, limits }: ManifestsLayer, warnings: string[]): Promise<Map<string, string>> {
   const files = new Map<string, string>();
-  const extract = new TarEntries((header) => {
-    const rel = manifestPath(header.name, warnings);
-    if (rel === undefined || header.type !== 'file') return undefined;
-    if ((header.size ?? 0) > limits.maxEntryBytes) {
-      throw new BadInputError(`${named}: release-manifests/${rel} is ${header.size} bytes, over the ${limits.maxEntryBytes}-byte limit for one manifest file; not a sane release payload`);
+  const extract = tar.extract();
+  const collect = (async () => {
+    for await (const entry of extract) {
+      const rel = manifestPath(entry.header.name, warnings);
+      if (rel === undefined || entry.header.type !== 'file') {
+        entry.resume();
+        continue;
+      }
+      if ((entry.header.size ?? 0) > limits.maxEntryBytes) {
+        throw new BadInputError(`${named}: release-manifests/${rel} is ${entry.header.size} bytes, over the ${limits.maxEntryBytes}-byte limit for one manifest file; not a sane release payload`);
+      }
+      const parts: Buffer[] = [];
+      for await (const chunk of entry as AsyncIterable<Buffer>) parts.push(chunk);
+      files.set(rel, Buffer.concat(parts).toString('utf8'));
     }
-    const parts: Buffer[] = [];
-    return (data) => {
-      if (data) parts.push(data);
-      else files.set(rel, Buffer.concat(parts).toString('utf8'));
-    };
-  });
-  // Big output chunks: every chunk costs a thread-pool round trip and a pass through the
-  // stream stages, and a release's manifests inflate to megabytes.
-  await pipeline(client.blobStream(ref, layer), createGunzip({ chunkSize: GUNZIP_CHUNK }), byteLimit(limits.maxLayerBytes, named), extract);
+  })();
+  try {
+    await Promise.all([
+      // Big output chunks: every chunk costs a thread-pool round trip and a pass through the
+      // stream stages, and a release's manifests inflate to megabytes.
+      pipeline(client.blobStream(ref, layer), createGunzip({ chunkSize: GUNZIP_CHUNK }), byteLimit(limits.maxLayerBytes, named), extract),
+      collect,
+    ]);
+  } catch (err) {
+    extract.destroy();
+    throw err;
+  }
   return files;
 }
 
