@@ -294,7 +294,8 @@ export function readBody(body: Readable, max = Infinity, where = 'response'): Pr
     body.on('data', onData);
     body.once('end', () => settle(undefined));
     body.once('error', (err) => settle(err));
-    body.once('close', () => settle(body.readableEnded ? undefined : Object.assign(new Error('aborted'), { code: 'ECONNRESET' })));
+    // Closed before its end without an error: what a for-await over the stream throws.
+    body.once('close', () => settle(body.readableEnded ? undefined : Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })));
   });
 }
 
