@@ -73,6 +73,8 @@ function createCommand(ctx: CommandContext) {
       await ensureWritableDir(args.to, 'the bundle', 'choose another --to');
       if (maxPartBytes) await ensureWritableDir(archiveDirFor(args.to), 'the bundle parts', 'choose another --to');
       const client = registryClientFrom(args, (line) => ctx.log.warn(line), (line) => ctx.log.warn(line));
+      // The bundle reads again the manifests its plan (or --since's) read.
+      client.rememberManifests();
       try {
         const planned = sourceIsFile ? await readPlanFile(args.source) : await buildPlan(client, planOptionsFrom(args, args.source));
         const plan = args['agent-image'] ? await withAgentImage(client, planned, args['agent-image']) : planned;

@@ -39,6 +39,8 @@ export function planCommand(ctx: CommandContext) {
       // error is the one line printed.
       const retries = new RetrySummary();
       const client = registryClientFrom(args, (_line, event) => retries.record(event), (line) => ctx.log.warn(line));
+      // Sizing reads the release manifest that reading the release resolved.
+      client.rememberManifests();
       const progress = planProgress(ctx.stderr, args.progress, client.counters);
       try {
         const plan = await buildPlan(client, planOptionsFrom(args, release, live), (p) => progress.update(p)).finally(() => progress.stop());

@@ -56,6 +56,8 @@ export class RegistryClient {
   private readonly closing = new AbortController();
   /** What this client read from registries: for progress and the benchmark's byte count. */
   readonly counters: ReadCounters = { requests: 0, bodyBytes: 0 };
+  /** Manifests read, by `registry/repository@digest`, once rememberManifests() asked for them. */
+  private manifests: Map<string, FetchedManifest> | undefined;
 
   constructor(opts: RegistryClientOptions) {
     this.opts = opts;
@@ -89,8 +91,20 @@ export class RegistryClient {
     return route;
   }
 
+  /**
+   * From now on, keep every manifest read (small, and immutable by digest) and answer a later
+   * read of the same digest from memory: `bundle create RELEASE` reads again the manifests its
+   * plan read, a plan the release manifest it resolved. For one command's client, not a
+   * long-lived one (the agent's), whose reads may be meant to reach a registry again.
+   */
+  rememberManifests(): void {
+    this.manifests ??= new Map();
+  }
+
   /** The manifest a tag or digest names, verified. */
   async fetchManifest(ref: ImageReference, reference: string | undefined = ref.digest ?? ref.tag ?? 'latest'): Promise<FetchedManifest> {
+    const known = this.manifests && isDigest(reference) ? this.manifests.get(`${ref.registry}/${ref.repository}@${reference}`) : undefined;
+    if (known) return known;
     const { transport, repository } = this.transportFor(ref);
     const where = `${formatReference({ registry: ref.registry, repository: ref.repository })}${isDigest(reference) ? '@' : ':'}${reference}`;
     this.counters.requests++;
@@ -110,7 +124,9 @@ export class RegistryClient {
       throw new DigestMismatchError(`${where}: registry says digest ${header} but content hashes to ${digest}`);
     }
     const contentType = res.headers['content-type'];
-    return { digest, bytes, manifest: parseManifest(bytes, typeof contentType === 'string' ? contentType : undefined, where) };
+    const fetched = { digest, bytes, manifest: parseManifest(bytes, typeof contentType === 'string' ? contentType : undefined, where) };
+    this.manifests?.set(`${ref.registry}/${ref.repository}@${digest}`, fetched);
+    return fetched;
   }
 
   /** Follow a manifest list to the image manifest for `arch`. */
