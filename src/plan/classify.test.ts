@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ComponentImage } from '../release/image-references.js';
-import type { ManifestDocument } from '../release/payload.js';
+import type { ManifestDocument } from '../release/documents.js';
 import { classifyComponents, DEFAULT_PROFILE, pinnedToControlPlane, type ClassifyOptions } from './classify.js';
 
 const digest = (n: number) => `sha256:${n.toString(16).padStart(64, '0')}`;

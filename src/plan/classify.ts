@@ -11,7 +11,7 @@
  *    any other reference go to all nodes, as do the node OS images.
  */
 import type { ComponentImage } from '../release/image-references.js';
-import type { ManifestDocument } from '../release/payload.js';
+import type { ManifestDocument } from '../release/documents.js';
 import { notAppliedBecause, type InclusionOptions } from './inclusion.js';
 import { operandPlacement } from './operands.js';
 import { platformsInName, platformsOfComponent, type Platform } from './platform.js';

@@ -8,28 +8,17 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { posix } from 'node:path';
 import tar from 'tar-stream';
-import yaml from 'js-yaml';
 import { BadInputError } from '../errors.js';
 import { ManifestNotFoundError, type RegistryClient } from '../registry/client.js';
 import { normaliseArch, type Descriptor } from '../registry/manifest.js';
 import { digestReference, formatReference, parseReference, type ImageReference } from '../registry/reference.js';
 import type { PlanRelease } from '../plan/types.js';
+import { parseDocuments, type ManifestDocument } from './documents.js';
 import { parseImageReferences, parseReleaseMetadata, type ComponentImage } from './image-references.js';
 
 /** The release as planned (the plan contract's `release`), plus what planning does not publish. */
 export interface ReleaseInfo extends PlanRelease {
   readonly previous: readonly string[];
-}
-
-/**
- * One parsed document of an operator manifest file. A document that cannot name an image (no
- * string in it holds `@sha256:`, and it is not a ConfigMap, whose data may be JSON with escapes)
- * keeps only its kind and `metadata.annotations`: all that planning reads of it (inclusion
- * vocabulary), and the rest of it is not held for the whole plan.
- */
-export interface ManifestDocument {
-  readonly file: string;
-  readonly doc: Record<string, unknown>;
 }
 
 export interface ReleaseFacts {
@@ -226,41 +215,4 @@ async function drain(stream: AsyncIterable<unknown>): Promise<void> {
 function isGzipOrTarError(err: unknown): boolean {
   const code = (err as NodeJS.ErrnoException | undefined)?.code ?? '';
   return code.startsWith('Z_') || /Invalid tar header|Unexpected end of data|unexpected end of file/i.test((err as Error | undefined)?.message ?? '');
-}
-
-/** Operator manifests are multi-document YAML (or JSON); a file that does not parse is reported and skipped. */
-function parseDocuments(files: Map<string, string>, warnings: string[]): ManifestDocument[] {
-  const documents: ManifestDocument[] = [];
-  for (const file of [...files.keys()].sort()) {
-    if (!/\.(ya?ml|json)$/.test(file)) continue;
-    try {
-      yaml.loadAll(files.get(file)!, (doc) => {
-        if (doc && typeof doc === 'object' && !Array.isArray(doc)) documents.push({ file, doc: mayNameImages(doc as Record<string, unknown>) ? (doc as Record<string, unknown>) : slim(doc as Record<string, unknown>) });
-      });
-    } catch (err) {
-      warnings.push(`skipped unparsable manifest ${file}: ${(err as Error).message.split('\n')[0]}`);
-    }
-  }
-  return documents;
-}
-
-/** Whether a document may name an image digest: a string holding `@sha256:`, or a ConfigMap. */
-function mayNameImages(doc: Record<string, unknown>): boolean {
-  return doc.kind === 'ConfigMap' || holdsDigest(doc);
-}
-
-function holdsDigest(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('@sha256:');
-  if (Array.isArray(value)) {
-    for (const v of value) if (holdsDigest(v)) return true;
-  } else if (value && typeof value === 'object') {
-    for (const k in value) if (Object.hasOwn(value, k) && holdsDigest((value as Record<string, unknown>)[k])) return true;
-  }
-  return false;
-}
-
-/** What planning reads of a document that names no image: its kind and annotations. */
-function slim(doc: Record<string, unknown>): Record<string, unknown> {
-  const annotations = (doc.metadata as { annotations?: unknown } | undefined)?.annotations;
-  return { kind: doc.kind, ...(annotations !== undefined ? { metadata: { annotations } } : {}) };
 }
