@@ -16,6 +16,13 @@ export interface CommandDescriptor {
   /** `[command line, what it does]`; `$0` is the script name. */
   readonly examples: ReadonlyArray<readonly [string, string]>;
   readonly load: () => Promise<CommandFactory>;
+  /**
+   * A run of seconds, mostly waiting on registries: V8 stops at its baseline compiler, as
+   * TurboFan's compiles (on background threads, counted in the process's CPU) cost such a run
+   * more than its optimized code saves it: a plan of the fixture release, about a sixth of its
+   * CPU (`npm run bench:plan`). Long-running commands (agent, wait, stage, bundle) keep it.
+   */
+  readonly brief?: boolean;
 }
 
 const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
@@ -33,6 +40,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
       ['$0 plan --to 4.16.3 --kubeconfig admin.kubeconfig', 'Plan the update the cluster offers to 4.16.3'],
     ],
     load: async () => (await import('./plan.js')).planCommand,
+    brief: true,
   },
   bundle: {
     usage: 'bundle <command>',

@@ -8,6 +8,7 @@ import { basename, dirname, extname, join, relative, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { inspect } from 'node:util';
+import { setFlagsFromString } from 'node:v8';
 import type { Argv } from 'yargs';
 import { BadInputError, EXIT_CODES_HELP, ExitCode, OutputError, PrestageError, systemErrorText } from '../errors.js';
 import { createCliLogger, type LogLevel } from '../telemetry/log.js';
@@ -124,6 +125,9 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
  * keep the process alive; a closed stderr leaves no one to tell.
  */
 export async function runAsBin(): Promise<void> {
+  const named = namedCommand(process.argv.slice(2));
+  // Only a process of its own: tests call main() in-process.
+  if (named !== undefined && COMMANDS[named]!.brief) setFlagsFromString('--max-opt=1');
   let outputFailed = false;
   process.stdout.on('error', () => (outputFailed = true));
   process.stderr.on('error', () => undefined);
