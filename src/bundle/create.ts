@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { createReadStream, createWriteStream, renameSync, writeFileSync } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import pLimit from 'p-limit';
@@ -350,19 +350,27 @@ const HASH_READ_BYTES = 4 * 1024 * 1024;
 
 /**
  * A big blob in parallel Range parts, where the registry serves ranges (one connection is often
- * held to a fraction of the link by its window, or by a CDN's per-connection limit): each part
- * is written at its offset as it arrives, and one reader hashes the file in order right behind
- * the contiguous bytes written, so the digest is checked over every byte before the rename. A
- * registry that answers the first part with the whole blob raises RangesRefused at once. On
- * failure the file is cut back to the bytes hashed, a prefix a rerun continues from.
+ * held to a fraction of the link by its window, or by a CDN's per-connection limit). Each part
+ * is written at its offset as it arrives, the chunks that came in while a write was on the
+ * thread pool going in one writev. The digest is checked over every byte before the rename,
+ * in order: a chunk that arrives exactly at the hash frontier is hashed from memory as it
+ * comes (all of the first part, and each later part once the frontier reached it), the rest is
+ * read back from the file behind the contiguous bytes written. A registry that answers the
+ * first part with the whole blob raises RangesRefused at once. On failure the file is cut back
+ * to a hashed prefix that is on disk, which a rerun continues from.
  */
 async function fetchInParts(client: RegistryClient, from: ImageReference, blob: Descriptor, partial: string, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {
   const parts = Math.min(MAX_PARTS, Math.floor(blob.size / MIN_PART_BYTES));
   const partSize = Math.ceil(blob.size / parts);
   const bounds = Array.from({ length: parts }, (_, i) => [i * partSize, Math.min(blob.size, (i + 1) * partSize)] as const);
-  /** Per part: the end of the bytes written contiguously from its start. */
+  /** Per part: the end of the bytes received, and of those written contiguously from its start. */
+  const received = bounds.map(([start]) => start);
   const written = bounds.map(([start]) => start);
+  const hash = createHash('sha256');
+  /** Every byte below it is hashed, in order. */
   let hashed = 0;
+  /** A read-back is in flight: the frontier is about to move, no chunk may be hashed from memory. */
+  let readingBack = false;
   let failed = false;
   let wake: (() => void) | undefined;
   const notify = (): void => {
@@ -372,23 +380,31 @@ async function fetchInParts(client: RegistryClient, from: ImageReference, blob: 
   };
   const file = await open(partial, 'w+');
   const readers = bounds.map(([start, end]) => client.blobPart(from, blob, start, end));
+  const writers = bounds.map((_, i) => new PartWriter(file, () => written[i]!, (n) => {
+    written[i]! += n;
+    notify();
+  }));
   const fill = async (i: number, first?: IteratorResult<Buffer>): Promise<void> => {
     const reader = readers[i]!;
+    const writer = writers[i]!;
     try {
       for (let next = first ?? (await reader.next()); !next.done; next = await reader.next()) {
         if (failed || signal.aborted) return;
         const chunk = next.value;
-        await file.write(chunk, 0, chunk.length, written[i]!);
-        written[i]! += chunk.length;
+        if (!readingBack && received[i] === hashed) {
+          hash.update(chunk);
+          hashed += chunk.length;
+        }
+        received[i]! += chunk.length;
         onBytes(chunk.length);
-        notify();
+        await writer.add(chunk);
       }
+      await writer.flushed();
     } finally {
       await reader.return(undefined);
     }
   };
   const hashInOrder = async (): Promise<string> => {
-    const hash = createHash('sha256');
     const buffer = Buffer.allocUnsafe(HASH_READ_BYTES);
     for (const [i, [, end]] of bounds.entries()) {
       while (hashed < end) {
@@ -398,9 +414,14 @@ async function fetchInParts(client: RegistryClient, from: ImageReference, blob: 
           await new Promise<void>((resolve) => (wake = resolve));
           continue;
         }
-        const { bytesRead } = await file.read(buffer, 0, Math.min(ready, buffer.length), hashed);
-        hash.update(buffer.subarray(0, bytesRead));
-        hashed += bytesRead;
+        readingBack = true;
+        try {
+          const { bytesRead } = await file.read(buffer, 0, Math.min(ready, buffer.length), hashed);
+          hash.update(buffer.subarray(0, bytesRead));
+          hashed += bytesRead;
+        } finally {
+          readingBack = false;
+        }
       }
     }
     return `sha256:${hash.digest('hex')}`;
@@ -427,13 +448,73 @@ async function fetchInParts(client: RegistryClient, from: ImageReference, blob: 
     error = err;
     failed = true;
     await Promise.allSettled(readers.map((reader) => reader.return(undefined)));
-    // What was hashed is a contiguous prefix of what the registry sent: a rerun continues there.
-    await file.truncate(hashed).catch(() => undefined);
+    await Promise.allSettled(writers.map((writer) => writer.flushed()));
+    // What was hashed and is on disk is a contiguous prefix of what the registry sent: a rerun continues there.
+    await file.truncate(Math.min(hashed, contiguousPrefix(bounds, written))).catch(() => undefined);
   } finally {
     signal.removeEventListener('abort', onAbort);
     await file.close();
   }
   if (error !== undefined) throw error;
+}
+
+/** Bytes from 0 that are on disk without a gap: parts in order, up to the first one not fully written. */
+function contiguousPrefix(bounds: ReadonlyArray<readonly [number, number]>, written: readonly number[]): number {
+  for (const [i, [, end]] of bounds.entries()) if (written[i]! < end) return written[i]!;
+  return bounds.at(-1)?.[1] ?? 0;
+}
+
+/** Chunks a part writer holds before its reader waits for the disk. */
+const PART_BACKLOG_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Writes one part's chunks at its offset, one write in flight: what arrives meanwhile goes in
+ * the next writev, so the thread pool sees a few large writes instead of one per socket read.
+ */
+class PartWriter {
+  private queue: Buffer[] = [];
+  private queued = 0;
+  private writing: Promise<void> | undefined;
+  private failure: unknown;
+
+  constructor(private readonly file: FileHandle, private readonly offset: () => number, private readonly done: (bytes: number) => void) {}
+
+  /** Queues a chunk; waits only while the backlog is over PART_BACKLOG_BYTES. */
+  async add(chunk: Buffer): Promise<void> {
+    if (this.failure !== undefined) throw this.failure;
+    this.queue.push(chunk);
+    this.queued += chunk.length;
+    this.writing ??= this.drain();
+    if (this.queued >= PART_BACKLOG_BYTES) await this.writing;
+  }
+
+  /** Every queued chunk on disk (or the write's error). */
+  async flushed(): Promise<void> {
+    await this.writing;
+    if (this.failure !== undefined) throw this.failure;
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue;
+        const bytes = this.queued;
+        this.queue = [];
+        this.queued = 0;
+        let at = 0;
+        // writev may write less than asked: go on from where it stopped.
+        while (at < bytes) {
+          const { bytesWritten } = await this.file.writev(at === 0 ? batch : [Buffer.concat(batch).subarray(at)], this.offset());
+          at += bytesWritten;
+          this.done(bytesWritten);
+        }
+      }
+    } catch (err) {
+      this.failure = err;
+    } finally {
+      this.writing = undefined;
+    }
+  }
 }
 
 /** Write buffer: large writes, few syscalls; the registry's chunks pass through uncopied. */
