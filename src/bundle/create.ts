@@ -364,9 +364,8 @@ async function fetchInParts(client: RegistryClient, from: ImageReference, blob: 
   const parts = Math.min(MAX_PARTS, Math.floor(blob.size / MIN_PART_BYTES));
   const partSize = Math.ceil(blob.size / parts);
   const bounds = Array.from({ length: parts }, (_, i) => [i * partSize, Math.min(blob.size, (i + 1) * partSize)] as const);
-  /** Per part: the end of the bytes received, and of those written contiguously from its start. */
+  /** Per part: the end of the bytes received (its writer holds the end of those written). */
   const received = bounds.map(([start]) => start);
-  const written = bounds.map(([start]) => start);
   const hash = createHash('sha256');
   /** Every byte below it is hashed, in order. */
   let hashed = 0;
@@ -381,10 +380,7 @@ async function fetchInParts(client: RegistryClient, from: ImageReference, blob: 
   };
   const file = await open(partial, 'w+');
   const readers = bounds.map(([start, end]) => client.blobPart(from, blob, start, end));
-  const writers = bounds.map((_, i) => new PartWriter(file, () => written[i]!, (n) => {
-    written[i]! += n;
-    notify();
-  }));
+  const writers = bounds.map(([start]) => new PartWriter(file, start, notify));
   const fill = async (i: number, first?: IteratorResult<Buffer>): Promise<void> => {
     const reader = readers[i]!;
     const writer = writers[i]!;
@@ -410,7 +406,7 @@ async function fetchInParts(client: RegistryClient, from: ImageReference, blob: 
     for (const [i, [, end]] of bounds.entries()) {
       while (hashed < end) {
         if (failed || signal.aborted) throw signal.reason ?? new Error('a part failed');
-        const ready = written[i]! - hashed;
+        const ready = writers[i]!.written - hashed;
         if (ready <= 0) {
           await new Promise<void>((resolve) => (wake = resolve));
           continue;
@@ -451,7 +447,7 @@ async function fetchInParts(client: RegistryClient, from: ImageReference, blob: 
     await Promise.allSettled(readers.map((reader) => reader.return(undefined)));
     await Promise.allSettled(writers.map((writer) => writer.flushed()));
     // What was hashed and is on disk is a contiguous prefix of what the registry sent: a rerun continues there.
-    await file.truncate(Math.min(hashed, contiguousPrefix(bounds, written))).catch(() => undefined);
+    await file.truncate(Math.min(hashed, contiguousPrefix(bounds, writers))).catch(() => undefined);
   } finally {
     signal.removeEventListener('abort', onAbort);
     await file.close();
@@ -460,8 +456,8 @@ async function fetchInParts(client: RegistryClient, from: ImageReference, blob: 
 }
 
 /** Bytes from 0 that are on disk without a gap: parts in order, up to the first one not fully written. */
-function contiguousPrefix(bounds: ReadonlyArray<readonly [number, number]>, written: readonly number[]): number {
-  for (const [i, [, end]] of bounds.entries()) if (written[i]! < end) return written[i]!;
+function contiguousPrefix(bounds: ReadonlyArray<readonly [number, number]>, writers: readonly PartWriter[]): number {
+  for (const [i, [, end]] of bounds.entries()) if (writers[i]!.written < end) return writers[i]!.written;
   return bounds.at(-1)?.[1] ?? 0;
 }
 
@@ -477,8 +473,16 @@ class PartWriter {
   private queued = 0;
   private writing: Promise<void> | undefined;
   private failure: unknown;
+  private end: number;
 
-  constructor(private readonly file: FileHandle, private readonly offset: () => number, private readonly done: (bytes: number) => void) {}
+  constructor(private readonly file: FileHandle, start: number, private readonly onWritten: () => void) {
+    this.end = start;
+  }
+
+  /** The end of the bytes on disk, contiguous from the part's start. */
+  get written(): number {
+    return this.end;
+  }
 
   /** Queues a chunk; waits only while the backlog is over PART_BACKLOG_BYTES. */
   async add(chunk: Buffer): Promise<void> {
@@ -505,9 +509,10 @@ class PartWriter {
         let at = 0;
         // writev may write less than asked: go on from where it stopped.
         while (at < bytes) {
-          const { bytesWritten } = await this.file.writev(at === 0 ? batch : [Buffer.concat(batch).subarray(at)], this.offset());
+          const { bytesWritten } = await this.file.writev(at === 0 ? batch : [Buffer.concat(batch).subarray(at)], this.end);
           at += bytesWritten;
-          this.done(bytesWritten);
+          this.end += bytesWritten;
+          this.onWritten();
         }
       }
     } catch (err) {
@@ -539,7 +544,6 @@ async function appendBlob(client: RegistryClient, from: ImageReference, blob: De
   );
 }
 
-/** fsync every file written, a few at a time: the disk queues them together. */
 /** A blob this big is fsynced as soon as it is in blobs/, behind the transfer. */
 const SYNC_BEHIND_BYTES = 1024 * 1024;
 
@@ -578,6 +582,7 @@ export class SyncBehind {
   }
 }
 
+/** fsync every file written, a few at a time: the disk queues them together. */
 async function syncFiles(paths: readonly string[]): Promise<void> {
   const limit = pLimit(16);
   await Promise.all(paths.map((path) => limit(async () => {
