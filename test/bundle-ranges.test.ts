@@ -55,7 +55,7 @@ beforeAll(async () => {
     }));
     await push.putManifest(REPOSITORY, sha256(manifest), manifest, MediaType.ociManifest);
     const pullSpec = `quay.io/${REPOSITORY}@${sha256(manifest)}`;
-    // Only what create reads of a plan: the release (whose bundle this is) and the images.
+    // Only what create needs of a plan: the release (whose bundle this is) and the images.
     plan = {
       apiVersion: 'prestage.dev/v1alpha1',
       kind: 'Plan',

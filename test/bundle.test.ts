@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import { cp, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import yaml from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -392,7 +393,75 @@ describe('incremental bundles (--since)', () => {
   });
 });
 
+/** Progress lines go nowhere. */
+function devNull(): Writable {
+  return new Writable({ write: (_chunk, _encoding, done) => done() });
+}
+
+/** A client of the source through its proxy, as the CLI builds it. */
+function sourceClient(): RegistryClient {
+  return new RegistryClient({
+    pullSecrets: [parsePullSecretFile(authFile)],
+    insecureRegistries: [sourceProxy.host],
+    mirrors: [parseMirrorRule(`quay.io=${sourceProxy.host}`)],
+    retry: DEFAULT_RETRY,
+    concurrency: 32,
+    stallTimeoutMs: 30_000,
+  });
+}
+
+describe('manifests and blobs side by side', () => {
+  it('reads blobs while manifests are still being read, big ones beside the small ones', async () => {
+    const dir = join(work, 'side-by-side');
+    const client = sourceClient();
+    sourceProxy.resetStats();
+    try {
+      const report = await createBundle(client, await readPlanFile(planFile), { dir, force: false, allPlatforms: false, concurrency: 32, progressTo: devNull() });
+      expect(report.images).toBe(IMAGES);
+    } finally {
+      await client.close();
+    }
+    const log = sourceProxy.stats.log;
+    const lastManifest = log.findLastIndex((r) => r.target.includes('/manifests/'));
+    const blobsBefore = log.slice(0, lastManifest).filter((r) => r.target.includes('/blobs/'));
+    // Before the last manifest was asked for, blobs of the images read so far were on their way,
+    // among them blobs over 64 KiB (the bulk lane), largest known first.
+    expect(blobsBefore.length).toBeGreaterThan(0);
+    const sizes = new Map(bundledImages().flatMap((i) => [i.config, ...i.layers]).map((b) => [b.digest, b.size]));
+    expect(blobsBefore.some((r) => (sizes.get(r.target.split('/blobs/')[1]!) ?? 0) > 64 * 1024)).toBe(true);
+    expect(await treeHashes(dir)).toEqual(await treeHashes(reference));
+    expect((await runCli(['bundle', 'verify', dir])).code).toBe(0);
+  });
+});
+
 describe('free disk space', () => {
+  it('stops once every manifest is read when the whole does not fit, though what the plan names did; a rerun completes it', async () => {
+    const dir = join(work, 'tight-disk');
+    const plan = await readPlanFile(planFile);
+    const named = new Map(plan.images.flatMap((i) => [[i.config.digest, i.config.size] as const, ...i.layers.map((l) => [l.digest, l.compressedBytes] as const)]));
+    const planBytes = [...named.values()].reduce((a, b) => a + b, 0);
+    const client = sourceClient();
+    try {
+      await expect(createBundle(client, plan, {
+        dir,
+        force: false,
+        allPlatforms: false,
+        concurrency: 32,
+        progressTo: devNull(),
+        // What the plan's own configs and layers need, and 1 KiB: not the manifests, nor the images only the mirror serves.
+        statFs: async () => ({ bavail: planBytes + 1024, bsize: 1 }),
+      })).rejects.toMatchObject({ exitCode: 2, message: expect.stringMatching(/^not enough free space in .*tight-disk: [\d.]+ MiB more is needed, [\d.]+ MiB is free \(short by [\d.]+ (KiB|MiB)\); free up space there or choose another --to$/) });
+      // Nothing half-written is left in blobs/, and nothing claims the bundle is complete.
+      await expect(stat(join(dir, 'index.json'))).rejects.toThrow();
+      const rerun = await createBundle(client, plan, { dir, force: false, allPlatforms: false, concurrency: 32, progressTo: devNull() });
+      expect(rerun.images).toBe(IMAGES);
+    } finally {
+      await client.close();
+    }
+    expect(await treeHashes(dir)).toEqual(await treeHashes(reference));
+    expect((await runCli(['bundle', 'verify', dir])).code).toBe(0);
+  });
+
   it('refuses before fetching anything, naming the shortfall and the fix', async () => {
     const dir = join(work, 'tiny-disk');
     const client = new RegistryClient({

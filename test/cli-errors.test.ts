@@ -59,6 +59,11 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
     expect(result).toEqual({ code: 2, stdout: '', stderr: `prestage: error: ${message}; see prestage plan --help\n` });
   });
 
+  it('bundle create --parallel 0 is rejected before any read', async () => {
+    const result = await runBin('prestage', ['bundle', 'create', RELEASE, '--to', join(dir, 'parallel-0'), ...UNREACHABLE, '--parallel', '0']);
+    expect(result).toEqual({ code: 2, stdout: '', stderr: 'prestage: error: --parallel must be an integer >= 1, got 0; see prestage bundle --help\n' });
+  });
+
   it('wait --timeout abc is rejected before the kubeconfig is read', async () => {
     const result = await runBin('prestage', ['wait', '--timeout', 'abc', '--kubeconfig', join(dir, 'no-such-kubeconfig')]);
     expect(result).toEqual({ code: 2, stdout: '', stderr: 'prestage: error: --timeout: bad duration "abc": use e.g. 90s, 5m, 1h30m; see prestage wait --help\n' });

@@ -45,16 +45,18 @@ export function manifestBlobs(manifest: ImageManifest): Descriptor[] {
   return [manifest.config, ...manifest.layers];
 }
 
-export async function collectContent(client: RegistryClient, plan: Plan, allPlatforms: boolean): Promise<BundleContent> {
-  // The mirror serves the whole release: images the nodes never pin (skipped by the plan:
-  // other platforms, disabled capabilities, tools such as must-gather) are pulled by digest from
-  // it all the same, so they travel too. Plans written before skipped[] existed have none.
-  const pullSpecs = [...plan.images, ...(plan.skipped ?? [])].map((image) => image.pullSpec);
-  // All settle before a failure is thrown, so no request outlives the command's client.
-  const settled = await Promise.allSettled(pullSpecs.map((pullSpec) => collectImage(client, pullSpec, plan.release.architecture, allPlatforms)));
-  const failed = settled.find((r) => r.status === 'rejected');
-  if (failed) throw failed.reason;
-  const images = settled.map((r) => (r as PromiseFulfilledResult<BundleImage>).value);
+/**
+ * The images a bundle carries, by pullspec. The mirror serves the whole release: images the
+ * nodes never pin (skipped by the plan: other platforms, disabled capabilities, tools such as
+ * must-gather) are pulled by digest from it all the same, so they travel too. Plans written
+ * before skipped[] existed have none.
+ */
+export function bundledPullSpecs(plan: Plan): string[] {
+  return [...plan.images, ...(plan.skipped ?? [])].map((image) => image.pullSpec);
+}
+
+/** Every config and layer of `images` once, in first-use order, with an image to fetch it through. */
+export function contentOf(images: readonly BundleImage[]): BundleContent {
   const blobs = new Map<string, { descriptor: Descriptor; from: ImageReference }>();
   for (const image of images) {
     for (const descriptor of image.blobs) if (!blobs.has(descriptor.digest)) blobs.set(descriptor.digest, { descriptor, from: image.ref });
@@ -62,7 +64,8 @@ export async function collectContent(client: RegistryClient, plan: Plan, allPlat
   return { images, blobs };
 }
 
-async function collectImage(client: RegistryClient, pullSpec: string, arch: string, allPlatforms: boolean): Promise<BundleImage> {
+/** One image's manifests (a list and the platform manifests kept of it), verified, and the blobs they name. */
+export async function collectImage(client: RegistryClient, pullSpec: string, arch: string, allPlatforms: boolean): Promise<BundleImage> {
   const ref = parseReference(pullSpec);
   if (!ref.digest) throw new BadInputError(`plan image ${pullSpec} is not a digest pullspec; plan files name images by digest`);
   const top = await client.fetchManifest(ref);

@@ -5,7 +5,6 @@
  * byte. A directory holding another release's bundle is left alone unless forced.
  */
 import { createHash } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
 import { createReadStream, createWriteStream, renameSync, writeFileSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -17,8 +16,10 @@ import { PLAN_API_VERSION, type Plan } from '../plan/types.js';
 import { RangesRefused, type RegistryClient } from '../registry/client.js';
 import { MediaType, type Descriptor } from '../registry/manifest.js';
 import { formatReference, type ImageReference } from '../registry/reference.js';
-import { collectContent, type BundleContent, type BundleImage, type BundleManifest } from './content.js';
-import { ensureFreeSpace, type StatFs } from './disk-space.js';
+import { bundledPullSpecs, collectImage, contentOf, type BundleContent, type BundleImage, type BundleManifest } from './content.js';
+import { freeSpaceCheck, type StatFs } from './disk-space.js';
+import { planBlobSizes } from './inputs.js';
+import { TransferLanes } from './lanes.js';
 import {
   BLOBS_DIR, BUNDLE_FILE, INDEX_FILE, OCI_LAYOUT, OCI_LAYOUT_FILE, PARTIAL_DIR, REF_NAME,
   blobFileName, blobPath, partialPath, type BundleBlobRef, type BundleMetadata, type LayoutIndex,
@@ -72,96 +73,161 @@ interface BlobTask {
   readonly partialBytes: number;
 }
 
-/** What the layout lacks: manifests (in memory, verified when fetched) to store, blobs to fetch. */
-type Transfer = { readonly manifest: BundleManifest } | { readonly blob: BlobTask };
-
+/**
+ * Manifests and blobs are read side by side: each image's manifests are read as light work
+ * (lanes.ts), and queue the blobs they name the moment they arrive, so the link carries blobs
+ * from the first manifest on instead of waiting for the last.
+ */
 export async function createBundle(client: RegistryClient, plan: Plan, opts: CreateOptions): Promise<CreateReport> {
   const { dir } = opts;
   if (!opts.force) await refuseOtherContent(dir, plan);
-  const content = await collectContent(client, plan, opts.allPlatforms);
   await mkdir(join(dir, BLOBS_DIR), { recursive: true });
   await mkdir(join(dir, PARTIAL_DIR), { recursive: true });
-  // A layout with an index is complete: an index for other content goes until this run ends.
-  const index = `${JSON.stringify(layoutIndex(content), null, 2)}\n`;
-  if ((await readFile(join(dir, INDEX_FILE), 'utf8').catch(() => undefined)) !== index) await rm(join(dir, INDEX_FILE), { force: true });
-  const manifests = uniqueManifests(content);
-  const external = new Set([...content.blobs.keys()].filter((d) => opts.previous?.blobs.has(d)));
-  // Written before any blob, so an interrupted run still says whose bundle this is.
-  await writeFileAtomic(join(dir, BUNDLE_FILE), `${JSON.stringify(bundleMetadata(plan, opts, content, external), null, 2)}\n`, join(dir, PARTIAL_DIR));
-
-  // What earlier runs left: complete blobs (re-hashed: a file of the right size can still be
-  // damaged, and push and verify send users here to repair it) and partial downloads.
-  const wanted = new Set([...manifests.map((m) => m.digest), ...content.blobs.keys()].filter((d) => !external.has(d)).map(blobFileName));
-  const onDisk = await readdir(join(dir, BLOBS_DIR));
-  const kept = onDisk.filter((name) => wanted.has(name)).map((hex) => `sha256:${hex}`);
-  if (kept.length > 0) opts.progressTo.write(`checking ${kept.length} blobs kept from an earlier run\n`);
-  const rehashed = await hashBlobs(dir, kept);
-  for (const digest of rehashed.corrupt) await rm(blobPath(dir, digest), { force: true });
-  const complete = new Map([...rehashed.verified].map(([digest, size]) => [blobFileName(digest), size]));
+  // Written before any blob, so an interrupted run still says whose bundle this is; again with
+  // the previous bundle's blobs it relies on once every manifest is read.
+  await writeMetadata(dir, plan, opts, []);
+  // What earlier runs left: files in blobs/ (each re-hashed before it is kept: a file of the
+  // right size can still be damaged, and push and verify send users here to repair it) and
+  // partial downloads, continued where they stopped.
+  const onDisk = await fileSizes(join(dir, BLOBS_DIR));
   const partial = await fileSizes(join(dir, PARTIAL_DIR));
-  const missingManifests = manifests.filter((m) => complete.get(blobFileName(m.digest)) !== m.bytes.length);
-  const tasks: BlobTask[] = [];
-  for (const [digest, { descriptor, from }] of content.blobs) {
-    if (external.has(digest) || complete.get(blobFileName(digest)) === descriptor.size) continue;
-    tasks.push({ descriptor, from, partialBytes: await usablePartialBytes(dir, descriptor, partial.get(blobFileName(digest)) ?? 0) });
-  }
-  const missingBytes = missingManifests.reduce((a, m) => a + m.bytes.length, 0) + tasks.reduce((a, t) => a + t.descriptor.size - t.partialBytes, 0);
-  const layoutBytes = manifests.reduce((a, m) => a + m.bytes.length, 0)
-    + [...content.blobs.values()].filter((b) => !external.has(b.descriptor.digest)).reduce((a, b) => a + b.descriptor.size, 0);
-  const layoutFiles = manifests.length + content.blobs.size - external.size;
-  await ensureFreeSpace(dir, missingBytes + (opts.extraBytes?.({ bytes: layoutBytes, files: layoutFiles }) ?? 0), 'or choose another --to', opts.statFs);
-
+  const external = (digest: string): boolean => opts.previous?.blobs.has(digest) === true;
+  /** Bytes a blob still needs on disk: none if held, or left to the previous bundle. */
+  const missingBytes = (digest: string, size: number): number => {
+    if (external(digest) || onDisk.get(blobFileName(digest)) === size) return 0;
+    const held = partial.get(blobFileName(digest)) ?? 0;
+    return held <= size ? size - held : size;
+  };
+  const fits = await freeSpaceCheck(dir, 'or choose another --to', opts.statFs);
+  // Before any read, the configs and layers the plan names must fit; everything else (the
+  // manifests, images only the mirror serves) once every manifest is read.
+  fits([...planBlobSizes(plan)].reduce((a, [digest, size]) => a + missingBytes(digest, size), 0));
   await writeFileAtomic(join(dir, OCI_LAYOUT_FILE), `${JSON.stringify(OCI_LAYOUT)}\n`, join(dir, PARTIAL_DIR));
 
-  const transfers: Transfer[] = [...missingManifests.map((manifest) => ({ manifest })), ...tasks.map((blob) => ({ blob }))];
-  const totalBytes = tasks.reduce((a, t) => a + t.descriptor.size, 0);
-  const tracker = new ImageTracker(content, new Set([...missingManifests.map((m) => m.digest), ...tasks.map((t) => t.descriptor.digest)]));
-  const progress = new TransferProgress(opts.progressTo, { verb: 'bundled', totalBytes, totalImages: content.images.length, doneImages: tracker.doneAtStart, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
-  progress.addBytes(tasks.reduce((a, t) => a + t.partialBytes, 0));
-  let fetchedBytes = 0;
+  const pullSpecs = bundledPullSpecs(plan);
+  const images: BundleImage[] = [];
+  let content: BundleContent | undefined;
+  let collecting = pullSpecs.length;
+  const progress = new TransferProgress(opts.progressTo, { verb: 'bundled', totalBytes: 0, totalImages: pullSpecs.length, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
+  const tracker = new ImageTracker();
+  const report = { fetchedBytes: 0, fetchedBlobs: 0, resumedBlobs: 0, repairedBlobs: 0 };
+  /** Manifests and blobs already taken care of (stored, queued, or left to the previous bundle). */
+  const seen = new Set<string>();
   // Blobs are renamed into blobs/ as they verify; none waits for its fsync (that would stall
   // the link): big ones are synced behind the transfer, small ones together at the end. A blob
   // a crash left short is re-hashed and fetched again on the rerun like any damaged one.
   const written = new SyncBehind();
   /** Registries that answered a Range request with a whole blob: big blobs from them in one stream. */
   const rangesRefused = new Set<string>();
-  try {
-    await runAll(transfers, opts.concurrency, async (transfer, signal) => {
-      if ('manifest' in transfer) {
-        written.add(storeBlob(dir, transfer.manifest.digest, transfer.manifest.bytes), transfer.manifest.bytes.length);
-      } else {
-        written.add(await fetchBlob(client, dir, transfer.blob, signal, (n) => {
-          fetchedBytes += n;
-          progress.addBytes(n);
-        }, rangesRefused), transfer.blob.descriptor.size);
+  const lanes = new TransferLanes(opts.concurrency, bulkSlots(opts.concurrency));
+
+  const complete = ({ image, fetchedAny }: { image: BundleImage; fetchedAny: boolean }): void => {
+    if (fetchedAny) progress.imageDone(image.pullSpec, imageBytes(image));
+    else progress.imageKept();
+  };
+  const settled = (digest: string, fetched: boolean): void => tracker.settled(digest, fetched).forEach(complete);
+
+  /** A manifest (read and verified): kept if the file from an earlier run holds its bytes, else written. */
+  const storeManifest = async (manifest: BundleManifest): Promise<void> => {
+    if (onDisk.has(blobFileName(manifest.digest))) {
+      if (onDisk.get(blobFileName(manifest.digest)) === manifest.bytes.length && (await readFile(blobPath(dir, manifest.digest))).equals(manifest.bytes)) {
+        return settled(manifest.digest, false);
       }
-      const digest = 'manifest' in transfer ? transfer.manifest.digest : transfer.blob.descriptor.digest;
-      for (const image of tracker.done(digest)) progress.imageDone(image.pullSpec, imageBytes(image));
-    });
+      report.repairedBlobs++;
+    }
+    written.add(storeBlob(dir, manifest.digest, manifest.bytes), manifest.bytes.length);
+    settled(manifest.digest, true);
+  };
+
+  /** A config or layer: kept if the file from an earlier run hashes to it, else fetched (a partial one continued). */
+  const transferBlob = async (descriptor: Descriptor, from: ImageReference, signal: AbortSignal): Promise<void> => {
+    const name = blobFileName(descriptor.digest);
+    if (onDisk.has(name)) {
+      if (onDisk.get(name) === descriptor.size && (await hashBlobs(dir, [descriptor.digest])).verified.has(descriptor.digest)) {
+        return settled(descriptor.digest, false);
+      }
+      report.repairedBlobs++;
+      await rm(blobPath(dir, descriptor.digest), { force: true });
+    }
+    const task: BlobTask = { descriptor, from, partialBytes: await usablePartialBytes(dir, descriptor, partial.get(name) ?? 0) };
+    report.fetchedBlobs++;
+    if (task.partialBytes > 0) report.resumedBlobs++;
+    progress.addTotal(descriptor.size);
+    progress.addBytes(task.partialBytes);
+    written.add(await fetchBlob(client, dir, task, signal, (n) => {
+      report.fetchedBytes += n;
+      progress.addBytes(n);
+    }, rangesRefused), descriptor.size);
+    settled(descriptor.digest, true);
+  };
+
+  /** Every manifest read: the whole content is known; check it fits, and record it. */
+  const allCollected = async (): Promise<void> => {
+    content = contentOf(images);
+    const manifests = uniqueManifests(content);
+    const blobs = [...content.blobs.values()].map((b) => b.descriptor).filter((d) => !external(d.digest));
+    const layoutBytes = [...manifests.map((m) => m.bytes.length), ...blobs.map((d) => d.size)].reduce((a, b) => a + b, 0);
+    const needed = manifests.reduce((a, m) => a + missingBytes(m.digest, m.bytes.length), 0) + blobs.reduce((a, d) => a + missingBytes(d.digest, d.size), 0);
+    fits(needed + (opts.extraBytes?.({ bytes: layoutBytes, files: manifests.length + blobs.length }) ?? 0));
+    await writeMetadata(dir, plan, opts, [...content.blobs.values()].map((b) => b.descriptor).filter((d) => external(d.digest)));
+    // A layout with an index is complete: an index for other content goes until this run ends.
+    if ((await readFile(join(dir, INDEX_FILE), 'utf8').catch(() => undefined)) !== layoutIndexText(content)) await rm(join(dir, INDEX_FILE), { force: true });
+  };
+
+  const collect = async (at: number): Promise<void> => {
+    const image = await collectImage(client, pullSpecs[at]!, plan.release.architecture, opts.allPlatforms);
+    images[at] = image;
+    const already = tracker.add(image, [...image.manifests, ...image.blobs].map((d) => d.digest).filter((d) => !external(d)));
+    if (already) complete(already);
+    for (const manifest of image.manifests) {
+      if (seen.has(manifest.digest)) continue;
+      seen.add(manifest.digest);
+      await storeManifest(manifest);
+    }
+    for (const descriptor of image.blobs) {
+      if (seen.has(descriptor.digest) || external(descriptor.digest)) continue;
+      seen.add(descriptor.digest);
+      lanes.add(descriptor.size > IN_MEMORY_BLOB ? 'bulk' : 'light', descriptor.size, (signal) => transferBlob(descriptor, image.ref, signal));
+    }
+    if (--collecting === 0) await allCollected();
+  };
+
+  if (collecting === 0) await allCollected();
+  for (const at of pullSpecs.keys()) lanes.add('light', 0, () => collect(at));
+  try {
+    await lanes.drained();
   } finally {
     progress.finish();
     await written.settled();
   }
-  // The layout holds this plan's blobs only: drop what an earlier run for other content left.
-  for (const name of onDisk) if (!wanted.has(name)) await rm(join(dir, BLOBS_DIR, name), { force: true });
+  if (!content) throw new Error('bundle create: the transfers ended before every manifest was read');
+  // The layout holds this plan's content only: drop what an earlier run for other content left.
+  const wanted = new Set([...uniqueManifests(content).map((m) => m.digest), ...content.blobs.keys()].filter((d) => !external(d)).map(blobFileName));
+  for (const name of onDisk.keys()) if (!wanted.has(name)) await rm(join(dir, BLOBS_DIR, name), { force: true });
   await written.finish();
   await syncDir(join(dir, BLOBS_DIR));
 
-  await writeFileAtomic(join(dir, INDEX_FILE), index, join(dir, PARTIAL_DIR));
+  await writeFileAtomic(join(dir, INDEX_FILE), layoutIndexText(content), join(dir, PARTIAL_DIR));
   // Everything in .partial/ was either renamed into blobs/ or is a leftover temp file.
   await rm(join(dir, PARTIAL_DIR), { recursive: true, force: true });
 
   return {
     images: content.images.length,
-    blobs: layoutFiles,
-    bytes: layoutBytes,
-    fetchedBytes,
-    fetchedBlobs: tasks.length,
-    resumedBlobs: tasks.filter((t) => t.partialBytes > 0).length,
-    repairedBlobs: rehashed.corrupt.size,
-    previousBlobs: external.size,
+    blobs: wanted.size,
+    bytes: [...uniqueManifests(content).map((m) => m.bytes.length), ...[...content.blobs.values()].filter((b) => !external(b.descriptor.digest)).map((b) => b.descriptor.size)].reduce((a, b) => a + b, 0),
+    ...report,
+    previousBlobs: [...content.blobs.keys()].filter(external).length,
     seconds: progress.elapsedSeconds(),
   };
+}
+
+/** Big blobs at once while small ones are still queued: a quarter of the slots (each keeps the link busy). */
+function bulkSlots(concurrency: number): number {
+  return Math.max(1, Math.ceil(concurrency / 4));
+}
+
+function layoutIndexText(content: BundleContent): string {
+  return `${JSON.stringify(layoutIndex(content), null, 2)}\n`;
 }
 
 function layoutIndex(content: BundleContent): LayoutIndex {
@@ -211,9 +277,10 @@ export function releaseTags(release: Plan['release'], namedBy?: string): string[
 /** Go architecture names as OpenShift's release tags spell them. */
 const OPENSHIFT_ARCH: Readonly<Record<string, string>> = { amd64: 'x86_64', arm64: 'aarch64' };
 
-function bundleMetadata(plan: Plan, opts: CreateOptions, content: BundleContent, external: ReadonlySet<string>): BundleMetadata {
-  const previousBlobs: BundleBlobRef[] = [...external].sort().map((digest) => ({ digest, size: content.blobs.get(digest)!.descriptor.size }));
-  return {
+/** prestage-bundle.json: whose bundle this is, and the previous bundle's blobs it relies on. */
+async function writeMetadata(dir: string, plan: Plan, opts: CreateOptions, external: readonly Descriptor[]): Promise<void> {
+  const previousBlobs: BundleBlobRef[] = [...external].sort((a, b) => (a.digest < b.digest ? -1 : 1)).map((d) => ({ digest: d.digest, size: d.size }));
+  const metadata: BundleMetadata = {
     apiVersion: PLAN_API_VERSION,
     kind: 'Bundle',
     release: { pullSpec: plan.release.pullSpec, version: plan.release.version, tags: releaseTags(plan.release, opts.releaseTag) },
@@ -221,6 +288,7 @@ function bundleMetadata(plan: Plan, opts: CreateOptions, content: BundleContent,
     allPlatforms: opts.allPlatforms,
     ...(opts.previous ? { previous: { source: opts.previous.source, blobs: previousBlobs } } : {}),
   };
+  await writeFileAtomic(join(dir, BUNDLE_FILE), `${JSON.stringify(metadata, null, 2)}\n`, join(dir, PARTIAL_DIR));
 }
 
 function uniqueManifests(content: BundleContent): BundleManifest[] {
@@ -233,33 +301,44 @@ function imageBytes(image: BundleImage): number {
   return image.manifests.reduce((a, m) => a + m.bytes.length, 0) + image.blobs.reduce((a, b) => a + b.size, 0);
 }
 
-/** Which images are complete as their manifests and blobs land: done when the last missing one does. */
+/**
+ * Which images are complete as their manifests and blobs settle (stored, fetched, or found
+ * held), in any order: an image's parts may settle before its own manifests were read.
+ */
 class ImageTracker {
-  readonly doneAtStart: number;
-  private readonly waiting = new Map<BundleImage, Set<string>>();
+  private readonly waiting = new Map<BundleImage, { pending: Set<string>; fetchedAny: boolean }>();
   private readonly imagesOf = new Map<string, BundleImage[]>();
+  /** Parts settled so far: whether each was written in this run. */
+  private readonly done = new Map<string, boolean>();
 
-  constructor(content: BundleContent, missing: ReadonlySet<string>) {
-    for (const image of content.images) {
-      const pending = new Set([...image.manifests, ...image.blobs].map((b) => b.digest).filter((d) => missing.has(d)));
-      if (pending.size === 0) continue;
-      this.waiting.set(image, pending);
-      for (const digest of pending) this.imagesOf.set(digest, [...(this.imagesOf.get(digest) ?? []), image]);
-    }
-    this.doneAtStart = content.images.length - this.waiting.size;
+  /**
+   * An image whose manifests were read; its parts are the digests the layout holds for it.
+   * Returned at once if complete already (other images brought all of its parts).
+   */
+  add(image: BundleImage, parts: readonly string[]): { image: BundleImage; fetchedAny: boolean } | undefined {
+    const pending = new Set(parts.filter((d) => !this.done.has(d)));
+    const fetchedAny = parts.some((d) => this.done.get(d) === true);
+    if (pending.size === 0) return { image, fetchedAny };
+    this.waiting.set(image, { pending, fetchedAny });
+    for (const digest of pending) this.imagesOf.set(digest, [...(this.imagesOf.get(digest) ?? []), image]);
+    return undefined;
   }
 
-  done(digest: string): BundleImage[] {
-    const done: BundleImage[] = [];
+  /** A part settled; the images it completed, and whether anything of theirs was written in this run. */
+  settled(digest: string, fetched: boolean): Array<{ image: BundleImage; fetchedAny: boolean }> {
+    this.done.set(digest, fetched);
+    const complete: Array<{ image: BundleImage; fetchedAny: boolean }> = [];
     for (const image of this.imagesOf.get(digest) ?? []) {
-      const pending = this.waiting.get(image)!;
-      pending.delete(digest);
-      if (pending.size === 0) {
+      const state = this.waiting.get(image)!;
+      state.pending.delete(digest);
+      state.fetchedAny ||= fetched;
+      if (state.pending.size === 0) {
         this.waiting.delete(image);
-        done.push(image);
+        complete.push({ image, fetchedAny: state.fetchedAny });
       }
     }
-    return done;
+    this.imagesOf.delete(digest);
+    return complete;
   }
 }
 
@@ -593,31 +672,6 @@ async function syncFiles(paths: readonly string[]): Promise<void> {
       await handle.close();
     }
   })));
-}
-
-/**
- * Run `work` over `items`, `concurrency` at a time. The first failure stops the rest (items
- * not started are skipped, running ones see their signal aborted) and is rethrown once all
- * have settled, so no download outlives the command.
- */
-async function runAll<T>(items: readonly T[], concurrency: number, work: (item: T, signal: AbortSignal) => Promise<void>): Promise<void> {
-  const limit = pLimit(Math.max(1, concurrency));
-  const abort = new AbortController();
-  // Every transfer in flight listens (its write pipeline): dozens at once are expected, not a leak.
-  setMaxListeners(Infinity, abort.signal);
-  let failure: { error: unknown } | undefined;
-  await Promise.all(items.map((item) => limit(async () => {
-    if (abort.signal.aborted) return;
-    try {
-      await work(item, abort.signal);
-    } catch (error) {
-      if (!failure) {
-        failure = { error };
-        abort.abort();
-      }
-    }
-  })));
-  if (failure) throw failure.error;
 }
 
 async function syncDir(path: string): Promise<void> {

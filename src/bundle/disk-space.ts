@@ -26,11 +26,22 @@ export function freeBytes(fs: FreeSpace): number {
 
 /** `fix` says what to do, e.g. "or choose another --to". */
 export async function ensureFreeSpace(dir: string, needed: number, fix: string, statFs: StatFs = statfs): Promise<void> {
+  (await freeSpaceCheck(dir, fix, statFs))(needed);
+}
+
+/**
+ * The free space of `dir` now, and a check of a need against it that throws a one-line error
+ * naming the shortfall: for a need that grows as it is learned, checked against what was
+ * free before anything was written.
+ */
+export async function freeSpaceCheck(dir: string, fix: string, statFs: StatFs = statfs): Promise<(needed: number) => void> {
   const fs = await statFs(dir);
-  const short = spaceShortfall(needed, fs);
-  if (short > 0) {
-    throw new BadInputError(`not enough free space in ${dir}: ${formatBytes(needed)} more is needed, ${formatBytes(freeBytes(fs))} is free (short by ${formatBytes(short)}); free up space there ${fix}`);
-  }
+  return (needed) => {
+    const short = spaceShortfall(needed, fs);
+    if (short > 0) {
+      throw new BadInputError(`not enough free space in ${dir}: ${formatBytes(needed)} more is needed, ${formatBytes(freeBytes(fs))} is free (short by ${formatBytes(short)}); free up space there ${fix}`);
+    }
+  };
 }
 
 /**

@@ -34,6 +34,19 @@ export function planBlobs(plan: Plan): Set<string> {
 }
 
 /**
+ * Configs and layers of every planned image, with their sizes: what a bundle needs at least.
+ * Only a floor for the first free-space check, so a plan image that names none adds nothing.
+ */
+export function planBlobSizes(plan: Plan): Map<string, number> {
+  const sizes = new Map<string, number>();
+  for (const image of plan.images) {
+    if (image.config) sizes.set(image.config.digest, image.config.size);
+    for (const layer of image.layers ?? []) sizes.set(layer.digest, layer.compressedBytes);
+  }
+  return sizes;
+}
+
+/**
  * Blobs a previous bundle carries: the ones it holds and the ones it expected from its own
  * predecessor (those are on the target already if the bundles were pushed in order).
  */

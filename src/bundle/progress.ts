@@ -19,6 +19,7 @@ const REDRAW_MS = 200;
 
 export class TransferProgress {
   private bytes = 0;
+  private totalBytes: number;
   private images: number;
   private readonly started = performance.now();
   private readonly timer: NodeJS.Timeout | undefined;
@@ -26,6 +27,7 @@ export class TransferProgress {
 
   constructor(private readonly out: NodeJS.WritableStream, private readonly opts: ProgressOptions) {
     this.images = opts.doneImages ?? 0;
+    this.totalBytes = opts.totalBytes;
     this.tty = opts.tty ?? (out as { isTTY?: boolean }).isTTY === true;
     if (this.tty) {
       this.timer = setInterval(() => this.redraw(), REDRAW_MS);
@@ -35,6 +37,16 @@ export class TransferProgress {
 
   addBytes(n: number): void {
     this.bytes += n;
+  }
+
+  /** More bytes to transfer than first counted (a transfer that learns its work as it goes). */
+  addTotal(n: number): void {
+    this.totalBytes += n;
+  }
+
+  /** An image found complete from an earlier run: counted, not listed. */
+  imageKept(): void {
+    this.images++;
   }
 
   imageDone(pullSpec: string, bytes: number): void {
@@ -57,9 +69,9 @@ export class TransferProgress {
   private redraw(): void {
     const seconds = this.elapsedSeconds();
     const rate = seconds > 0 ? this.bytes / seconds : 0;
-    const left = this.opts.totalBytes - this.bytes;
+    const left = this.totalBytes - this.bytes;
     const eta = rate > 0 && left > 0 ? ` ETA ${formatDuration(left / rate)}` : '';
-    this.out.write(`\r\x1b[K${formatBytes(this.bytes)} of ${formatBytes(this.opts.totalBytes)}, ${this.images}/${this.opts.totalImages} images, ${formatBytes(rate)}/s${eta}`);
+    this.out.write(`\r\x1b[K${formatBytes(this.bytes)} of ${formatBytes(this.totalBytes)}, ${this.images}/${this.opts.totalImages} images, ${formatBytes(rate)}/s${eta}`);
   }
 }
 

@@ -26,6 +26,7 @@ import { PushClient } from '../registry/upload.js';
 import { checkOutputDir } from '../render/output-dir.js';
 import { formatBytes } from '../render/table.js';
 import type { CommandContext } from './context.js';
+import { integerAtLeast } from './flag-values.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
 
@@ -59,7 +60,7 @@ function createCommand(ctx: CommandContext) {
           .option('since', { type: 'string', describe: 'Leave out blobs a previous bundle carried: its directory, its parts, a plan file or a release pullspec' })
           .option('all-platforms', { type: 'boolean', default: false, describe: 'Keep every platform of manifest lists (registries that require complete lists)' })
           .option('max-archive-size', { type: 'string', describe: 'Also write the bundle as tar parts of at most SIZE (e.g. 4G) into <to>.parts/' })
-          .option('parallel', { type: 'number', default: 32, describe: 'Blobs downloaded at once (small blobs need many in flight to fill a link)' })
+          .option('parallel', { type: 'number', default: 32, coerce: integerAtLeast('parallel', 1), describe: 'Blobs and manifests read at once (small blobs need many in flight to fill a link; big blobs get a quarter of them while small ones are left)' })
           .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --to' })
           .option('agent-image', { type: 'string', describe: 'Also carry the prestage agent image (`prestage image push`), e.g. registry.example.com/prestage:0.1.0; push mirrors it by digest' })
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))
@@ -144,7 +145,7 @@ function pushCommand(ctx: CommandContext) {
           .positional('target', { type: 'string', demandOption: true, describe: 'Mirror REGISTRY[/PREFIX] (images go to REGISTRY/PREFIX/<source repository>), or a --mirror rule SOURCE=REGISTRY/PATH (images go where that rule reads them)' })
           .option('output-dir', { type: 'string', default: '.', describe: `Where to write ${MAPPING_FILE} and ${IDMS_FILE}` })
           .option('work-dir', { type: 'string', describe: 'Where to unpack tar parts (into DIR/<name>) when they sit on read-only media; default: beside parts.json' })
-          .option('parallel', { type: 'number', default: 8, describe: 'Blob and manifest operations at once' })
+          .option('parallel', { type: 'number', default: 8, coerce: integerAtLeast('parallel', 1), describe: 'Blob and manifest operations at once' })
           .example(...example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file ca.pem', 'Push under a prefix; plan from it with --mirror quay.io=mirror.example.com:5000/ocp'))
           .example(...example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Push where the same --mirror rule reads, e.g. ocp/ocp-release:4.16.3-x86_64'))
           .example(...example('$0 bundle push /media/dvd/ocp.parts mirror.example.com:5000/ocp --work-dir /var/tmp', 'Parts on read-only media: unpack them on a writable disk, then push'))
