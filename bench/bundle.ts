@@ -13,8 +13,10 @@
  * registry and the proxy spent in the small-blob run: on a 2-core machine their sum over two
  * cores is a floor under the transfer time that no client can go below.
  * Registry storage is in RAM where possible; bundles are written to the disk as users do.
+ * BENCH_BUSY=N keeps N more processes spinning on the CPU through the rounds: a busier or
+ * slower machine, where per-request CPU decides how busy the link is.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
@@ -35,6 +37,7 @@ const CAP = Number(process.env.BENCH_CAP_BYTES ?? 8 * 1024 * 1024);
 const FLOW_CAP = Number(process.env.BENCH_FLOW_BYTES ?? 16 * 1024 * 1024);
 /** Rounds of every scenario per build; figures are the medians. */
 const RUNS = Number(process.env.BENCH_RUNS ?? 2);
+const BUSY = Number(process.env.BENCH_BUSY ?? 0);
 const BIG_MIB = (process.env.BENCH_BIG_MIB ?? '200,120,80,50,30,20').split(',').map(Number);
 const MiB = 1024 * 1024;
 
@@ -145,6 +148,10 @@ async function pushBigImages(base: Plan): Promise<Plan> {
   return { ...base, images, skipped: [] };
 }
 
+const spinners: ChildProcess[] = [];
+const stopSpinners = (): void => {
+  for (const spinner of spinners.splice(0)) spinner.kill();
+};
 const builds: Build[] = [await previousBuild(), CURRENT];
 try {
   const { stdout } = await run(process.execPath, [CURRENT.bin, 'plan', release, '--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host, '-o', 'json'], { maxBuffer: 64 * MiB });
@@ -157,6 +164,7 @@ try {
   const fresh = () => join(root, `bundle-${n++}`);
   type Runs = { small: Measured; bigUncapped: Measured; bigCapped: Measured; bigFlows: Measured };
   const runs = new Map<string, Runs[]>(builds.map((b) => [b.name, []]));
+  for (let i = 0; i < BUSY; i++) spinners.push(spawn(process.execPath, ['-e', 'for (;;);'], { stdio: 'ignore' }));
   const loadBefore = loadavg();
   // Rounds alternate which build goes first, so a load that changes over the run favours neither.
   const order = Array.from({ length: RUNS }, (_, round) => (round % 2 === 0 ? builds : [...builds].reverse())).flat();
@@ -174,6 +182,7 @@ try {
     for (let i = 0; i < n; i++) await rm(join(root, `bundle-${i}`), { recursive: true, force: true });
   }
   const loadAfter = loadavg();
+  stopSpinners();
   // Each figure: the run with the median link use or rate of that scenario (of two, the lower).
   const pick = (list: Runs[], key: keyof Runs, score: (m: Measured) => number): Measured => [...list].map((r) => r[key]).sort((a, b) => score(a) - score(b))[Math.floor((list.length - 1) / 2)]!;
 
@@ -200,7 +209,7 @@ try {
   ];
   /** The three processes' CPU over two cores: no transfer on this machine can be shorter. */
   const cpuFloorS = (m: Measured) => (m.cpuS + m.registryCpuS + m.proxyCpuS) / 2;
-  console.log(`bench:bundle  ${builds[0]!.name} vs ${builds[1]!.name}; ${RUNS} rounds, alternating which build goes first; median run of each (of two, the lower); ratio = this / previous`);
+  console.log(`bench:bundle  ${builds[0]!.name} vs ${builds[1]!.name};${BUSY ? ` ${BUSY} busy process${BUSY === 1 ? '' : 'es'} beside;` : ''} ${RUNS} rounds, alternating which build goes first; median run of each (of two, the lower); ratio = this / previous`);
   console.log(`  ${''.padEnd(64)} ${'previous'.padStart(9)} ${'this'.padStart(9)} ${'ratio'.padStart(7)}`);
   for (const [what, a, b, r] of rows) console.log(`  ${what.padEnd(64)} ${a.padStart(9)} ${b.padStart(9)} ${r.padStart(7)}`);
   const linkS = (after.small.bytes / CAP).toFixed(2);
@@ -209,6 +218,7 @@ try {
   console.log(`  load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')} before, ${loadAfter.map((l) => l.toFixed(2)).join(' ')} after`);
   console.log('  goals: link use >= 0.9 capped; >= 200 MiB/s uncapped from a local registry');
 } finally {
+  stopSpinners();
   for (const build of builds) await build.remove();
   await proxy.stop();
   await registry.stop();
