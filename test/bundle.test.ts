@@ -464,14 +464,7 @@ describe('free disk space', () => {
 
   it('refuses before fetching anything, naming the shortfall and the fix', async () => {
     const dir = join(work, 'tiny-disk');
-    const client = new RegistryClient({
-      pullSecrets: [parsePullSecretFile(authFile)],
-      insecureRegistries: [sourceProxy.host],
-      mirrors: [parseMirrorRule(`quay.io=${sourceProxy.host}`)],
-      retry: DEFAULT_RETRY,
-      concurrency: 8,
-      stallTimeoutMs: 30_000,
-    });
+    const client = sourceClient();
     sourceProxy.resetStats();
     try {
       await expect(createBundle(client, await readPlanFile(planFile), {

@@ -91,6 +91,7 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   // partial downloads, continued where they stopped.
   const onDisk = await fileSizes(join(dir, BLOBS_DIR));
   const partial = await fileSizes(join(dir, PARTIAL_DIR));
+  if (onDisk.size > 0) opts.progressTo.write(`checking the ${onDisk.size} blobs an earlier run left as their images are read\n`);
   const external = (digest: string): boolean => opts.previous?.blobs.has(digest) === true;
   /** Bytes a blob still needs on disk: none if held, or left to the previous bundle. */
   const missingBytes = (digest: string, size: number): number => {
@@ -140,7 +141,7 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   };
 
   /** A config or layer: kept if the file from an earlier run hashes to it, else fetched (a partial one continued). */
-  const transferBlob = async (descriptor: Descriptor, from: ImageReference, signal: AbortSignal): Promise<void> => {
+  const transferBlob = async (descriptor: Descriptor, from: ImageReference, signal: AbortSignal, connections: number): Promise<void> => {
     const name = blobFileName(descriptor.digest);
     if (onDisk.has(name)) {
       if (onDisk.get(name) === descriptor.size && (await hashBlobs(dir, [descriptor.digest])).verified.has(descriptor.digest)) {
@@ -157,18 +158,15 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
     written.add(await fetchBlob(client, dir, task, signal, (n) => {
       report.fetchedBytes += n;
       progress.addBytes(n);
-    }, rangesRefused), descriptor.size);
+    }, rangesRefused, connections), descriptor.size);
     settled(descriptor.digest, true);
   };
 
   /** Every manifest read: the whole content is known; check it fits, and record it. */
   const allCollected = async (): Promise<void> => {
     content = contentOf(images);
-    const manifests = uniqueManifests(content);
-    const blobs = [...content.blobs.values()].map((b) => b.descriptor).filter((d) => !external(d.digest));
-    const layoutBytes = [...manifests.map((m) => m.bytes.length), ...blobs.map((d) => d.size)].reduce((a, b) => a + b, 0);
-    const needed = manifests.reduce((a, m) => a + missingBytes(m.digest, m.bytes.length), 0) + blobs.reduce((a, d) => a + missingBytes(d.digest, d.size), 0);
-    fits(needed + (opts.extraBytes?.({ bytes: layoutBytes, files: manifests.length + blobs.length }) ?? 0));
+    const layout = layoutFiles(content, external);
+    fits(layout.reduce((a, f) => a + missingBytes(f.digest, f.size), 0) + (opts.extraBytes?.({ bytes: sizeOf(layout), files: layout.length }) ?? 0));
     await writeMetadata(dir, plan, opts, [...content.blobs.values()].map((b) => b.descriptor).filter((d) => external(d.digest)));
     // A layout with an index is complete: an index for other content goes until this run ends.
     if ((await readFile(join(dir, INDEX_FILE), 'utf8').catch(() => undefined)) !== layoutIndexText(content)) await rm(join(dir, INDEX_FILE), { force: true });
@@ -187,7 +185,7 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
     for (const descriptor of image.blobs) {
       if (seen.has(descriptor.digest) || external(descriptor.digest)) continue;
       seen.add(descriptor.digest);
-      lanes.add(descriptor.size > IN_MEMORY_BLOB ? 'bulk' : 'light', descriptor.size, (signal) => transferBlob(descriptor, image.ref, signal));
+      lanes.add(descriptor.size > IN_MEMORY_BLOB ? 'bulk' : 'light', descriptor.size, (signal, connections) => transferBlob(descriptor, image.ref, signal, connections), rangeParts(descriptor.size));
     }
     if (--collecting === 0) await allCollected();
   };
@@ -202,7 +200,8 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   }
   if (!content) throw new Error('bundle create: the transfers ended before every manifest was read');
   // The layout holds this plan's content only: drop what an earlier run for other content left.
-  const wanted = new Set([...uniqueManifests(content).map((m) => m.digest), ...content.blobs.keys()].filter((d) => !external(d)).map(blobFileName));
+  const layout = layoutFiles(content, external);
+  const wanted = new Set(layout.map((f) => blobFileName(f.digest)));
   for (const name of onDisk.keys()) if (!wanted.has(name)) await rm(join(dir, BLOBS_DIR, name), { force: true });
   await written.finish();
   await syncDir(join(dir, BLOBS_DIR));
@@ -213,15 +212,15 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
 
   return {
     images: content.images.length,
-    blobs: wanted.size,
-    bytes: [...uniqueManifests(content).map((m) => m.bytes.length), ...[...content.blobs.values()].filter((b) => !external(b.descriptor.digest)).map((b) => b.descriptor.size)].reduce((a, b) => a + b, 0),
+    blobs: layout.length,
+    bytes: sizeOf(layout),
     ...report,
     previousBlobs: [...content.blobs.keys()].filter(external).length,
     seconds: progress.elapsedSeconds(),
   };
 }
 
-/** Big blobs at once while small ones are still queued: a quarter of the slots (each keeps the link busy). */
+/** Connections big blobs hold while small work is left: a quarter (each keeps the link busy). */
 function bulkSlots(concurrency: number): number {
   return Math.max(1, Math.ceil(concurrency / 4));
 }
@@ -289,6 +288,18 @@ async function writeMetadata(dir: string, plan: Plan, opts: CreateOptions, exter
     ...(opts.previous ? { previous: { source: opts.previous.source, blobs: previousBlobs } } : {}),
   };
   await writeFileAtomic(join(dir, BUNDLE_FILE), `${JSON.stringify(metadata, null, 2)}\n`, join(dir, PARTIAL_DIR));
+}
+
+/** The files the layout holds: every manifest, config and layer once, but those left to the previous bundle. */
+function layoutFiles(content: BundleContent, external: (digest: string) => boolean): Array<{ digest: string; size: number }> {
+  return [
+    ...uniqueManifests(content).map((m) => ({ digest: m.digest, size: m.bytes.length })),
+    ...[...content.blobs.values()].map((b) => b.descriptor).filter((d) => !external(d.digest)),
+  ];
+}
+
+function sizeOf(files: ReadonlyArray<{ size: number }>): number {
+  return files.reduce((a, f) => a + f.size, 0);
 }
 
 function uniqueManifests(content: BundleContent): BundleManifest[] {
@@ -361,7 +372,7 @@ async function usablePartialBytes(dir: string, blob: Descriptor, size: number): 
  * be synced with the others. A partial file that turns out damaged is discarded and the blob
  * fetched again from byte 0.
  */
-async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, signal: AbortSignal, onBytes: (n: number) => void, rangesRefused: Set<string>): Promise<string> {
+async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, signal: AbortSignal, onBytes: (n: number) => void, rangesRefused: Set<string>, connections: number): Promise<string> {
   const { descriptor } = task;
   const partial = partialPath(dir, descriptor.digest);
   if (task.partialBytes === 0 && descriptor.size <= IN_MEMORY_BLOB) {
@@ -372,9 +383,10 @@ async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, si
     return storeBlob(dir, descriptor.digest, bytes);
   }
   let offset = task.partialBytes;
-  if (offset === 0 && descriptor.size >= 2 * MIN_PART_BYTES && !rangesRefused.has(task.from.registry)) {
+  const parts = Math.min(connections, rangeParts(descriptor.size));
+  if (offset === 0 && parts > 1 && !rangesRefused.has(task.from.registry)) {
     try {
-      await fetchInParts(client, task.from, descriptor, partial, signal, onBytes);
+      await fetchInParts(client, task.from, descriptor, parts, partial, signal, onBytes);
       const path = blobPath(dir, descriptor.digest);
       await rename(partial, path);
       return path;
@@ -425,6 +437,11 @@ const IN_MEMORY_BLOB = 64 * 1024;
 const MIN_PART_BYTES = 16 * 1024 * 1024;
 /** ... at most this many at once. */
 const MAX_PARTS = 4;
+/** Range parts a blob of `size` bytes is read in, where ranges are served and connections free. */
+function rangeParts(size: number): number {
+  return Math.max(1, Math.min(MAX_PARTS, Math.floor(size / MIN_PART_BYTES)));
+}
+
 /** Bytes the in-order hash reads back at a time. */
 const HASH_READ_BYTES = 4 * 1024 * 1024;
 
@@ -439,8 +456,7 @@ const HASH_READ_BYTES = 4 * 1024 * 1024;
  * first part with the whole blob raises RangesRefused at once. On failure the file is cut back
  * to a hashed prefix that is on disk, which a rerun continues from.
  */
-async function fetchInParts(client: RegistryClient, from: ImageReference, blob: Descriptor, partial: string, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {
-  const parts = Math.min(MAX_PARTS, Math.floor(blob.size / MIN_PART_BYTES));
+async function fetchInParts(client: RegistryClient, from: ImageReference, blob: Descriptor, parts: number, partial: string, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {
   const partSize = Math.ceil(blob.size / parts);
   const bounds = Array.from({ length: parts }, (_, i) => [i * partSize, Math.min(blob.size, (i + 1) * partSize)] as const);
   /** Per part: the end of the bytes received (its writer holds the end of those written). */

@@ -54,6 +54,29 @@ describe('transfer lanes', () => {
     await expect(drained).resolves.toBeUndefined();
   });
 
+  it('counts connections: a big blob in Range parts takes one per part, and gets what is free while light work is left', async () => {
+    const gate = new Gate();
+    const widths = new Map<string, number>();
+    const lanes = new TransferLanes(8, 4);
+    const bulk = (name: string, bytes: number, width: number) => lanes.add('bulk', bytes, (signal, given) => {
+      widths.set(name, given);
+      return gate.work(name)(signal);
+    }, width);
+    for (const name of ['manifest-a', 'manifest-b']) lanes.add('light', 0, gate.work(name));
+    bulk('layer-3-parts', 300, 3);
+    bulk('layer-4-parts', 200, 4);
+    bulk('layer-2-parts', 100, 2);
+    // Four connections for bulk while light work is left: three parts, then the one left.
+    expect(gate.started).toEqual(['manifest-a', 'manifest-b', 'layer-3-parts', 'layer-4-parts']);
+    expect([...widths]).toEqual([['layer-3-parts', 3], ['layer-4-parts', 1]]);
+    for (const name of ['manifest-a', 'manifest-b']) await gate.finish(name);
+    // No light work left: every connection, so the last one gets all the parts it asked for.
+    expect(widths.get('layer-2-parts')).toBe(2);
+    const drained = lanes.drained();
+    for (const name of ['layer-3-parts', 'layer-4-parts', 'layer-2-parts']) await gate.finish(name);
+    await expect(drained).resolves.toBeUndefined();
+  });
+
   it('runs work that light work queues, and drains only when that is done too', async () => {
     const gate = new Gate();
     const lanes = new TransferLanes(2, 1);
