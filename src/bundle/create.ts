@@ -42,7 +42,7 @@ export interface CreateOptions {
   readonly releaseTag?: string;
   readonly allPlatforms: boolean;
   readonly previous?: PreviousBundle;
-  /** Blobs downloaded at once. */
+  /** Connections at once for manifests and blobs (a big blob in Range parts takes one per part). */
   readonly concurrency: number;
   /** Bytes to reserve beyond the layout, given its size (the tar parts of `--max-archive-size`). */
   readonly extraBytes?: (layout: { bytes: number; files: number }) => number;

@@ -60,7 +60,7 @@ function createCommand(ctx: CommandContext) {
           .option('since', { type: 'string', describe: 'Leave out blobs a previous bundle carried: its directory, its parts, a plan file or a release pullspec' })
           .option('all-platforms', { type: 'boolean', default: false, describe: 'Keep every platform of manifest lists (registries that require complete lists)' })
           .option('max-archive-size', { type: 'string', describe: 'Also write the bundle as tar parts of at most SIZE (e.g. 4G) into <to>.parts/' })
-          .option('parallel', { type: 'number', default: 32, coerce: integerAtLeast('parallel', 1), describe: 'Blobs and manifests read at once (small blobs need many in flight to fill a link; big blobs get a quarter of them while small ones are left)' })
+          .option('parallel', { type: 'number', default: 32, coerce: integerAtLeast('parallel', 1), describe: 'Connections at once for manifests and blobs (small blobs need many in flight to fill a link; big blobs, one per Range part, get a quarter of them while small ones are left)' })
           .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --to' })
           .option('agent-image', { type: 'string', describe: 'Also carry the prestage agent image (`prestage image push`), e.g. registry.example.com/prestage:0.1.0; push mirrors it by digest' })
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))

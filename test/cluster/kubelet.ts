@@ -125,6 +125,8 @@ pause_command = ""
     await mkdir(rootDir, { recursive: true });
     const cgroupRoot = `/${basename(cluster.dir)}-${node.name}`;
     await makeCgroupRoot(cgroupRoot);
+    // The first kubelet on a host writes its firewall chains; if this bed's is that one, they go with it.
+    if (this.kubelets.length === 0 && !(await hasKubeletRules())) this.cleanups.push(removeKubeletRules);
     // Last (cleanups run in reverse): the kubelet's (now empty) cgroups; rmdir refuses anything still in use.
     this.cleanups.unshift(() => removeCgroupRoot(cgroupRoot));
     const kubeconfig = await clientCertKubeconfig(cluster, kubeletDir, 'node', `/O=system:nodes/CN=system:node:${node.name}`);
@@ -259,6 +261,26 @@ async function removeCgroupRoot(root: string): Promise<void> {
 }
 
 /** Lazily unmounts every mount below `dir`, deepest first. */
+/** The host firewall chains a kubelet writes (filter, nat, mangle; IPv4 and IPv6). */
+const KUBELET_CHAINS: ReadonlyArray<readonly [table: string, chain: string]> = [
+  ['filter', 'KUBE-FIREWALL'], ['filter', 'KUBE-KUBELET-CANARY'], ['nat', 'KUBE-KUBELET-CANARY'], ['mangle', 'KUBE-KUBELET-CANARY'], ['mangle', 'KUBE-IPTABLES-HINT'],
+];
+
+async function hasKubeletRules(): Promise<boolean> {
+  return run('iptables', ['-w', '-t', 'filter', '-S', 'KUBE-FIREWALL']).then(() => true, () => false);
+}
+
+/** Once the kubelets stopped: their chains and the INPUT/OUTPUT jumps to KUBE-FIREWALL, which drops non-loopback sources to 127.0.0.0/8. */
+async function removeKubeletRules(): Promise<void> {
+  for (const tool of ['iptables', 'ip6tables']) {
+    for (const hook of ['INPUT', 'OUTPUT']) await run(tool, ['-w', '-t', 'filter', '-D', hook, '-j', 'KUBE-FIREWALL']).catch(() => undefined);
+    for (const [table, chain] of KUBELET_CHAINS) {
+      await run(tool, ['-w', '-t', table, '-F', chain]).catch(() => undefined);
+      await run(tool, ['-w', '-t', table, '-X', chain]).catch(() => undefined);
+    }
+  }
+}
+
 async function unmountBelow(dir: string): Promise<void> {
   const mountInfo = await readFile('/proc/self/mountinfo', 'utf8');
   // Field 5 is the mount point, with spaces and such octal-escaped.
