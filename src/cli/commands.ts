@@ -23,6 +23,8 @@ export interface CommandDescriptor {
    * CPU (`npm run bench:plan`). Long-running commands (agent, wait, stage, bundle) keep it.
    */
   readonly brief?: boolean;
+  /** Its own commands (`bundle create`): a flag error points at the one named. */
+  readonly subcommands?: readonly string[];
 }
 
 const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
@@ -51,6 +53,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
       ['$0 bundle push /media/usb/ocp-4.16.3 mirror.example.com:5000/ocp', 'Load the mirror; write mapping.txt and an ImageDigestMirrorSet'],
     ],
     load: async () => (await import('./bundle.js')).bundleCommand,
+    subcommands: ['create', 'verify', 'push'],
   },
   install: {
     usage: 'install',
@@ -69,6 +72,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
       ['$0 image push mirror.example.com:5000/prestage:0.1.0 --base mirror.example.com:5000/node:20-bookworm-slim', 'On a mirrored base'],
     ],
     load: async () => (await import('./image.js')).imageCommand,
+    subcommands: ['push'],
   },
   apply: {
     usage: 'apply <source>',

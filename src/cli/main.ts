@@ -21,6 +21,12 @@ function namedCommand(argv: readonly string[]): string | undefined {
   return words.find((word) => Object.hasOwn(COMMANDS, word));
 }
 
+/** The command as help knows it: with its subcommand (`bundle create`) when the word after it names one. */
+function helpTopic(argv: readonly string[], named: string): string {
+  const next = argv[argv.indexOf(named) + 1];
+  return next !== undefined && COMMANDS[named]!.subcommands?.includes(next) ? `${named} ${next}` : named;
+}
+
 export interface MainIO {
   readonly stdout?: NodeJS.WritableStream;
   readonly stderr?: NodeJS.WritableStream;
@@ -60,7 +66,7 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
   outputFailed.catch(() => undefined); // raced below; a failure before the race must not go unhandled
   let exitCode: number = ExitCode.ok;
   let started = false;
-  const flagError = (msg: string): BadInputError => new BadInputError(`${msg.replace(/\s*\n\s*/g, ' ')}; see ${scriptName}${named ? ` ${named}` : ''} --help`);
+  const flagError = (msg: string): BadInputError => new BadInputError(`${msg.replace(/\s*\n\s*/g, ' ')}; see ${scriptName}${named ? ` ${helpTopic(argv, named)}` : ''} --help`);
   try {
     const yargs = await yargsFor(fullYargs);
     const cli = yargs([...argv])
