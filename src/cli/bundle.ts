@@ -87,7 +87,8 @@ function createCommand(ctx: CommandContext) {
           ...(namedBy !== undefined ? { releaseTag: namedBy } : {}),
           allPlatforms: args['all-platforms'],
           ...(previous ? { previous } : {}),
-          concurrency: args.parallel,
+          // The lanes count connections; one registry gives no more than --max-concurrency at once.
+          concurrency: Math.min(args.parallel, args['max-concurrency']),
           ...(maxPartBytes ? { extraBytes: (layout: { bytes: number; files: number }) => tarBytes(layout.bytes, layout.files) } : {}),
           progressTo: ctx.stderr,
         });
