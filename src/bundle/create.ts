@@ -107,7 +107,8 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
 
   const pullSpecs = bundledPullSpecs(plan);
   const images: BundleImage[] = [];
-  let content: BundleContent | undefined;
+  /** Once every manifest is read: the content, the files the layout holds, and its index.json. */
+  let collected: { content: BundleContent; layout: LayoutFile[]; index: string } | undefined;
   let collecting = pullSpecs.length;
   const progress = new TransferProgress(opts.progressTo, { verb: 'bundled', totalBytes: 0, totalImages: pullSpecs.length, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
   const tracker = new ImageTracker();
@@ -164,12 +165,13 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
 
   /** Every manifest read: the whole content is known; check it fits, and record it. */
   const allCollected = async (): Promise<void> => {
-    content = contentOf(images);
+    const content = contentOf(images);
     const layout = layoutFiles(content, external);
+    collected = { content, layout, index: `${JSON.stringify(layoutIndex(content), null, 2)}\n` };
     fits(layout.reduce((a, f) => a + missingBytes(f.digest, f.size), 0) + (opts.extraBytes?.({ bytes: sizeOf(layout), files: layout.length }) ?? 0));
     await writeMetadata(dir, plan, opts, [...content.blobs.values()].map((b) => b.descriptor).filter((d) => external(d.digest)));
     // A layout with an index is complete: an index for other content goes until this run ends.
-    if ((await readFile(join(dir, INDEX_FILE), 'utf8').catch(() => undefined)) !== layoutIndexText(content)) await rm(join(dir, INDEX_FILE), { force: true });
+    if ((await readFile(join(dir, INDEX_FILE), 'utf8').catch(() => undefined)) !== collected.index) await rm(join(dir, INDEX_FILE), { force: true });
   };
 
   const collect = async (at: number): Promise<void> => {
@@ -198,15 +200,15 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
     progress.finish();
     await written.settled();
   }
-  if (!content) throw new Error('bundle create: the transfers ended before every manifest was read');
+  if (!collected) throw new Error('bundle create: the transfers ended before every manifest was read');
+  const { content, layout, index } = collected;
   // The layout holds this plan's content only: drop what an earlier run for other content left.
-  const layout = layoutFiles(content, external);
   const wanted = new Set(layout.map((f) => blobFileName(f.digest)));
   for (const name of onDisk.keys()) if (!wanted.has(name)) await rm(join(dir, BLOBS_DIR, name), { force: true });
   await written.finish();
   await syncDir(join(dir, BLOBS_DIR));
 
-  await writeFileAtomic(join(dir, INDEX_FILE), layoutIndexText(content), join(dir, PARTIAL_DIR));
+  await writeFileAtomic(join(dir, INDEX_FILE), index, join(dir, PARTIAL_DIR));
   // Everything in .partial/ was either renamed into blobs/ or is a leftover temp file.
   await rm(join(dir, PARTIAL_DIR), { recursive: true, force: true });
 
@@ -223,10 +225,6 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
 /** Connections big blobs hold while small work is left: a quarter (each keeps the link busy). */
 function bulkSlots(concurrency: number): number {
   return Math.max(1, Math.ceil(concurrency / 4));
-}
-
-function layoutIndexText(content: BundleContent): string {
-  return `${JSON.stringify(layoutIndex(content), null, 2)}\n`;
 }
 
 function layoutIndex(content: BundleContent): LayoutIndex {
@@ -290,15 +288,20 @@ async function writeMetadata(dir: string, plan: Plan, opts: CreateOptions, exter
   await writeFileAtomic(join(dir, BUNDLE_FILE), `${JSON.stringify(metadata, null, 2)}\n`, join(dir, PARTIAL_DIR));
 }
 
+interface LayoutFile {
+  readonly digest: string;
+  readonly size: number;
+}
+
 /** The files the layout holds: every manifest, config and layer once, but those left to the previous bundle. */
-function layoutFiles(content: BundleContent, external: (digest: string) => boolean): Array<{ digest: string; size: number }> {
+function layoutFiles(content: BundleContent, external: (digest: string) => boolean): LayoutFile[] {
   return [
     ...uniqueManifests(content).map((m) => ({ digest: m.digest, size: m.bytes.length })),
     ...[...content.blobs.values()].map((b) => b.descriptor).filter((d) => !external(d.digest)),
   ];
 }
 
-function sizeOf(files: ReadonlyArray<{ size: number }>): number {
+function sizeOf(files: readonly LayoutFile[]): number {
   return files.reduce((a, f) => a + f.size, 0);
 }
 
