@@ -2,7 +2,7 @@
 import type { Argv } from 'yargs';
 import { BadInputError } from '../errors.js';
 import { readImagesFile, type PlanOptions } from '../plan/build.js';
-import { CAPABILITY_SETS, DEFAULT_FEATURE_SET, DEFAULT_PROFILE } from '../plan/inclusion.js';
+import { DEFAULT_PROFILE } from '../plan/inclusion.js';
 import { parsePlatform, PLATFORMS } from '../plan/platform.js';
 import type { LiveCluster } from '../plan/live.js';
 import type { ImageRole } from '../plan/types.js';
@@ -10,7 +10,9 @@ import type { ImageRole } from '../plan/types.js';
 export interface PlanFlags {
   arch: string;
   profile: string;
-  'feature-set': string;
+  'feature-set'?: string;
+  'feature-gates': string[];
+  'os-stream': string[];
   'capability-set'?: string;
   capabilities: string[];
   exclude: string[];
@@ -30,10 +32,12 @@ export function withPlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags> {
   return y
     .option('arch', { type: 'string', default: 'amd64', describe: 'Architecture to plan for (amd64, arm64, ppc64le, s390x)' })
     .option('profile', { type: 'string', default: DEFAULT_PROFILE, describe: 'Cluster profile for manifest inclusion' })
-    .option('feature-set', { type: 'string', default: DEFAULT_FEATURE_SET, describe: 'Cluster feature set for manifest inclusion (empty = Default)' })
-    .option('capability-set', { type: 'string', describe: `Baseline capability set, as install-config names it (${Object.keys(CAPABILITY_SETS).join(', ')}; default: the live cluster's, else vCurrent)` })
+    .option('feature-set', { type: 'string', describe: 'Cluster feature set for manifest inclusion: Default, TechPreviewNoUpgrade, DevPreviewNoUpgrade, CustomNoUpgrade, OKD (4.22+) (default: the live cluster\'s, else Default)' })
+    .option('feature-gates', { type: 'string', array: true, default: [] as string[], describe: 'Feature gates over Default\'s, as CustomNoUpgrade sets them: NAME enables, -NAME disables (repeatable or comma list; 4.22+ releases decide inclusion by gates)' })
+    .option('capability-set', { type: 'string', describe: 'Baseline capability set, as install-config names it: None, v4.11 ... the newest the release knows, vCurrent (default: the live cluster\'s, else vCurrent)' })
     .option('capabilities', { type: 'string', array: true, default: [] as string[], describe: 'Additional enabled capability NAME (repeatable or comma list)' })
     .option('exclude', { type: 'string', array: true, default: [] as string[], describe: 'Leave out manifests annotated exclude.release.openshift.io/X: "true" (as the CVO\'s EXCLUDE_MANIFESTS)' })
+    .option('os-stream', { type: 'string', array: true, default: [] as string[], describe: 'Node OS stream to pin besides the one the nodes boot by default (e.g. rhel-10; repeatable; the plan lists the release\'s streams)' })
     .option('platform', { type: 'string', describe: `Infrastructure platform (${PLATFORMS.join(', ')}; default: the live cluster's, else unknown, which keeps every platform's images)` })
     .option('control-plane-only', { type: 'string', array: true, default: [] as string[], describe: 'Component NAME to pin on control-plane nodes only (repeatable)' })
     .option('all-nodes', { type: 'string', array: true, default: [] as string[], describe: 'Component NAME to pin on all nodes (repeatable)' })
@@ -109,7 +113,9 @@ export function planOptionsFrom(flags: PlanFlags, release: string, live?: LiveCl
     release,
     arch: flags.arch,
     profile: flags.profile,
-    featureSet: flags['feature-set'].trim() || DEFAULT_FEATURE_SET,
+    ...(flags['feature-set'] !== undefined ? { featureSet: flags['feature-set'].trim() || 'Default' } : {}),
+    featureGates: list(flags['feature-gates']),
+    osStreams: list(flags['os-stream']),
     ...(flags['capability-set'] !== undefined ? { capabilitySet: flags['capability-set'] } : {}),
     ...(live ? { live } : {}),
     additionalCapabilities: list(flags.capabilities),

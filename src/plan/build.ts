@@ -9,17 +9,27 @@ import { digestReference, parseReference } from '../registry/reference.js';
 import { readRelease, type ReleaseFacts } from '../release/payload.js';
 import type { ComponentImage } from '../release/image-references.js';
 import { assemblePlan, type ExtraImage } from './assemble.js';
-import { classifyComponents, type Classification, type ClassifyOptions } from './classify.js';
-import { checkInclusionOptions, enabledCapabilities, vocabularyOf } from './inclusion.js';
+import { classifyComponents, runsMachineConfigOperator, type Classification, type ClassifyOptions } from './classify.js';
+import { cvoInputs } from './cvo-inputs.js';
+import type { InclusionOptions } from './inclusion.js';
+import { chooseStreams, classifyOsImages, osImagesOf, type OsImage, type StreamChoice } from './os-streams.js';
+import { majorMinor } from './release-api.js';
 import { PLATFORMS, type Platform } from './platform.js';
 import { measureImages, type MeasuredImage } from './sizes.js';
 import type { NodeHolding } from './held.js';
 import { classifyLive, type LiveCluster } from './live.js';
-import type { ImageRole, Plan, PlanObserved } from './types.js';
+import type { ImageRole, Plan, PlannedOsStreams, PlanObserved } from './types.js';
 
-export interface PlanOptions extends Omit<ClassifyOptions, 'capabilities'> {
+/** The classification options less what cvo-inputs.ts derives (gates, capabilities, feature sets, versions). */
+export interface PlanOptions extends Omit<ClassifyOptions, Exclude<keyof InclusionOptions, 'profile' | 'exclude'>> {
   readonly release: string;
   readonly arch: string;
+  /** `--feature-set`; undefined: the live cluster's, else Default. */
+  readonly featureSet?: string;
+  /** `--feature-gates A,-B` (CustomNoUpgrade). */
+  readonly featureGates?: readonly string[];
+  /** `--os-stream`: node OS streams pinned besides those the nodes boot by default. */
+  readonly osStreams?: readonly string[];
   /**
    * `--capability-set` (install-config baselineCapabilitySet; undefined: the live cluster's
    * enabled capabilities, else vCurrent) and `--capabilities` (additional).
@@ -44,15 +54,31 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   checkOverrides(opts);
   const facts = await readRelease(client, opts.release, opts.arch);
   const warnings = [...facts.warnings];
-  const vocabulary = vocabularyOf(facts.documents);
   const { live } = opts;
-  const capabilities = live?.capabilities && opts.capabilitySet === undefined
-    ? new Set([...live.capabilities, ...enabledCapabilities('None', opts.additionalCapabilities, vocabulary.capabilities)])
-    : enabledCapabilities(opts.capabilitySet ?? 'vCurrent', opts.additionalCapabilities, vocabulary.capabilities);
+  const cvo = cvoInputs({
+    version: facts.release.version,
+    documents: facts.documents,
+    profile: opts.profile,
+    ...(opts.featureSet !== undefined ? { featureSet: opts.featureSet } : {}),
+    featureGates: opts.featureGates ?? [],
+    ...(opts.capabilitySet !== undefined ? { capabilitySet: opts.capabilitySet } : {}),
+    additionalCapabilities: opts.additionalCapabilities,
+    exclude: opts.exclude,
+    ...(live ? { live } : {}),
+  });
+  warnings.push(...cvo.warnings);
   const platform = opts.platform ?? (live?.platform !== undefined ? livePlatform(live.platform, warnings) : undefined);
-  const classifyOptions: ClassifyOptions = { ...opts, capabilities, ...(platform ? { platform } : {}) };
-  checkInclusionOptions(classifyOptions, vocabulary);
+  const classifyOptions: ClassifyOptions = { ...cvo.inclusion, controlPlaneOnly: opts.controlPlaneOnly, allNodes: opts.allNodes, ...(platform ? { platform } : {}) };
   let classifications = classifyComponents(facts.components, facts.documents, classifyOptions);
+  const osImages = osImagesOf(facts.components, await osImageLabels(client, facts.components, opts.arch, warnings));
+  const streams = chooseStreams(osImages, facts.documents, {
+    requested: opts.osStreams ?? [],
+    ...(live?.osStreams ? { live: { ...(live.osStreams.defaultStream ? { defaultStream: live.osStreams.defaultStream } : {}), poolStreams: live.osStreams.pools } } : live ? { live: { poolStreams: [] } } : {}),
+    major: majorMinor(facts.release.version)?.[0] ?? 4,
+    mco: runsMachineConfigOperator(facts.components, classifications),
+    profile: opts.profile,
+  });
+  classifyOsImages(osImages.filter((i) => !i.component.names.some((n) => opts.allNodes.includes(n) || opts.controlPlaneOnly.includes(n))), streams, classifications);
   let observed: PlanObserved | undefined;
   let current: ReleaseFacts | undefined;
   if (live) {
@@ -71,20 +97,22 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   }
   warnUnknownNames(opts, facts.components.flatMap((c) => c.names), warnings);
 
-  // Images in no set are not measured: nothing reads their sizes.
+  // Images in no set are not measured: nothing reads their sizes, but the OS streams left out (what they save).
   const kept = facts.components.filter((c) => classifications.get(c.digest)!.role !== 'none');
+  const leftOutOs = osImages.filter((i) => classifications.get(i.component.digest)!.role === 'none').map((i) => i.component);
   const extraRefs = opts.extraImages.map((text) => parseReference(text));
   const measured = await measureImages(
     client,
-    [parseReference(facts.release.pullSpec), ...kept.map((c) => parseReference(c.pullSpec)), ...extraRefs],
+    [parseReference(facts.release.pullSpec), ...[...kept, ...leftOutOs].map((c) => parseReference(c.pullSpec)), ...extraRefs],
     opts.arch,
     warnings,
     onProgress && ((done, total) => onProgress({ phase: 'sizing', done, total })),
   );
   const releaseImage = measured[0]!;
   const sizes = new Map(kept.map((c, i) => [c.digest, measured[1 + i]!]));
+  const leftOutSizes = new Map(leftOutOs.map((c, i) => [c.digest, measured[1 + kept.length + i]!]));
   const extras: ExtraImage[] = extraRefs.map((ref, i) => {
-    const m = measured[1 + kept.length + i]!;
+    const m = measured[1 + kept.length + leftOutOs.length + i]!;
     return { name: ref.repository.split('/').at(-1)!, pullSpec: digestReference(ref, m.digest), digest: m.digest, role: opts.extraRole, measured: m };
   });
   if (!platform) warnPlatformSavings(kept, classifications, sizes, warnings);
@@ -100,10 +128,12 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
     extras,
     cluster: {
       profile: opts.profile,
-      featureSet: opts.featureSet,
-      capabilities: [...capabilities].sort(),
+      featureSet: cvo.inclusion.featureSet,
+      capabilities: [...cvo.inclusion.capabilities].sort(),
       exclude: [...opts.exclude].sort(),
       platform: platform ?? null,
+      ...(cvo.inclusion.featureGates ? { featureGates: { from: cvo.gatesFrom!, enabled: [...cvo.inclusion.featureGates].sort() } } : {}),
+      ...(osImages.length > 0 ? { osStreams: osStreamSummary(osImages, streams, leftOutSizes) } : {}),
       ...(observed ? { observed } : {}),
     },
     namePrefix: opts.namePrefix,
@@ -157,6 +187,43 @@ async function readHeld(
   }));
   if (unread.length > 0) warnings.push(`${unread.length} image(s) the nodes run could not be read (${unread.sort()[0]}${unread.length > 1 ? ', ...' : ''}): their layers count as new bytes`);
   return { nodes: live.nodes.map((n) => ({ name: n.name, role: n.role, images: [...running.get(n.name)!].sort() })), layers };
+}
+
+/**
+ * The config labels of the release's node OS images (their stream, `io.openshift.os.streamclass`,
+ * as MCO reads it): one manifest and one small config per OS image. One that cannot be read is
+ * named by its tag, with a warning.
+ */
+async function osImageLabels(client: RegistryClient, components: readonly ComponentImage[], arch: string, warnings: string[]): Promise<Map<string, Record<string, string>>> {
+  const labels = new Map<string, Record<string, string>>();
+  const candidates = osImagesOf(components, new Map()).map((i) => i.component);
+  await Promise.all(candidates.map(async (c) => {
+    try {
+      const ref = parseReference(c.pullSpec);
+      const image = await client.resolveImage(ref, arch);
+      const config = JSON.parse((await client.readBlob(ref, image.manifest.config, 1024 * 1024)).toString('utf8')) as { config?: { Labels?: Record<string, string> } };
+      labels.set(c.digest, config.config?.Labels ?? {});
+    } catch (error) {
+      if (!(error instanceof RegistryError || error instanceof PlatformNotFoundError || error instanceof SyntaxError)) throw error;
+      warnings.push(`node OS image ${c.name}: its config could not be read (${(error as Error).message.split('\n')[0]}), so its stream is named by its tag`);
+    }
+  }));
+  return labels;
+}
+
+/** The plan's OS stream summary: what is pinned, why, and what the streams left out would cost each node. */
+function osStreamSummary(images: readonly OsImage[], choice: StreamChoice, leftOut: ReadonlyMap<string, MeasuredImage>): PlannedOsStreams {
+  const skipped = choice.available.filter((s) => !choice.pinned.includes(s)).map((stream) => {
+    const streamImages = images.filter((i) => i.stream === stream && leftOut.has(i.component.digest));
+    const layers = new Map(streamImages.flatMap((i) => leftOut.get(i.component.digest)!.layers.map((l) => [l.digest, l] as const)));
+    return {
+      stream,
+      images: streamImages.map((i) => i.component.name).sort(),
+      compressedBytes: [...layers.values()].reduce((a, l) => a + l.compressedBytes, 0),
+      diskBytes: [...layers.values()].reduce((a, l) => a + l.diskBytes, 0),
+    };
+  });
+  return { available: choice.available, pinned: choice.pinned, why: choice.why, skipped };
 }
 
 /** The cluster's Infrastructure platform; one prestage does not know keeps every platform's images. */

@@ -50,11 +50,11 @@ describe('classifyComponents', () => {
   });
   it('sends node OS images to all nodes', () => {
     expect(role(5)).toBe('all');
-    expect(result.get(digest(5))!.evidence).toEqual(['node OS image: every node is rebased to it in the upgrade; MCO 4.17+ rebases from this pinned copy (its pool lists the set), 4.16 and the agent backend pull it from the registry again']);
+    expect(result.get(digest(5))!.evidence).toEqual(['node OS image: every node is rebased to it in the upgrade']);
   });
   it('ignores manifests not included for the profile', () => {
     expect(role(6)).toBe('none');
-    expect(result.get(digest(6))!.evidence[0]).toBe('referenced only by manifests the cluster does not apply (0000_50_ibm.yaml: not included for profile self-managed-high-availability)');
+    expect(result.get(digest(6))!.evidence[0]).toBe('referenced only by manifests the cluster does not apply (0000_50_ibm.yaml: [profile] not included for profile self-managed-high-availability)');
     const ibm = classifyComponents(components, docs, { ...opts, profile: 'ibm-cloud-managed' });
     expect(ibm.get(digest(6))!.role).toBe('control-plane');
   });
@@ -83,11 +83,13 @@ describe('classifyComponents: inclusion as the CVO decides it', () => {
     expect(roleWith(hosted).role).toBe('all');
     expect(roleWith(hosted, { exclude: ['internal-openshift-hosted'] }).evidence[0]).toMatch(/excluded by --exclude internal-openshift-hosted/);
   });
-  it('reads the feature-set annotation as a comma list', () => {
-    const both = { 'release.openshift.io/feature-set': 'Default, TechPreviewNoUpgrade' };
+  it('reads the feature-set annotation as a comma list, as the CVO splits it', () => {
+    const both = { 'release.openshift.io/feature-set': 'Default,TechPreviewNoUpgrade' };
     expect(roleWith(both).role).toBe('all');
     expect(roleWith(both, { featureSet: 'TechPreviewNoUpgrade' }).role).toBe('all');
-    expect(roleWith(both, { featureSet: 'CustomNoUpgrade' }).role).toBe('none');
+    expect(roleWith(both, { featureSet: 'CustomNoUpgrade' }).evidence[0]).toMatch(/\[feature-set\] only for feature set Default,TechPreviewNoUpgrade, not CustomNoUpgrade/);
+    // library-go does not trim: " TechPreviewNoUpgrade" is no feature set, so the manifest is never applied.
+    expect(roleWith({ 'release.openshift.io/feature-set': 'Default, TechPreviewNoUpgrade' }).evidence[0]).toMatch(/\[feature-set\] .*" TechPreviewNoUpgrade", not a feature set the CVO knows/);
   });
   it('needs every +-joined capability enabled', () => {
     const gated = { 'capability.openshift.io/name': 'Storage+CloudCredential' };

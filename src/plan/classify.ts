@@ -14,6 +14,7 @@ import type { ComponentImage } from '../release/image-references.js';
 import type { ManifestDocument } from '../release/documents.js';
 import { notAppliedBecause, type InclusionOptions } from './inclusion.js';
 import { operandPlacement } from './operands.js';
+import { isNodeOsImage } from './os-streams.js';
 import { platformsInName, platformsOfComponent, type Platform } from './platform.js';
 
 export { DEFAULT_PROFILE } from './inclusion.js';
@@ -38,13 +39,6 @@ export interface ClassifyOptions extends InclusionOptions {
   readonly allNodes: readonly string[];
 }
 
-/**
- * The node OS images: every node is rebased to the release's OS image in the upgrade. From 4.17
- * MCO's daemon rebases from local storage when the node's pool lists PinnedImageSets (MCO's
- * controller lists every set whose labels its machineConfigSelector matches), so pinning it
- * saves the largest download; 4.16 and nodes without MCO sets pull it from the registry anyway.
- */
-export const NODE_OS_IMAGE = /^(machine-os-content|rhel-coreos.*|rhcos.*|centos-stream-coreos.*|fedora-coreos.*)$/;
 const CONTROL_PLANE_LABELS = new Set(['node-role.kubernetes.io/master', 'node-role.kubernetes.io/control-plane']);
 const DIGEST_IN_TEXT = /@(sha256:[a-f0-9]{64})/g;
 /** `--images=prometheus=<pullspec>` (cluster-monitoring-operator's way of naming operands). */
@@ -74,7 +68,7 @@ export function classifyComponents(
   for (const { file, doc } of documents) {
     // Decided once per document, and only for one that references a component.
     let decided = false;
-    let why: string | undefined;
+    let why: ReturnType<typeof notAppliedBecause>;
     for (const [digest, ref] of referencesIn(doc, file)) {
       if (!known.has(digest)) continue;
       if (!decided) {
@@ -82,7 +76,7 @@ export function classifyComponents(
         decided = true;
       }
       if (why !== undefined) {
-        push(notApplied, digest, `${file}: ${why}`);
+        push(notApplied, digest, `${file}: [${why.rule}] ${why.why}`);
         continue;
       }
       push(applied, digest, ref);
@@ -101,7 +95,8 @@ function decide(c: ComponentImage, refs: readonly Reference[], notApplied: reado
   const named = (list: readonly string[]) => c.names.some((n) => list.includes(n));
   if (named(opts.allNodes)) return { role: 'all', evidence: ['forced to all nodes by --all-nodes'] };
   if (named(opts.controlPlaneOnly)) return { role: 'control-plane', evidence: ['forced control-plane-only by --control-plane-only'] };
-  if (c.names.some((n) => NODE_OS_IMAGE.test(n))) return { role: 'all', evidence: ['node OS image: every node is rebased to it in the upgrade; MCO 4.17+ rebases from this pinned copy (its pool lists the set), 4.16 and the agent backend pull it from the registry again'] };
+  // Which streams the nodes boot is decided beside (os-streams.ts): no manifest runs an OS image.
+  if (isNodeOsImage(c)) return { role: 'all', evidence: ['node OS image: every node is rebased to it in the upgrade'] };
   if (refs.length === 0) {
     if (notApplied.length > 0) {
       const shown = [...new Set(notApplied)].sort();
@@ -280,4 +275,13 @@ function pathText(path: ReadonlyArray<string | number>): string {
 
 function digestsIn(text: string): string[] {
   return [...text.matchAll(DIGEST_IN_TEXT)].map((m) => m[1]!);
+}
+
+/**
+ * Whether the profile runs the machine-config operator: an applied manifest runs its image as a
+ * container (HyperShift's profile applies MCO's image ConfigMaps but not its Deployment).
+ */
+export function runsMachineConfigOperator(components: readonly ComponentImage[], classifications: ReadonlyMap<string, Classification>): boolean {
+  const mco = components.find((c) => c.names.includes('machine-config-operator'));
+  return mco === undefined || classifications.get(mco.digest)?.reference === 'container';
 }

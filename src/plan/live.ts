@@ -5,10 +5,13 @@
  * of every component running on it. A component not running now falls back to the release's
  * rules (classify.ts) when the target is new to it or its manifests run it as a container (the
  * CVO starts it whatever the cluster shows); an operand its operator runs nowhere now is in no
- * set. The pause image and the node OS images go to every role: no Pod spec names them.
+ * set. The pause image goes to every role (no Pod spec names it), the node OS images of the streams
+ * the pools boot too (os-streams.ts).
  */
 import type { ComponentImage } from '../release/image-references.js';
-import { NODE_OS_IMAGE, type Classification, type ComponentRole } from './classify.js';
+import type { Classification, ComponentRole } from './classify.js';
+import type { UnmanagedOverride } from './inclusion.js';
+import { isNodeOsImage } from './os-streams.js';
 import type { PlanObserved, SetRole } from './types.js';
 
 /** CRI-O's pause image: the release component MCO writes into `pause_image` (its `infraImage`). */
@@ -28,6 +31,18 @@ export interface LiveCluster {
   readonly release: { readonly pullSpec: string; readonly version?: string };
   /** ClusterVersion status.capabilities.enabledCapabilities, sorted; absent when it reports none. */
   readonly capabilities?: readonly string[];
+  /** ClusterVersion spec.capabilities: the baseline set and the additional capabilities. */
+  readonly capabilitySpec?: { readonly baseline?: string; readonly additional: readonly string[] };
+  /** ClusterVersion spec.overrides[] marked unmanaged. */
+  readonly overrides?: readonly UnmanagedOverride[];
+  /** FeatureGate `cluster`: its feature set (`""` is Default), custom lists and per-version status. */
+  readonly featureGate?: {
+    readonly featureSet: string;
+    readonly custom?: { readonly enabled: readonly string[]; readonly disabled: readonly string[] };
+    readonly status: ReadonlyArray<{ readonly version: string; readonly enabled: readonly string[]; readonly disabled: readonly string[] }>;
+  };
+  /** OS streams (clusters that serve OSImageStream): the default and each pool's `spec.osImageStream`. */
+  readonly osStreams?: { readonly defaultStream?: string; readonly pools: ReadonlyArray<{ readonly pool: string; readonly stream: string }> };
   /** Infrastructure status.platformStatus.type. */
   readonly platform?: string;
   readonly nodes: ReadonlyArray<{ readonly name: string; readonly role: SetRole }>;
@@ -123,7 +138,8 @@ function decide(c: ComponentImage, offline: Classification, running: Seen | unde
   if (c.names.includes(PAUSE_COMPONENT)) {
     return { role: 'all', evidence: ['CRI-O\'s pause image (MCO\'s infraImage): every pod on every node starts from it, though no pod spec names it'] };
   }
-  if (c.names.some((n) => NODE_OS_IMAGE.test(n))) return { ...offline, role: 'all' };
+  // Which OS streams the nodes boot was decided with the cluster's pools (os-streams.ts).
+  if (isNodeOsImage(c)) return offline;
   // What the target's manifests say: applied at all, and run as a container by the CVO.
   const applied = offline.reference !== undefined || offline.role !== 'none';
   if (running) {

@@ -1,8 +1,9 @@
 /**
  * Where an operator runs the operands it names in env vars, `images.json` keys and
- * `--images=` args. The manifests do not say; these rules encode what the release-4.16
- * operators do, each with the reason it gives as evidence. An operand no rule matches may run
- * on any node (the safe default).
+ * `--images=` args. The manifests do not say; these rules encode what the operators do from
+ * their own templates (release-4.16 to their 2026 heads), each with the reason it gives as
+ * evidence. An operand no rule matches, an operator's own image included, may run on any node
+ * (the safe default): an operator may run its own image in a DaemonSet it creates.
  */
 import type { ComponentRole } from './classify.js';
 
@@ -23,7 +24,20 @@ const STORAGE = /^openshift-cluster-storage-operator$/;
 
 const RULES: readonly OperandRule[] = [
   { key: /^infraImage$/, role: 'all', why: 'CRI-O\'s pause image: every pod on every node starts from it' },
-  { key: /^[a-z][A-Za-z]*Operator$/, role: 'control-plane', why: 'the operator\'s own image, listed for itself: its own workloads place it' },
+  {
+    namespace: /^openshift-machine-config-operator$/,
+    key: /^machineConfigOperator$/,
+    role: 'all',
+    why: 'MCO runs its own image as the machine-config-daemon DaemonSet on every node (machine-config-operator manifests/machineconfigdaemon/daemonset.yaml) and the machine-config-server on control-plane nodes',
+  },
+  { namespace: /^openshift-ingress-operator$/, key: /^CANARY_IMAGE$/, role: 'all', why: 'the ingress operator runs its own image as the ingress-canary DaemonSet on workers (cluster-ingress-operator pkg/manifests/assets/canary/daemonset.yaml)' },
+  { key: /^cloudControllerManagerOperator$/, role: 'all', why: 'on Azure the operator runs its own image as the init container of the azure-cloud-node-manager DaemonSet on every node (cluster-cloud-controller-manager-operator azure/assets/cloud-node-manager-daemonset.yaml)' },
+  {
+    namespace: /^openshift-machine-config-operator$/,
+    key: /^(haproxyImage|dockerRegistryImage)$/,
+    role: 'control-plane',
+    why: 'MCO runs it only on control-plane nodes (haproxy: the on-prem API load balancer static pod; docker-registry: the internal release image registry unit)',
+  },
   { key: /^cloudControllerManager/, role: 'control-plane', why: 'cloud controller managers run in a Deployment pinned to control-plane nodes' },
   { key: /^cloudNodeManager/, role: 'all', why: 'cloud node managers run in a DaemonSet on every node' },
   { key: /^clusterAPIController/, role: 'control-plane', why: 'Machine API providers run in the machine-api-controllers Deployment on control-plane nodes' },

@@ -82,8 +82,21 @@ export interface PlanCluster {
   readonly exclude: readonly string[];
   /** `null`: unknown, images of every platform kept. */
   readonly platform: string | null;
+  /** The enabled feature gates, when the release's CVO reads gate annotations (4.22+), and where they came from. */
+  readonly featureGates?: { readonly from: string; readonly enabled: readonly string[] };
+  /** The release's node OS streams: which are pinned and why, what the others would cost each node. */
+  readonly osStreams?: PlannedOsStreams;
   /** Planned from a live cluster (`--kubeconfig`, `stage`): what it showed. */
   readonly observed?: PlanObserved;
+}
+
+/** Node OS streams (os-streams.ts). */
+export interface PlannedOsStreams {
+  readonly available: readonly string[];
+  readonly pinned: readonly string[];
+  readonly why: string;
+  /** Streams no node boots: in no set; their images' unique layers, what pinning them would add per node. */
+  readonly skipped: ReadonlyArray<{ readonly stream: string; readonly images: readonly string[]; readonly compressedBytes: number; readonly diskBytes: number }>;
 }
 
 /** A live cluster as the plan saw it. */

@@ -12,7 +12,8 @@ import yaml from 'js-yaml';
 
 /**
  * One parsed document of an operator manifest file. A document that cannot name an image (no
- * string in it holds `@sha256:`, and it is not a ConfigMap, whose data may be JSON with escapes)
+ * string in it holds `@sha256:`, and it is not a ConfigMap, whose data may be JSON with escapes,
+ * nor a FeatureGate, whose status lists the payload's enabled gates)
  * keeps only its kind and `metadata.annotations`: all that planning reads of it (inclusion
  * vocabulary), and the rest of it is not held for the whole plan.
  */
@@ -39,9 +40,13 @@ export function parseDocuments(files: ReadonlyMap<string, string>, warnings: str
   return documents;
 }
 
-/** Whether a document may name an image digest: a string holding `@sha256:`, or a ConfigMap. */
+/**
+ * Whether planning reads a document whole: it may name an image digest (a string holding
+ * `@sha256:`, or a ConfigMap), or it is a FeatureGate (the payload's enabled gates per profile
+ * and feature set live in its status).
+ */
 function mayNameImages(doc: Record<string, unknown>): boolean {
-  return doc.kind === 'ConfigMap' || holdsDigest(doc);
+  return doc.kind === 'ConfigMap' || doc.kind === 'FeatureGate' || holdsDigest(doc);
 }
 
 function holdsDigest(value: unknown): boolean {
@@ -84,7 +89,7 @@ const HEAD_KEYS = new Set(['apiVersion', 'kind', 'metadata']);
  * from it).
  */
 function headsOnly(file: string, text: string): unknown[] | undefined {
-  if (!/\.ya?ml$/.test(file) || text.includes('sha256') || text.includes('ConfigMap')) return undefined;
+  if (!/\.ya?ml$/.test(file) || text.includes('sha256') || text.includes('ConfigMap') || text.includes('FeatureGate')) return undefined;
   const lines = text.split('\n');
   if (lines.some((line) => line.startsWith('%') || line.startsWith('...') || (line.startsWith('---') && !DOCUMENT_MARKER.test(line)))) return undefined;
   const docs: unknown[] = [];
