@@ -177,7 +177,7 @@ describe('plan of the upgrade of a running cluster', () => {
 
   it('names the RBAC it needs in plan --help, and when a token lacks it (exit 4, one line)', async () => {
     const help = await runBin('prestage', ['plan', '--help']);
-    expect(help.stdout.replace(/\s+/g, ' ')).toContain('RBAC needed: get, list on nodes and pods (all namespaces); get on clusterversions and infrastructures (config.openshift.io).');
+    expect(help.stdout.replace(/\s+/g, ' ')).toContain('RBAC needed: get, list on nodes and pods (all namespaces); get on clusterversions, featuregates and infrastructures (config.openshift.io); get on osimagestreams, list on machineconfigpools (machineconfiguration.openshift.io).');
     const token = await cluster.serviceAccountToken('default', 'nobody');
     const file = join(dir, 'nobody.kubeconfig');
     writeFileSync(file, cluster.kubeConfigForToken(token).exportConfig());
@@ -185,7 +185,7 @@ describe('plan of the upgrade of a running cluster', () => {
     expect(r).toEqual({
       code: 4,
       stdout: '',
-      stderr: `prestage: error: ${cluster.apiServerUrl} refused to get clusterversions/version (HTTP 403): planning from the live cluster needs get, list on nodes and pods (all namespaces); get on clusterversions and infrastructures (config.openshift.io); or plan with --no-cluster\n`,
+      stderr: `prestage: error: ${cluster.apiServerUrl} refused to get clusterversions/version (HTTP 403): planning from the live cluster needs get, list on nodes and pods (all namespaces); get on clusterversions, featuregates and infrastructures (config.openshift.io); get on osimagestreams, list on machineconfigpools (machineconfiguration.openshift.io); or plan with --no-cluster\n`,
     });
 
     // Exactly that RBAC is enough.
@@ -243,7 +243,7 @@ describe('stage without the RBAC to read the cluster', () => {
         r = await runCli(['stage', RELEASE, ...registryFlags, '--kubeconfig', file]);
       }
       const [warning, error, ...rest] = r.stderr.split('\n');
-      expect(warning).toBe(`prestage: warning: ${cluster.apiServerUrl} refused to get clusterversions/version (HTTP 403), so the plan comes from the release alone; planning from the live cluster needs get, list on nodes and pods (all namespaces); get on clusterversions and infrastructures (config.openshift.io) (--no-cluster skips it)`);
+      expect(warning).toBe(`prestage: warning: ${cluster.apiServerUrl} refused to get clusterversions/version (HTTP 403), so the plan comes from the release alone; planning from the live cluster needs get, list on nodes and pods (all namespaces); get on clusterversions, featuregates and infrastructures (config.openshift.io); get on osimagestreams, list on machineconfigpools (machineconfiguration.openshift.io) (--no-cluster skips it)`);
       expect(error).toMatch(/^prestage: error: not enough ephemeral storage for the sets on 1 node\(s\): worker-0 /);
       expect(rest).toEqual(['']);
       expect(r.stdout).toMatch(/^Release 4\.16\.3 /);

@@ -105,6 +105,34 @@ describe('reading a live cluster', () => {
     expect(await readLiveCluster(client)).toEqual({ server: 'https://api.example.com:6443', release: { pullSpec: `quay.io/ocp/release@${digest('a')}` }, nodes: [{ name: 'm0', role: 'control-plane' }, { name: 'w0', role: 'worker' }], pods: [] });
   });
 
+  it('reads what the CVO decides with: capability spec, unmanaged overrides, the FeatureGate, the pools\' OS streams', async () => {
+    const { client } = fakeClient({
+      '/apis/config.openshift.io/v1/clusterversions/version': {
+        ...clusterVersion,
+        spec: {
+          capabilities: { baselineCapabilitySet: 'None', additionalEnabledCapabilities: ['Console'] },
+          overrides: [
+            { kind: 'Deployment', group: 'apps', namespace: 'openshift-monitoring', name: 'cluster-monitoring-operator', unmanaged: true },
+            { kind: 'Deployment', group: 'apps', namespace: 'openshift-dns', name: 'dns-operator', unmanaged: false },
+          ],
+        },
+      },
+      '/apis/config.openshift.io/v1/featuregates/cluster': {
+        metadata: { name: 'cluster' },
+        spec: { featureSet: 'TechPreviewNoUpgrade' },
+        status: { featureGates: [{ version: '4.22.3', enabled: [{ name: 'OSStreams' }], disabled: [{ name: 'Other' }] }] },
+      },
+      '/apis/machineconfiguration.openshift.io/v1/osimagestreams/cluster': { metadata: { name: 'cluster' }, spec: { defaultStream: 'rhel-9' }, status: { defaultStream: 'rhel-9' } },
+      '/apis/machineconfiguration.openshift.io/v1/machineconfigpools': { metadata: {}, items: [{ metadata: { name: 'worker' }, spec: { osImageStream: { name: 'rhel-10' } } }, { metadata: { name: 'master' }, spec: {} }] },
+      '/api/v1/nodes': nodes,
+    }, [[]]);
+    const live = (await readLiveCluster(client))!;
+    expect(live.capabilitySpec).toEqual({ baseline: 'None', additional: ['Console'] });
+    expect(live.overrides).toEqual([{ group: 'apps', kind: 'Deployment', namespace: 'openshift-monitoring', name: 'cluster-monitoring-operator' }]);
+    expect(live.featureGate).toEqual({ featureSet: 'TechPreviewNoUpgrade', status: [{ version: '4.22.3', enabled: ['OSStreams'], disabled: ['Other'] }] });
+    expect(live.osStreams).toEqual({ defaultStream: 'rhel-9', pools: [{ pool: 'worker', stream: 'rhel-10' }] });
+  });
+
   it('is undefined without a ClusterVersion (not OpenShift)', async () => {
     expect(await readLiveCluster(fakeClient({}, [[]]).client)).toBeUndefined();
   });
@@ -113,6 +141,6 @@ describe('reading a live cluster', () => {
     const { client } = fakeClient({ '/apis/config.openshift.io/v1/clusterversions/version': clusterVersion, '/api/v1/nodes': nodes }, [[]], '/api/v1/pods');
     const error = await readLiveCluster(client).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ClusterError);
-    expect((error as Error).message).toBe('https://api.example.com:6443 refused to list pods in all namespaces (HTTP 403): planning from the live cluster needs get, list on nodes and pods (all namespaces); get on clusterversions and infrastructures (config.openshift.io); or plan with --no-cluster');
+    expect((error as Error).message).toBe('https://api.example.com:6443 refused to list pods in all namespaces (HTTP 403): planning from the live cluster needs get, list on nodes and pods (all namespaces); get on clusterversions, featuregates and infrastructures (config.openshift.io); get on osimagestreams, list on machineconfigpools (machineconfiguration.openshift.io); or plan with --no-cluster');
   });
 });

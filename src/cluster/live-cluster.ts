@@ -1,18 +1,24 @@
 /**
  * What a running OpenShift cluster says about itself, read-only: ClusterVersion (the release it
- * runs, its enabled capabilities), Infrastructure (its platform), Nodes (their roles) and Pods
- * of all namespaces (the images each node runs). The RBAC this needs is LIVE_CLUSTER_RBAC.
+ * runs, its capabilities and overrides), FeatureGate `cluster` (its feature set and enabled gates
+ * per version), Infrastructure (its platform), the OS streams its pools boot (OSImageStream and
+ * MachineConfigPools, where served), Nodes (their roles) and Pods of all namespaces (the images
+ * each node runs). The RBAC this needs is LIVE_CLUSTER_RBAC.
  */
 import { ClusterError } from '../errors.js';
+import type { UnmanagedOverride } from '../plan/inclusion.js';
 import type { LiveCluster, RunningPod } from '../plan/live.js';
 import { KubeApiError, KubeClient, type KubeList, type KubeObject } from './kube.js';
 import { loadKubeconfig } from './kubeconfig.js';
 
 export const LIVE_CLUSTER_RBAC =
-  'get, list on nodes and pods (all namespaces); get on clusterversions and infrastructures (config.openshift.io)';
+  'get, list on nodes and pods (all namespaces); get on clusterversions, featuregates and infrastructures (config.openshift.io); get on osimagestreams, list on machineconfigpools (machineconfiguration.openshift.io)';
 
 const CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version';
 const INFRASTRUCTURE = '/apis/config.openshift.io/v1/infrastructures/cluster';
+const FEATURE_GATE = '/apis/config.openshift.io/v1/featuregates/cluster';
+const OS_IMAGE_STREAM = '/apis/machineconfiguration.openshift.io/v1/osimagestreams/cluster';
+const MACHINE_CONFIG_POOLS = '/apis/machineconfiguration.openshift.io/v1/machineconfigpools';
 const CONTROL_PLANE_LABELS = ['node-role.kubernetes.io/master', 'node-role.kubernetes.io/control-plane'];
 /** Pods per list request: a big cluster has tens of thousands. */
 const PAGE = 500;
@@ -26,6 +32,10 @@ export interface ClusterRelease {
 
 /** ClusterVersion as the CVO writes it (openshift/api config/v1), the fields prestage reads. */
 export interface ClusterVersion extends KubeObject {
+  spec?: {
+    capabilities?: { baselineCapabilitySet?: string; additionalEnabledCapabilities?: string[] };
+    overrides?: Array<{ kind?: string; group?: string; namespace?: string; name?: string; unmanaged?: boolean }>;
+  };
   status?: {
     desired?: ClusterRelease;
     /** Newest first; `state` Completed or Partial. */
@@ -38,6 +48,21 @@ export interface ClusterVersion extends KubeObject {
     }>;
     capabilities?: { enabledCapabilities?: string[] };
   };
+}
+
+/** FeatureGate `cluster` (config.openshift.io/v1). */
+interface FeatureGate extends KubeObject {
+  spec?: { featureSet?: string; customNoUpgrade?: { enabled?: string[]; disabled?: string[] } };
+  status?: { featureGates?: Array<{ version?: string; enabled?: Array<{ name?: string }>; disabled?: Array<{ name?: string }> }> };
+}
+
+/** OSImageStream `cluster` and MachineConfigPools, where the cluster serves them (MCO 4.21+). */
+interface OSImageStream extends KubeObject {
+  spec?: { defaultStream?: string };
+  status?: { defaultStream?: string };
+}
+interface MachineConfigPool extends KubeObject {
+  spec?: { osImageStream?: { name?: string } };
 }
 
 interface Pod extends KubeObject {
@@ -104,15 +129,45 @@ export async function readLiveCluster(client: KubeClient): Promise<LiveCluster |
   const infrastructure = await read(client, () => client.find<KubeObject & { status?: { platformStatus?: { type?: string }; platform?: string } }>(INFRASTRUCTURE), 'get infrastructures/cluster');
   const nodes = await read(client, () => listAll<KubeObject, KubeObject>(client, '/api/v1/nodes', (n) => [n]), 'list nodes');
   const pods = await read(client, () => listAll<Pod, RunningPod>(client, '/api/v1/pods', runningPod), 'list pods in all namespaces');
+  const featureGate = await read(client, () => client.find<FeatureGate>(FEATURE_GATE), 'get featuregates/cluster');
+  const osStreams = await readOsStreams(client);
   const platform = infrastructure?.status?.platformStatus?.type ?? infrastructure?.status?.platform;
   const capabilities = clusterVersion.status?.capabilities?.enabledCapabilities;
+  const spec = clusterVersion.spec?.capabilities;
+  const overrides = (clusterVersion.spec?.overrides ?? []).filter((o) => o.unmanaged === true && o.kind && o.name).map((o): UnmanagedOverride => ({ group: o.group ?? '', kind: o.kind!, namespace: o.namespace ?? '', name: o.name! }));
   return {
     server: client.server,
     release: current,
     ...(Array.isArray(capabilities) ? { capabilities: [...capabilities].sort() } : {}),
+    ...(spec ? { capabilitySpec: { ...(spec.baselineCapabilitySet ? { baseline: spec.baselineCapabilitySet } : {}), additional: spec.additionalEnabledCapabilities ?? [] } } : {}),
+    ...(overrides.length > 0 ? { overrides } : {}),
+    ...(featureGate ? { featureGate: featureGateOf(featureGate) } : {}),
+    ...(osStreams ? { osStreams } : {}),
     ...(platform ? { platform } : {}),
     nodes: nodes.map((n) => ({ name: n.metadata.name, role: CONTROL_PLANE_LABELS.some((l) => l in (n.metadata.labels ?? {})) ? 'control-plane' : 'worker' })),
     pods,
+  };
+}
+
+function featureGateOf(fg: FeatureGate): NonNullable<LiveCluster['featureGate']> {
+  const names = (list?: Array<{ name?: string }>) => (list ?? []).map((g) => g.name).filter((n): n is string => typeof n === 'string');
+  const custom = fg.spec?.customNoUpgrade;
+  return {
+    featureSet: fg.spec?.featureSet ?? '',
+    ...(custom ? { custom: { enabled: custom.enabled ?? [], disabled: custom.disabled ?? [] } } : {}),
+    status: (fg.status?.featureGates ?? []).map((s) => ({ version: s.version ?? '', enabled: names(s.enabled), disabled: names(s.disabled) })),
+  };
+}
+
+/** The streams the pools boot: OSImageStream's default (status, else spec) and each pool's choice; undefined where not served. */
+async function readOsStreams(client: KubeClient): Promise<LiveCluster['osStreams']> {
+  const stream = await read(client, () => client.find<OSImageStream>(OS_IMAGE_STREAM), 'get osimagestreams/cluster');
+  const pools = await read(client, () => client.find<KubeList<MachineConfigPool>>(MACHINE_CONFIG_POOLS), 'list machineconfigpools');
+  if (!stream && !pools) return undefined;
+  const defaultStream = stream?.status?.defaultStream || stream?.spec?.defaultStream;
+  return {
+    ...(defaultStream ? { defaultStream } : {}),
+    pools: (pools?.items ?? []).flatMap((p) => (p.spec?.osImageStream?.name ? [{ pool: p.metadata.name, stream: p.spec.osImageStream.name }] : [])).sort((a, b) => (a.pool < b.pool ? -1 : 1)),
   };
 }
 

@@ -31,6 +31,9 @@ export function renderPlanTable(plan: Plan, wide = false): string {
   const r = plan.release;
   out.push(`Release ${r.version} (${r.multiArch ? `multi, planned for ${r.architecture}` : r.architecture})  ${r.pullSpec}`);
   out.push(`Channels: ${r.channels.join(', ') || 'unknown'}   Profile: ${plan.profile}   Platform: ${plan.cluster.platform ?? 'unknown'}`);
+  out.push(`Feature set: ${plan.cluster.featureSet}${plan.cluster.featureGates ? ` (${plan.cluster.featureGates.enabled.length} gates enabled, from ${plan.cluster.featureGates.from})` : ''}   Capabilities: ${plan.cluster.capabilities.length}`);
+  const os = plan.cluster.osStreams;
+  if (os) out.push(osStreamsLine(os));
   const seen = plan.cluster.observed;
   if (seen) out.push(`Live cluster: ${seen.server} runs ${seen.version} on ${seen.nodes['control-plane']} control-plane nodes and ${seen.nodes.worker} workers; ${seen.pods} pods, ${seen.releasePods} of them on release images`);
   const roles = { cp: plan.images.filter((i) => i.role === 'control-plane').length, all: plan.images.filter((i) => i.role === 'all').length };
@@ -61,6 +64,13 @@ export function renderPlanTable(plan: Plan, wide = false): string {
     for (const w of plan.warnings) out.push(`  - ${w}`);
   }
   return `${out.join('\n')}\n`;
+}
+
+/** `OS streams: pinned rhel-9: the release's default (...); rhel-10 left out: 3 images, 1.2 GiB on disk per node saved (--os-stream rhel-10 adds it)` */
+function osStreamsLine(os: NonNullable<Plan['cluster']['osStreams']>): string {
+  const pinned = os.pinned.length > 0 ? `pinned ${os.why}` : `none pinned: ${os.why}`;
+  const left = os.skipped.map((s) => `${s.stream} left out: ${s.images.length} image${s.images.length === 1 ? '' : 's'}, ${formatBytes(s.diskBytes)} on disk per node saved`);
+  return `OS streams: ${[pinned, ...left].join('; ')}`;
 }
 
 /** New bytes per node: what stage will download and store, against what each node runs now. */
