@@ -121,18 +121,25 @@ build_crio() { CGO_ENABLED=1 go_build crio github.com/cri-o/cri-o/cmd/crio '' -t
 # create no sandboxes, but CRI-O refuses to start without it, so build the real one.
 # OpenShift's own CRDs, as they ship in the Go module github.com/openshift/api: the MCO's
 # (PinnedImageSet, MachineConfigNode, MachineConfigPool) and the cluster's (ClusterVersion,
-# Infrastructure). release-4.16 serves PinnedImageSet and MachineConfigNode at v1alpha1 under
-# TechPreviewNoUpgrade; release-4.21 at v1. Only their CRD manifest folders are kept.
+# Infrastructure, FeatureGate). release-4.16 serves PinnedImageSet and MachineConfigNode at v1alpha1
+# under TechPreviewNoUpgrade; release-4.21 at v1; main (Aug 2026, the 5.0 era) adds OSImageStream and
+# pools that name an OS stream, and its payload's FeatureGate manifests (payload-manifests/featuregates,
+# one per cluster profile and feature set). Only the CRD folders and those manifests are kept.
 OPENSHIFT_API_MODULE=github.com/openshift/api
-declare -A OPENSHIFT_API=([release-4.16]=v0.0.0-20260113171308-0677a8879a46 [release-4.21]=v0.0.0-20260710095909-1cb630ce7109)
+declare -A OPENSHIFT_API=([release-4.16]=v0.0.0-20260113171308-0677a8879a46 [release-4.21]=v0.0.0-20260710095909-1cb630ce7109 [main]=v0.0.0-20260810132456-8f52beb625b5)
 build_openshift_api() { # $out is a directory here
   local source folder
   source=$(cd "$TOOLS" && go mod download -json "$OPENSHIFT_API_MODULE@$openshift_api_version" | awk -F'"' '$2 == "Dir" { print $4 }')
   [[ -d $source ]] || die "go mod download $OPENSHIFT_API_MODULE@$openshift_api_version gave no directory"
   for folder in machineconfiguration/v1 machineconfiguration/v1alpha1 config/v1; do
+    [[ -d $source/$folder/zz_generated.crd-manifests ]] || continue
     mkdir -p "$out/$folder"
     cp "$source/$folder"/zz_generated.crd-manifests/*.yaml "$out/$folder/"
   done
+  if [[ -d $source/payload-manifests/featuregates ]]; then
+    mkdir -p "$out/payload-manifests/featuregates"
+    cp "$source"/payload-manifests/featuregates/*.yaml "$out/payload-manifests/featuregates/"
+  fi
 }
 
 build_pinns() {

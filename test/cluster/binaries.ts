@@ -32,7 +32,7 @@ export interface TestbedBinaries {
   /** A static busybox: the test images' only binary. */
   readonly busybox: string;
   /** OpenShift's CRD folders from github.com/openshift/api, per release branch of the module. */
-  readonly openshiftApi: { readonly 'release-4.16': string; readonly 'release-4.21': string };
+  readonly openshiftApi: { readonly 'release-4.16': string; readonly 'release-4.21': string; readonly main: string };
   readonly versions: { readonly etcd: string; readonly 'kube-apiserver': string; readonly crio: string; readonly distribution: string };
 }
 

@@ -5,9 +5,11 @@
  *   (SelfManagedHA, Default) and MachineConfigPool (Default), the GA API of 4.19+;
  * - `OPENSHIFT_4_16`: PinnedImageSet and MachineConfigNode at v1alpha1, served only under
  *   TechPreviewNoUpgrade, beside that feature set's MachineConfigPool;
- * plus each release's ClusterVersion, Infrastructure, Image and ImageDigestMirrorSet (config.openshift.io/v1, Default).
+ * - `OPENSHIFT_5_0`: openshift/api main (Aug 2026): v1 PinnedImageSet, MachineConfigNode, the
+ *   MachineConfigPool that names an OS stream (`spec.osImageStream`) and OSImageStream;
+ * plus each release's ClusterVersion, Infrastructure, FeatureGate, Image and ImageDigestMirrorSet (config.openshift.io/v1, Default).
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { load } from 'js-yaml';
 import type { KubeClient } from '../../src/cluster/kube.js';
@@ -15,7 +17,7 @@ import { testbedBinaries } from '../cluster/binaries.js';
 
 export interface OpenShiftRelease {
   /** Key of the module version in scripts/build-testbed.sh's OPENSHIFT_API. */
-  readonly module: 'release-4.16' | 'release-4.21';
+  readonly module: 'release-4.16' | 'release-4.21' | 'main';
   /** Files under the module's CRD folders, relative to `<folder>/zz_generated.crd-manifests/`. */
   readonly mco: readonly string[];
   readonly config: readonly string[];
@@ -24,6 +26,8 @@ export interface OpenShiftRelease {
 const CONFIG_DEFAULT = [
   'config/v1/0000_00_cluster-version-operator_01_clusterversions-Default.crd.yaml',
   'config/v1/0000_10_config-operator_01_infrastructures-Default.crd.yaml',
+  // The cluster's feature set and enabled gates per version (what the CVO decides inclusion with, 4.22+).
+  'config/v1/0000_10_config-operator_01_featuregates.crd.yaml',
   // Where `install --cache` wires nodes to the cache on OpenShift: the cluster Image config and ImageDigestMirrorSets.
   'config/v1/0000_10_config-operator_01_images.crd.yaml',
   'config/v1/0000_10_config-operator_01_imagedigestmirrorsets.crd.yaml',
@@ -48,6 +52,23 @@ export const OPENSHIFT_4_16: OpenShiftRelease = {
   ],
   config: CONFIG_DEFAULT,
 };
+
+export const OPENSHIFT_5_0: OpenShiftRelease = {
+  module: 'main',
+  mco: [
+    'machineconfiguration/v1/0000_80_machine-config_01_pinnedimagesets.crd.yaml',
+    'machineconfiguration/v1/0000_80_machine-config_01_machineconfignodes-SelfManagedHA-Default.crd.yaml',
+    'machineconfiguration/v1/0000_80_machine-config_01_machineconfigpools-SelfManagedHA.crd.yaml',
+    'machineconfiguration/v1/0000_80_machine-config_01_osimagestreams-SelfManagedHA.crd.yaml',
+  ],
+  config: CONFIG_DEFAULT,
+};
+
+/** The payload's FeatureGate manifests as openshift/api main ships them (`payload-manifests/featuregates/`), by file name. */
+export async function payloadFeatureGateFiles(): Promise<Map<string, string>> {
+  const root = join((await testbedBinaries()).openshiftApi.main, 'payload-manifests/featuregates');
+  return new Map(readdirSync(root).sort().map((file) => [file, readFileSync(join(root, file), 'utf8')]));
+}
 
 interface Crd {
   metadata: { name: string };

@@ -10,7 +10,7 @@ const CONFIG = '/apis/config.openshift.io/v1';
 const merge = { contentType: 'application/merge-patch+json' };
 
 export async function loadSimulatedCluster(client: KubeClient, simulated: SimulatedCluster): Promise<void> {
-  for (const [plural, object] of [['clusterversions', simulated.clusterVersion], ['infrastructures', simulated.infrastructure]] as const) {
+  for (const [plural, object] of [['clusterversions', simulated.clusterVersion], ['infrastructures', simulated.infrastructure], ['featuregates', simulated.featureGate]] as const) {
     const { status, ...spec } = object as { status: unknown; metadata: { name: string } };
     await client.request('POST', `${CONFIG}/${plural}`, { body: spec });
     await client.request('PATCH', `${CONFIG}/${plural}/${spec.metadata.name}/status`, { body: { status }, ...merge });
