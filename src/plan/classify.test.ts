@@ -152,7 +152,9 @@ describe('classifyComponents: operands and platforms', () => {
     expect(aws.get(digest(4))!.role).toBe('control-plane');
     const gcp = on('GCP');
     expect(gcp.get(digest(4))!.role).toBe('none');
-    expect(gcp.get(digest(8))!.role).toBe('control-plane');
+    // The operator's own image: on Azure it is the init container of the node manager DaemonSet, so any node.
+    expect(gcp.get(digest(8))!.role).toBe('all');
+    expect(gcp.get(digest(8))!.evidence.join('; ')).toMatch(/images\.json key cloudControllerManagerOperator .*: on Azure the operator runs its own image as the init container of the azure-cloud-node-manager DaemonSet/);
   });
   it('falls back to the component name only when no reference names a platform', () => {
     expect(unknown.get(digest(7))!.platforms).toEqual(['BareMetal', 'Nutanix', 'OpenStack', 'VSphere', 'oVirt']);

@@ -86,7 +86,13 @@ function enabledGates(req: CvoRequest, featureSet: string, warnings: string[]): 
     }
   } else if (featureSet === 'CustomNoUpgrade') {
     const base = fromPayload(DEFAULT_FEATURE_SET);
+    if (!base && req.featureGates.length > 0) {
+      throw new BadInputError(`--feature-gates ${req.featureGates.join(',')}: the release carries no FeatureGate manifest for profile ${req.profile}, so it names no gates to set; drop --feature-gates`);
+    }
     if (base) gates = req.featureGates.length > 0 ? withGateOverrides(base, req.featureGates) : base;
+    if (req.featureGates.length > 0 && !releaseApi(req.version).readsGateAnnotations) {
+      warnings.push(`--feature-gates: the CVO of ${req.version} decides no inclusion by feature gates (from 4.22 it does), so they change nothing in this plan`);
+    }
   } else {
     gates = fromPayload(featureSet);
   }
