@@ -5,7 +5,10 @@
  * planner's rules. Prints, for AWS with the default capabilities: the worker set against the
  * truth (missing, extra), the control-plane set's missing images, the bytes a worker saves
  * against everything-on-every-node; and for `--capability-set None`, capability-gated images
- * planned (must be 0). Second section, live-cluster mode: the test bed's kube-apiserver with
+ * planned (must be 0). Then the 4.20-style and 5.0-style releases (fixtures/eras.ts) for each
+ * scenario (Default, TechPreviewNoUpgrade, capability set None, the HyperShift profile): the
+ * applied-image set against the truth (must be equal), per role on AWS (0 missing, at most 10 %
+ * extra on workers), and the bytes per node the OS-stream rule saves. Second section, live-cluster mode: the test bed's kube-apiserver with
  * OpenShift's ClusterVersion and Infrastructure CRDs, running the fixture's simulated 4.16.2
  * cluster; the plan of the upgrade to 4.16.3 against what each role runs (must be exact).
  * Exits 1 when a target is missed.
@@ -25,15 +28,18 @@ import { KubeClient } from '../src/cluster/kube.js';
 import { startCluster } from '../test/cluster/index.js';
 import { startRegistry } from '../test/harness/index.js';
 import { installOpenShiftCrds, OPENSHIFT_4_21 } from '../test/mco/crds.js';
+import { buildEraFixture, ERAS, SCENARIOS } from '../fixtures/eras.js';
 import { loadSimulatedCluster } from '../test/support/simulated-cluster.js';
 
 const fixture = buildReleaseFixture();
+const eras = ERAS.map((era) => buildEraFixture(era));
 const { truth } = fixture;
 const storage = await mkdtemp(join(tmpdir(), 'prestage-accuracy-'));
 const registry = await startRegistry({ storageDir: join(storage, 'storage') });
 let failed = false;
 try {
   await pushFixture(registry.url, fixture);
+  for (const era of eras) await pushFixture(registry.url, era);
   const plan = async (extra: Partial<PlanOptions>): Promise<Plan> => {
     const client = registryClientFrom({ 'insecure-registry': [registry.host], 'tls-verify': true, mirror: [`quay.io=${registry.host}`], retries: 3, 'max-concurrency': 16, 'stall-timeout': 60 }, undefined, (line) => console.error(line));
     try {
@@ -79,6 +85,33 @@ try {
 
   const unknown = await plan({});
   console.log(`platform unknown, capability set vCurrent: worker set ${setImages(unknown, 'worker').size} images, ${mib(diskOf(unknown, 'worker'))}; ${unknown.warnings.find((w) => w.startsWith('platform unknown')) ?? 'no platform warning'}`);
+
+  // The releases users upgrade to today: each era's truth per scenario (fixtures/eras.ts).
+  for (const { truth: era } of eras) {
+    const eraNames = new Map(era.components.map((c) => [c.pullSpec, c.name]));
+    for (const scenario of SCENARIOS) {
+      const want = era.scenarios[scenario.name];
+      const options: Partial<PlanOptions> = {
+        release: era.release.pullSpec,
+        profile: scenario.profile,
+        featureSet: scenario.featureSet,
+        capabilitySet: scenario.capabilitySet,
+      };
+      const [any, onAws] = await Promise.all([plan(options), plan({ ...options, platform: 'AWS' })]);
+      const planned = [...new Set(any.sets.flatMap((x) => x.images))].filter((p) => eraNames.has(p));
+      const missing = want.applied.filter((p) => !planned.includes(p)).map((p) => eraNames.get(p)!);
+      const extra = planned.filter((p) => !want.applied.includes(p)).map((p) => eraNames.get(p)!);
+      const worker = setImages(onAws, 'worker');
+      const cp = setImages(onAws, 'control-plane');
+      const workerMissing = want.roles.worker.filter((p) => !worker.has(p));
+      const cpMissing = want.roles.controlPlane.filter((p) => !cp.has(p));
+      const workerExtra = [...worker].filter((p) => !want.roles.worker.includes(p));
+      const extraPct = (100 * workerExtra.length) / Math.max(1, want.roles.worker.length);
+      const saved = any.cluster.osStreams?.skipped.reduce((a, x) => a + x.diskBytes, 0) ?? 0;
+      console.log(`${era.release.version} ${scenario.name}: applied ${planned.length}/${want.applied.length}${missing.length ? `, missing ${missing.join(', ')}` : ''}${extra.length ? `, extra ${extra.join(', ')}` : ''}; AWS worker ${worker.size} (truth ${want.roles.worker.length}: ${workerMissing.length} missing, ${workerExtra.length} extra, ${extraPct.toFixed(1)}%), control-plane ${cp.size} (truth ${want.roles.controlPlane.length}: ${cpMissing.length} missing); OS streams pinned ${any.cluster.osStreams?.pinned.join(', ') || 'none'}, ${mib(saved)} per node saved by the stream rule`);
+      if (missing.length > 0 || extra.length > 0 || workerMissing.length > 0 || cpMissing.length > 0 || extraPct > 10) failed = true;
+    }
+  }
 
   // Live-cluster mode: a running 4.16.2 cluster on the test bed's API server, upgraded to 4.16.3.
   const cluster = await startCluster({ workers: 2 });

@@ -73,8 +73,8 @@ function repository(name: string) {
  * 1.3.1-e00f703); a different build changes them, and then the README must be regenerated.
  */
 const PINNED = {
-  release: 'sha256:4dea76d45c7bec4f0eb24785349fdee4393f44c859efe7867ad0a57502ea07dd',
-  multi: 'sha256:76abffd32dd9ffece6eabefb361be9ee6cdf6ebc3c2e30a0bb03a95b8862eba1',
+  release: 'sha256:44c3146eab50ed814ca3934f75303a2185370a71348b0f8db071db93ecc172f6',
+  multi: 'sha256:59066972d7df4c6e6aaa8903b86bcf4f43a10f53681beb0fadd6ade1888b29ed',
 };
 
 describe('determinism', () => {
@@ -119,7 +119,10 @@ describe('shape of the payload', () => {
     }
     expect(counts.get('other-profile-only')).toBeGreaterThanOrEqual(2);
     expect(counts.get('node-os')).toBe(2);
-    expect((counts.get('control-plane-and-daemonset') ?? 0) + (counts.get('sidecar') ?? 0)).toBeGreaterThanOrEqual(3);
+    // Images that run on every node though a master-pinned Deployment names them: in a DaemonSet too,
+    // as a sidecar, or as an operator's own image that the operator runs in a DaemonSet it creates.
+    expect(counts.get('operator-own-image')).toBe(1);
+    expect((counts.get('control-plane-and-daemonset') ?? 0) + (counts.get('sidecar') ?? 0) + (counts.get('operator-own-image') ?? 0)).toBeGreaterThanOrEqual(3);
   });
 
   it('shares three base layers across every component except the node OS images', () => {
@@ -335,6 +338,14 @@ describe('ground truth agrees with the manifests', () => {
           expect(inDefault.some((r) => r.kind === 'Deployment' && r.pinned && workload(r)), label).toBe(true);
           expect(inDefault.some((r) => r.kind === 'DaemonSet' && workload(r)), label).toBe(true);
           break;
+        case 'operator-own-image':
+          // As real manifests name MCO's image: its operator Deployment and its images.json, never a DaemonSet
+          // (the operator creates machine-config-daemon from its own template); it still runs on every node.
+          expect(inDefault.some((r) => r.kind === 'Deployment' && r.pinned && r.where === 'container'), label).toBe(true);
+          expect(inDefault.some((r) => r.kind === 'ConfigMap' && r.where === 'data'), label).toBe(true);
+          expect(all.every((r) => r.kind !== 'DaemonSet' && (r.kind === 'ConfigMap' || r.pinned)), label).toBe(true);
+          expect(c.runs, label).toBe('all');
+          break;
         case 'daemonset':
           expect(inDefault.length, label).toBeGreaterThan(0);
           expect(inDefault.every((r) => r.kind === 'DaemonSet' && workload(r)), label).toBe(true);
@@ -376,6 +387,10 @@ describe('ground truth agrees with the manifests', () => {
     expect(text(storage)).toMatch(new RegExp(`name: AWS_EBS_DRIVER_IMAGE\\n\\s+value: \\S+@${digestOf('aws-ebs-csi-driver')}\\n`));
     const hosted = [...files.keys()].find((n) => n.startsWith('release-manifests/0000_20_kube-apiserver-operator_04_deployment'))!;
     expect(text(hosted)).toContain('exclude.release.openshift.io/internal-openshift-hosted: "true"');
+    const mco = (yaml.loadAll(text('release-manifests/0000_80_machine-config_03_configmap.yaml')) as Array<{ metadata: { name: string }; data: Record<string, string> }>)
+      .find((d) => d.metadata.name === 'machine-config-operator-images')!;
+    expect(JSON.parse(mco.data['images.json']!).machineConfigOperator).toMatch(new RegExp(`@${digestOf('machine-config-operator')}$`));
+    expect([...files.keys()].filter((n) => n.startsWith('release-manifests/0000_80_machine-config_') && n.includes('daemonset'))).toEqual([]);
   });
 
   it('has per-role truth from the truth columns: nothing of another platform or a disabled capability', () => {

@@ -194,7 +194,9 @@ describe('plan of the upgrade of a running cluster', () => {
         metadata: { name: 'prestage-plan' },
         rules: [
           { apiGroups: [''], resources: ['nodes', 'pods'], verbs: ['get', 'list'] },
-          { apiGroups: ['config.openshift.io'], resources: ['clusterversions', 'infrastructures'], verbs: ['get'] },
+          { apiGroups: ['config.openshift.io'], resources: ['clusterversions', 'featuregates', 'infrastructures'], verbs: ['get'] },
+          { apiGroups: ['machineconfiguration.openshift.io'], resources: ['osimagestreams'], verbs: ['get'] },
+          { apiGroups: ['machineconfiguration.openshift.io'], resources: ['machineconfigpools'], verbs: ['list'] },
         ],
       },
     });

@@ -9,7 +9,7 @@ import { digestReference, parseReference } from '../registry/reference.js';
 import { readRelease, type ReleaseFacts } from '../release/payload.js';
 import type { ComponentImage } from '../release/image-references.js';
 import { assemblePlan, type ExtraImage } from './assemble.js';
-import { classifyComponents, runsMachineConfigOperator, type Classification, type ClassifyOptions } from './classify.js';
+import { classifyComponents, runsMachineConfigOperator, withoutMachineConfigOperator, type Classification, type ClassifyOptions } from './classify.js';
 import { cvoInputs } from './cvo-inputs.js';
 import type { InclusionOptions } from './inclusion.js';
 import { chooseStreams, classifyOsImages, osImagesOf, type OsImage, type StreamChoice } from './os-streams.js';
@@ -70,15 +70,18 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   const platform = opts.platform ?? (live?.platform !== undefined ? livePlatform(live.platform, warnings) : undefined);
   const classifyOptions: ClassifyOptions = { ...cvo.inclusion, controlPlaneOnly: opts.controlPlaneOnly, allNodes: opts.allNodes, ...(platform ? { platform } : {}) };
   let classifications = classifyComponents(facts.components, facts.documents, classifyOptions);
+  const mco = runsMachineConfigOperator(facts.components, classifications);
+  const forced = (names: readonly string[]) => names.some((n) => opts.allNodes.includes(n) || opts.controlPlaneOnly.includes(n));
+  if (!mco && !forced(facts.components.find((c) => c.names.includes('machine-config-operator'))?.names ?? [])) withoutMachineConfigOperator(facts.components, classifications, opts.profile);
   const osImages = osImagesOf(facts.components, await osImageLabels(client, facts.components, opts.arch, warnings));
   const streams = chooseStreams(osImages, facts.documents, {
     requested: opts.osStreams ?? [],
     ...(live?.osStreams ? { live: { ...(live.osStreams.defaultStream ? { defaultStream: live.osStreams.defaultStream } : {}), poolStreams: live.osStreams.pools } } : live ? { live: { poolStreams: [] } } : {}),
     major: majorMinor(facts.release.version)?.[0] ?? 4,
-    mco: runsMachineConfigOperator(facts.components, classifications),
+    mco,
     profile: opts.profile,
   });
-  classifyOsImages(osImages.filter((i) => !i.component.names.some((n) => opts.allNodes.includes(n) || opts.controlPlaneOnly.includes(n))), streams, classifications);
+  classifyOsImages(osImages.filter((i) => !forced(i.component.names)), streams, classifications);
   let observed: PlanObserved | undefined;
   let current: ReleaseFacts | undefined;
   if (live) {

@@ -46,8 +46,8 @@ const IMAGE_ARG = /^-{1,2}images?=([\w.-]+)=\S*@(sha256:[a-f0-9]{64})/;
 
 interface Reference {
   readonly kind: 'container' | 'operand' | 'other';
-  /** Where this reference runs the image. */
-  readonly role: Exclude<ComponentRole, 'none'>;
+  /** Where this reference runs the image; `none`: an operand its operator runs only in an opt-in mode. */
+  readonly role: ComponentRole;
   /** Platforms the reference's name or manifest ties the image to; empty = none said. */
   readonly platforms: readonly Platform[];
   readonly evidence: string;
@@ -64,6 +64,7 @@ export function classifyComponents(
   }
   const known = new Set(components.map((c) => c.digest));
   const applied = new Map<string, Reference[]>();
+  const idle = new Map<string, string[]>();
   const notApplied = new Map<string, string[]>();
   for (const { file, doc } of documents) {
     // Decided once per document, and only for one that references a component.
@@ -79,10 +80,11 @@ export function classifyComponents(
         push(notApplied, digest, `${file}: [${why.rule}] ${why.why}`);
         continue;
       }
-      push(applied, digest, ref);
+      if (ref.role === 'none') push(idle, digest, ref.evidence);
+      else push(applied, digest, ref);
     }
   }
-  return new Map(components.map((c) => [c.digest, decide(c, applied.get(c.digest) ?? [], notApplied.get(c.digest) ?? [], opts)]));
+  return new Map(components.map((c) => [c.digest, decide(c, applied.get(c.digest) ?? [], notApplied.get(c.digest) ?? [], idle.get(c.digest) ?? [], opts)]));
 }
 
 function push<T>(map: Map<string, T[]>, key: string, value: T): void {
@@ -91,13 +93,14 @@ function push<T>(map: Map<string, T[]>, key: string, value: T): void {
   else map.set(key, [value]);
 }
 
-function decide(c: ComponentImage, refs: readonly Reference[], notApplied: readonly string[], opts: ClassifyOptions): Classification {
+function decide(c: ComponentImage, refs: readonly Reference[], notApplied: readonly string[], idle: readonly string[], opts: ClassifyOptions): Classification {
   const named = (list: readonly string[]) => c.names.some((n) => list.includes(n));
   if (named(opts.allNodes)) return { role: 'all', evidence: ['forced to all nodes by --all-nodes'] };
   if (named(opts.controlPlaneOnly)) return { role: 'control-plane', evidence: ['forced control-plane-only by --control-plane-only'] };
   // Which streams the nodes boot is decided beside (os-streams.ts): no manifest runs an OS image.
   if (isNodeOsImage(c)) return { role: 'all', evidence: ['node OS image: every node is rebased to it in the upgrade'] };
   if (refs.length === 0) {
+    if (idle.length > 0) return { role: 'none', evidence: [...new Set(idle)].sort(), reference: 'operand' };
     if (notApplied.length > 0) {
       const shown = [...new Set(notApplied)].sort();
       return { role: 'none', evidence: [`referenced only by manifests the cluster does not apply (${shown.slice(0, 3).join('; ')}${shown.length > 3 ? `; ${shown.length - 3} more` : ''})`] };
@@ -282,6 +285,19 @@ function digestsIn(text: string): string[] {
  * container (HyperShift's profile applies MCO's image ConfigMaps but not its Deployment).
  */
 export function runsMachineConfigOperator(components: readonly ComponentImage[], classifications: ReadonlyMap<string, Classification>): boolean {
-  const mco = components.find((c) => c.names.includes('machine-config-operator'));
+  const mco = machineConfigOperator(components);
   return mco === undefined || classifications.get(mco.digest)?.reference === 'container';
 }
+
+/**
+ * A profile without the machine-config operator: its own image, named only by its images
+ * ConfigMap (`machineConfigOperator`), runs nowhere, since no operator starts the daemon.
+ */
+export function withoutMachineConfigOperator(components: readonly ComponentImage[], classifications: Map<string, Classification>, profile: string): void {
+  const mco = machineConfigOperator(components);
+  const decided = mco && classifications.get(mco.digest);
+  if (!mco || !decided || decided.reference !== 'operand') return;
+  classifications.set(mco.digest, { role: 'none', evidence: [`profile ${profile} runs no machine-config operator (its Deployment is not applied), so nothing starts the daemon its images ConfigMap names this image for`], reference: 'operand' });
+}
+
+const machineConfigOperator = (components: readonly ComponentImage[]) => components.find((c) => c.names.includes('machine-config-operator'));

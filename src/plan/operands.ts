@@ -16,7 +16,8 @@ export interface OperandReference {
 interface OperandRule {
   readonly namespace?: RegExp;
   readonly key: RegExp;
-  readonly role: Exclude<ComponentRole, 'none'>;
+  /** `none`: the operator runs it only in a mode a cluster must opt into. */
+  readonly role: ComponentRole;
   readonly why: string;
 }
 
@@ -32,11 +33,12 @@ const RULES: readonly OperandRule[] = [
   },
   { namespace: /^openshift-ingress-operator$/, key: /^CANARY_IMAGE$/, role: 'all', why: 'the ingress operator runs its own image as the ingress-canary DaemonSet on workers (cluster-ingress-operator pkg/manifests/assets/canary/daemonset.yaml)' },
   { key: /^cloudControllerManagerOperator$/, role: 'all', why: 'on Azure the operator runs its own image as the init container of the azure-cloud-node-manager DaemonSet on every node (cluster-cloud-controller-manager-operator azure/assets/cloud-node-manager-daemonset.yaml)' },
+  { namespace: /^openshift-machine-config-operator$/, key: /^haproxyImage$/, role: 'control-plane', why: 'MCO runs it only on control-plane nodes (the on-prem API load balancer static pod)' },
   {
     namespace: /^openshift-machine-config-operator$/,
-    key: /^(haproxyImage|dockerRegistryImage)$/,
-    role: 'control-plane',
-    why: 'MCO runs it only on control-plane nodes (haproxy: the on-prem API load balancer static pod; docker-registry: the internal release image registry unit)',
+    key: /^dockerRegistryImage$/,
+    role: 'none',
+    why: 'MCO runs it (the iri-registry unit on control-plane nodes) only on a cluster with an InternalReleaseImage, a no-registry install; --control-plane-only docker-registry pins it there',
   },
   { key: /^cloudControllerManager/, role: 'control-plane', why: 'cloud controller managers run in a Deployment pinned to control-plane nodes' },
   { key: /^cloudNodeManager/, role: 'all', why: 'cloud node managers run in a DaemonSet on every node' },
@@ -64,7 +66,7 @@ const RULES: readonly OperandRule[] = [
 ];
 
 export interface OperandPlacement {
-  readonly role: Exclude<ComponentRole, 'none'>;
+  readonly role: ComponentRole;
   readonly why: string;
 }
 
