@@ -130,7 +130,7 @@ describe('reading a live cluster', () => {
     expect(live.capabilitySpec).toEqual({ baseline: 'None', additional: ['Console'] });
     expect(live.overrides).toEqual([{ group: 'apps', kind: 'Deployment', namespace: 'openshift-monitoring', name: 'cluster-monitoring-operator' }]);
     expect(live.featureGate).toEqual({ featureSet: 'TechPreviewNoUpgrade', status: [{ version: '4.22.3', enabled: ['OSStreams'], disabled: ['Other'] }] });
-    expect(live.osStreams).toEqual({ defaultStream: 'rhel-9', pools: [{ pool: 'worker', stream: 'rhel-10' }] });
+    expect(live.osStreams).toEqual({ defaultStream: 'rhel-9', pools: [{ pool: 'master' }, { pool: 'worker', stream: 'rhel-10' }] });
   });
 
   it('is undefined without a ClusterVersion (not OpenShift)', async () => {

@@ -159,7 +159,7 @@ function featureGateOf(fg: FeatureGate): NonNullable<LiveCluster['featureGate']>
   };
 }
 
-/** The streams the pools boot: OSImageStream's default (status, else spec) and each pool's choice; undefined where not served. */
+/** The streams the pools boot: OSImageStream's default (status, else spec) and every pool with its choice; undefined where neither is served. */
 async function readOsStreams(client: KubeClient): Promise<LiveCluster['osStreams']> {
   const stream = await read(client, () => client.find<OSImageStream>(OS_IMAGE_STREAM), 'get osimagestreams/cluster');
   const pools = await read(client, () => client.find<KubeList<MachineConfigPool>>(MACHINE_CONFIG_POOLS), 'list machineconfigpools');
@@ -167,7 +167,7 @@ async function readOsStreams(client: KubeClient): Promise<LiveCluster['osStreams
   const defaultStream = stream?.status?.defaultStream || stream?.spec?.defaultStream;
   return {
     ...(defaultStream ? { defaultStream } : {}),
-    pools: (pools?.items ?? []).flatMap((p) => (p.spec?.osImageStream?.name ? [{ pool: p.metadata.name, stream: p.spec.osImageStream.name }] : [])).sort((a, b) => (a.pool < b.pool ? -1 : 1)),
+    pools: (pools?.items ?? []).map((p) => ({ pool: p.metadata.name, ...(p.spec?.osImageStream?.name ? { stream: p.spec.osImageStream.name } : {}) })).sort((a, b) => (a.pool < b.pool ? -1 : 1)),
   };
 }
 

@@ -76,7 +76,7 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   const osImages = osImagesOf(facts.components, await osImageLabels(client, facts.components, opts.arch, warnings));
   const streams = chooseStreams(osImages, facts.documents, {
     requested: opts.osStreams ?? [],
-    ...(live?.osStreams ? { live: { ...(live.osStreams.defaultStream ? { defaultStream: live.osStreams.defaultStream } : {}), poolStreams: live.osStreams.pools } } : live ? { live: { poolStreams: [] } } : {}),
+    ...(live ? { live: live.osStreams ?? { pools: [] } } : {}),
     major: majorMinor(facts.release.version)?.[0] ?? 4,
     mco,
     profile: opts.profile,

@@ -41,8 +41,8 @@ export interface LiveCluster {
     readonly custom?: { readonly enabled: readonly string[]; readonly disabled: readonly string[] };
     readonly status: ReadonlyArray<{ readonly version: string; readonly enabled: readonly string[]; readonly disabled: readonly string[] }>;
   };
-  /** OS streams (clusters that serve OSImageStream): the default and each pool's `spec.osImageStream`. */
-  readonly osStreams?: { readonly defaultStream?: string; readonly pools: ReadonlyArray<{ readonly pool: string; readonly stream: string }> };
+  /** OS streams (clusters that serve MachineConfigPools): OSImageStream's default, and each pool with its `spec.osImageStream` (none: the default). */
+  readonly osStreams?: { readonly defaultStream?: string; readonly pools: ReadonlyArray<{ readonly pool: string; readonly stream?: string }> };
   /** Infrastructure status.platformStatus.type. */
   readonly platform?: string;
   readonly nodes: ReadonlyArray<{ readonly name: string; readonly role: SetRole }>;

@@ -37,11 +37,18 @@ describe('node OS streams', () => {
     expect(chooseStreams(images, [], offline).pinned).toEqual(['rhel-10']);
     expect(chooseStreams(images, [], { ...offline, major: 4 }).pinned).toEqual(['rhel-9']);
   });
-  it('live: the cluster\'s default stream and every pool\'s', () => {
-    const live = chooseStreams(images, [osImageUrl], { ...offline, live: { defaultStream: 'rhel-9', poolStreams: [{ pool: 'worker', stream: 'rhel-10' }] } });
+  it('live: each pool\'s stream on its nodes (the master pool\'s are control-plane), the default for pools that name none', () => {
+    const live = chooseStreams(images, [osImageUrl], { ...offline, live: { defaultStream: 'rhel-9', pools: [{ pool: 'master' }, { pool: 'worker', stream: 'rhel-10' }] } });
     expect(live.pinned).toEqual(['rhel-10', 'rhel-9']);
-    expect(live.why).toBe('rhel-9: the cluster\'s default (OSImageStream cluster); rhel-10: pool worker');
-    expect(chooseStreams(images, [osImageUrl], { ...offline, live: { poolStreams: [] } }).pinned).toEqual(['rhel-9']);
+    expect(live.roles).toEqual({ 'rhel-10': 'worker', 'rhel-9': 'control-plane' });
+    expect(live.why).toBe('rhel-10: pool worker; rhel-9: pool master (the cluster\'s default (OSImageStream cluster))');
+    const classifications = new Map<string, Classification>();
+    classifyOsImages(images, live, classifications);
+    expect([...classifications.values()].map((c) => c.role)).toEqual(['control-plane', 'control-plane', 'worker', 'worker']);
+    // A second worker pool on the default: rhel-9 then goes to every node.
+    expect(chooseStreams(images, [osImageUrl], { ...offline, live: { defaultStream: 'rhel-9', pools: [{ pool: 'master' }, { pool: 'worker', stream: 'rhel-10' }, { pool: 'infra' }] } }).roles).toEqual({ 'rhel-10': 'worker', 'rhel-9': 'all' });
+    // A cluster that serves no pools (or no OSImageStream): the release's default everywhere.
+    expect(chooseStreams(images, [osImageUrl], { ...offline, live: { pools: [] } })).toMatchObject({ pinned: ['rhel-9'], roles: { 'rhel-9': 'all' } });
   });
   it('no OS image under a profile without the machine-config operator', () => {
     const choice = chooseStreams(images, [osImageUrl], { ...offline, mco: false, profile: 'ibm-cloud-managed' });
