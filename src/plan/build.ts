@@ -73,7 +73,12 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   const mco = runsMachineConfigOperator(facts.components, classifications);
   const forced = (names: readonly string[]) => names.some((n) => opts.allNodes.includes(n) || opts.controlPlaneOnly.includes(n));
   if (!mco && !forced(facts.components.find((c) => c.names.includes('machine-config-operator'))?.names ?? [])) withoutMachineConfigOperator(facts.components, classifications, opts.profile);
-  const osImages = osImagesOf(facts.components, await osImageLabels(client, facts.components, opts.arch, warnings));
+  // Stream names matter only with a choice to make: several streams, or pools that name theirs.
+  const byTag = osImagesOf(facts.components, new Map());
+  const namesStreams = live?.osStreams !== undefined && (live.osStreams.defaultStream !== undefined || live.osStreams.pools.some((p) => p.stream !== undefined));
+  const osImages = new Set(byTag.map((i) => i.stream)).size > 1 || namesStreams
+    ? osImagesOf(facts.components, await osImageLabels(client, byTag.map((i) => i.component), opts.arch, warnings))
+    : byTag;
   const streams = chooseStreams(osImages, facts.documents, {
     requested: opts.osStreams ?? [],
     ...(live ? { live: live.osStreams ?? { pools: [] } } : {}),
@@ -194,21 +199,20 @@ async function readHeld(
 
 /**
  * The config labels of the release's node OS images (their stream, `io.openshift.os.streamclass`,
- * as MCO reads it): one manifest and one small config per OS image. One that cannot be read is
- * named by its tag, with a warning.
+ * as MCO reads it): one manifest and one small config per OS image, kept for a bundle. A config
+ * that is no JSON leaves its image named by its tag, with a warning; a registry error fails the
+ * plan, as it would when the image is measured.
  */
-async function osImageLabels(client: RegistryClient, components: readonly ComponentImage[], arch: string, warnings: string[]): Promise<Map<string, Record<string, string>>> {
+async function osImageLabels(client: RegistryClient, images: readonly ComponentImage[], arch: string, warnings: string[]): Promise<Map<string, Record<string, string>>> {
   const labels = new Map<string, Record<string, string>>();
-  const candidates = osImagesOf(components, new Map()).map((i) => i.component);
-  await Promise.all(candidates.map(async (c) => {
+  await Promise.all(images.map(async (c) => {
+    const ref = parseReference(c.pullSpec);
+    const image = await client.resolveImage(ref, arch);
+    const bytes = await client.readBlob(ref, image.manifest.config, 1024 * 1024, true);
     try {
-      const ref = parseReference(c.pullSpec);
-      const image = await client.resolveImage(ref, arch);
-      const config = JSON.parse((await client.readBlob(ref, image.manifest.config, 1024 * 1024)).toString('utf8')) as { config?: { Labels?: Record<string, string> } };
-      labels.set(c.digest, config.config?.Labels ?? {});
-    } catch (error) {
-      if (!(error instanceof RegistryError || error instanceof PlatformNotFoundError || error instanceof SyntaxError)) throw error;
-      warnings.push(`node OS image ${c.name}: its config could not be read (${(error as Error).message.split('\n')[0]}), so its stream is named by its tag`);
+      labels.set(c.digest, (JSON.parse(bytes.toString('utf8')) as { config?: { Labels?: Record<string, string> } }).config?.Labels ?? {});
+    } catch {
+      warnings.push(`node OS image ${c.name}: its config is not JSON, so its stream is named by its tag`);
     }
   }));
   return labels;

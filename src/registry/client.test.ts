@@ -13,6 +13,8 @@ const manifest = Buffer.from(JSON.stringify({
   layers: [],
 }));
 const digest = `sha256:${createHash('sha256').update(manifest).digest('hex')}`;
+const config = Buffer.from('{"config":{"Labels":{"io.openshift.os.streamclass":"rhel-9"}}}');
+const configDescriptor = { mediaType: 'application/vnd.docker.container.image.v1+json', digest: `sha256:${createHash('sha256').update(config).digest('hex')}`, size: config.length };
 
 describe('RegistryClient.rememberManifests', () => {
   let server: Server;
@@ -22,6 +24,7 @@ describe('RegistryClient.rememberManifests', () => {
     server = createServer((req, res) => {
       requests.push(req.url!);
       if (req.url === '/v2/') return void res.writeHead(200).end('{}');
+      if (req.url === `/v2/ns/app/blobs/${configDescriptor.digest}`) return void res.writeHead(200).end(config);
       if (req.url === '/v2/ns/app/manifests/v1' || req.url === `/v2/ns/app/manifests/${digest}`) {
         return void res.writeHead(200, { 'content-type': MediaType.dockerManifest, 'docker-content-digest': digest }).end(manifest);
       }
@@ -60,6 +63,23 @@ describe('RegistryClient.rememberManifests', () => {
       await c.fetchManifest(parseReference(`${host}/ns/app@${digest}`));
       await c.fetchManifest(parseReference(`${host}/ns/app@${digest}`));
       expect(manifestReads().length).toBe(before + 2);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('keeps a small blob read with keep (a config the plan read), and only those', async () => {
+    const blobReads = () => requests.filter((r) => r.includes('/blobs/')).length;
+    const c = client();
+    c.rememberManifests();
+    try {
+      const ref = parseReference(`${host}/ns/app@${digest}`);
+      const before = blobReads();
+      await c.readBlob(ref, configDescriptor, 1024);
+      await c.readBlob(ref, configDescriptor, 1024, true);
+      expect(blobReads()).toBe(before + 2);
+      expect((await c.readBlob(ref, configDescriptor, 1024)).equals(config)).toBe(true);
+      expect(blobReads()).toBe(before + 2);
     } finally {
       await c.close();
     }

@@ -58,6 +58,8 @@ export class RegistryClient {
   readonly counters: ReadCounters = { requests: 0, bodyBytes: 0 };
   /** Manifests read, by `registry/repository@digest`, once rememberManifests() asked for them. */
   private manifests: Map<string, FetchedManifest> | undefined;
+  /** Small blobs read with `keep` (the node OS images' configs a plan reads), by digest, in the same mode. */
+  private blobs: Map<string, Buffer> | undefined;
 
   constructor(opts: RegistryClientOptions) {
     this.opts = opts;
@@ -94,11 +96,14 @@ export class RegistryClient {
   /**
    * From now on, keep every manifest read (small, and immutable by digest) and answer a later
    * read of the same digest from memory: `bundle create RELEASE` reads again the manifests its
-   * plan read, a plan the release manifest it resolved. For one command's client, not a
-   * long-lived one (the agent's), whose reads may be meant to reach a registry again.
+   * plan read, a plan the release manifest it resolved. Small blobs read with `keep` (the
+   * configs planning reads) are kept too, so the bundle reads them from memory. For one
+   * command's client, not a long-lived one (the agent's), whose reads may be meant to reach a
+   * registry again.
    */
   rememberManifests(): void {
     this.manifests ??= new Map();
+    this.blobs ??= new Map();
   }
 
   /** The manifest a tag or digest names, verified. */
@@ -240,12 +245,16 @@ export class RegistryClient {
     }
   }
 
-  /** A small blob (an image config) in memory, verified. */
-  async readBlob(ref: ImageReference, blob: Descriptor, maxBytes: number): Promise<Buffer> {
+  /** A small blob (an image config) in memory, verified; `keep`: remembered for later reads (rememberManifests). */
+  async readBlob(ref: ImageReference, blob: Descriptor, maxBytes: number, keep = false): Promise<Buffer> {
     if (blob.size > maxBytes) throw new RegistryError(`${formatReference(ref)}: blob ${blob.digest} is ${blob.size} bytes, more than the ${maxBytes} expected`);
+    const known = this.blobs?.get(blob.digest);
+    if (known) return known;
     const parts: Buffer[] = [];
     for await (const chunk of this.blobChunks(ref, blob)) parts.push(chunk);
-    return Buffer.concat(parts);
+    const bytes = Buffer.concat(parts);
+    if (keep) this.blobs?.set(blob.digest, bytes);
+    return bytes;
   }
 
   /**
