@@ -50,8 +50,9 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
   it.each([
     [['--max-concurrency', '0'], '--max-concurrency must be an integer >= 1, got 0'],
     [['--retries=-1'], '--retries must be an integer >= 0, got -1'],
-    [['--stall-timeout', 'abc'], '--stall-timeout is not a number; give a positive number of seconds'],
-    [['--stall-timeout', '0'], '--stall-timeout must be a positive number of seconds, got 0'],
+    [['--stall-timeout', 'abc'], '--stall-timeout: bad duration "abc": use e.g. 90s, 5m, 1h30m'],
+    [['--stall-timeout', '0'], '--stall-timeout must be longer than zero, e.g. 90s, 30m, 2h'],
+    [['--stall-timeout', '0s'], '--stall-timeout must be longer than zero, e.g. 90s, 30m, 2h'],
     [['--bogus-flag'], 'Unknown argument: bogus-flag'],
     [['-o', 'nope'], 'Invalid values: Argument: output, Given: "nope", Choices: "table", "wide", "json", "yaml"'],
   ])('plan %j', async (flags, message) => {
@@ -67,6 +68,15 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
   it('wait --timeout abc is rejected before the kubeconfig is read', async () => {
     const result = await runBin('prestage', ['wait', '--timeout', 'abc', '--kubeconfig', join(dir, 'no-such-kubeconfig')]);
     expect(result).toEqual({ code: 2, stdout: '', stderr: 'prestage: error: --timeout: bad duration "abc": use e.g. 90s, 5m, 1h30m; see prestage wait --help\n' });
+  });
+
+  it('every duration flag takes the same forms (90s, 2m, 1h30m, a bare number of seconds), and refuses the same way', async () => {
+    // verify --timeout took only seconds while wait --timeout needed a unit; each now takes both.
+    for (const args of [['verify', '4.16.3', '--timeout', 'soon'], ['wait', '--timeout', 'soon'], ['agent', '--node', 'n', '--resync', 'soon'], ['agent', '--node', 'n', '--permanent-failure-backoff', 'soon'], ['agent', '--node', 'n', '--stall-timeout', 'soon']]) {
+      const result = await runBin('prestage', [...args, '--kubeconfig', join(dir, 'no-such-kubeconfig')]);
+      const flag = args.at(-2)!;
+      expect(result, args.join(' ')).toEqual({ code: 2, stdout: '', stderr: `prestage: error: ${flag}: bad duration "soon": use e.g. 90s, 5m, 1h30m; see prestage ${args[0]} --help\n` });
+    }
   });
 
   it('an unknown command is one line, exit 2', async () => {

@@ -57,13 +57,13 @@ export function agentCommand(ctx: CommandContext) {
         .option('control-plane-concurrency', { type: 'number', default: 1, coerce: integerAtLeast('control-plane-concurrency', 1), describe: 'Parallel pulls on a control-plane node' })
         .option('reserve', { type: 'string', default: '16Gi', describe: 'Image filesystem space pre-loading leaves free (bytes or Ki/Mi/Gi/Ti)' })
         .option('min-throughput', { type: 'string', default: '1Mi', describe: 'Bytes/s below which a pull of known size is stalled' })
-        .option('permanent-failure-backoff', { type: 'number', default: 600, coerce: positiveSeconds('permanent-failure-backoff'), describe: 'Seconds an image that failed permanently (ENOSPC, not found, denied) rests' })
-        .option('resync', { type: 'number', default: 60, coerce: positiveSeconds('resync'), describe: 'Seconds between full re-checks (drift repair, retries)' })
+        .option('permanent-failure-backoff', { type: 'string', default: 600, coerce: positiveSeconds('permanent-failure-backoff'), describe: 'How long (90s, 10m; bare: seconds) an image that failed permanently (ENOSPC, not found, denied) rests' })
+        .option('resync', { type: 'string', default: 60, coerce: positiveSeconds('resync'), describe: 'Time (60s, 5m; bare: seconds) between full re-checks (drift repair, retries)' })
         .option('stall-timeout', {
-          type: 'number',
+          type: 'string',
           default: 300,
           coerce: positiveSeconds('stall-timeout'),
-          describe: '/healthz answers 503 after this many seconds without progress (a pull attempt ended, a status written, a pass done); a pull within its own timeout counts as progress',
+          describe: '/healthz answers 503 after this long (300s, 5m; bare: seconds) without progress (a pull attempt ended, a status written, a pass done); a pull within its own timeout counts as progress',
         })
         .option('max-pulling-nodes', { type: 'number', default: 0, coerce: integerAtLeast('max-pulling-nodes', 0), describe: 'Cluster-wide: at most this many nodes pull at once, via Leases (0: no limit)' })
         .option('namespace', {

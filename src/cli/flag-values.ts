@@ -21,17 +21,16 @@ export function integerAtLeast(flag: string, min: number): (value: unknown) => n
   };
 }
 
-/** Timeouts and intervals in seconds. */
+/**
+ * Timeouts and intervals in seconds, in the forms every duration flag takes: `90s`, `30m`, `2h`,
+ * `1h30m`, `250ms`, or a bare number of seconds.
+ */
 export function positiveSeconds(flag: string): (value: unknown) => number {
-  const wanted = 'a positive number of seconds';
-  return (value) => {
-    const n = numberOf(flag, value, wanted);
-    if (!(n > 0) || !Number.isFinite(n)) throw new BadInputError(`--${flag} must be ${wanted}, got ${n}`);
-    return n;
-  };
+  const ms = positiveDuration(flag);
+  return (value) => ms(value) / 1000;
 }
 
-/** `90s`, `30m`, `2h` in milliseconds, more than zero. */
+/** `90s`, `30m`, `2h` (a bare number is seconds) in milliseconds, more than zero. */
 export function positiveDuration(flag: string): (value: unknown) => number {
   return (value) => {
     if (Array.isArray(value)) throw new BadInputError(`--${flag} given more than once; give it once, e.g. 90s, 30m, 2h`);

@@ -46,7 +46,7 @@ export function verifyCommand(ctx: CommandContext, scriptName: string) {
             describe: `Check THIS node through its runtime's socket (e.g. ${DEFAULT_CRI_SOCKET}), on either backend; without it every agent is asked to check its node`,
           })
           .option('node-name', { type: 'string', describe: 'With --cri-socket: this node as the cluster names it (default: the hostname)' })
-          .option('timeout', { type: 'number', default: 120, coerce: positiveSeconds('timeout'), describe: 'Seconds to wait for every targeted node to answer (agent backend)' })
+          .option('timeout', { type: 'string', default: 120, coerce: positiveSeconds('timeout'), describe: 'How long (120s, 5m; bare: seconds) to wait for every targeted node to answer (agent backend)' })
           .check((argv) => {
             if (argv['node-name'] !== undefined && argv['cri-socket'] === undefined) throw new BadInputError(`--node-name names the node --cri-socket checks; pass --cri-socket ${DEFAULT_CRI_SOCKET} too, or neither to ask every node's agent`);
             return true;
