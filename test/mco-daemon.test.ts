@@ -74,7 +74,7 @@ describe.each([
   it("a bad image in another set of the pool is named as that set's, and does not fail ours", async () => {
     const bad = digestPullSpec('missing-everywhere').replace('ocp-v4.0-art-dev', 'example-app');
     simulator = await McoSimulator.start(client, { pullMs: 300 }, { versions, timeScale: 10 });
-    for (const node of ['worker-0', 'worker-1']) simulator.behave(node, { pullMs: 300, badImages: [bad] });
+    for (const node of ['worker-0', 'worker-1']) simulator.behave(node, { pullMs: 300, missingImages: [bad] });
     await client.request('POST', paths.pinnedImageSets, {
       body: { apiVersion: `${MCO_GROUP}/${versions.pinnedImageSets}`, kind: 'PinnedImageSet', metadata: { name: 'someone-elses', labels: { [`${MCO_GROUP}/role`]: 'worker' } }, spec: { pinnedImages: [{ name: bad }] } },
     });
@@ -101,6 +101,17 @@ describe.each([
     const waited = await runCli(['wait', 'mine-worker', '--fail-after', '2s', '--timeout', '60s', ...kube()]);
     expect(waited.code).toBe(1);
     expect(waited.stderr).toMatch(new RegExp(`^prestage: error: set mine-worker failed on node worker-1 \\(degraded for \\d+ s\\): failed to pull image "${bad.replace(/[.]/g, '\\.')}" \\(5 tries\\)`));
+  });
+
+  it('an image the registry lacks fails at MCO\'s disk check (podman manifest inspect), naming it: our set fails', async () => {
+    const plan = testPlan('lacking');
+    const missing = plan.sets[1]!.images[0]!;
+    simulator = await McoSimulator.start(client, { pullMs: 300 }, { versions, timeScale: 10 });
+    simulator.behave('worker-0', { pullMs: 300, missingImages: [missing] });
+    await runCli(['apply', writePlan(dir, plan), ...kube()]);
+    const waited = await runCli(['wait', 'lacking-worker', '--fail-after', '2s', '--timeout', '60s', ...kube()]);
+    expect(waited.code).toBe(1);
+    expect(waited.stderr).toMatch(new RegExp(`^prestage: error: set lacking-worker failed on node worker-0 \\(degraded for \\d+ s\\): failed to execute podman manifest inspect for "${missing.replace(/[.]/g, '\\.')}": exit status 125\\n$`));
   });
 
   it('a targeted node that no MCO daemon reports fails wait after --fail-after with one line saying so', async () => {

@@ -24,8 +24,14 @@ import { mergeConditions, NodePlayer, type Condition, type NodeBehaviour as Base
 export interface NodeBehaviour extends BaseBehaviour {
   /** Time of one image's pull (default: `pullMs` spread over the sync's images). */
   readonly imageMs?: number;
-  /** Images whose every pull fails (manifest unknown): 5 tries, then the sync fails naming it. */
+  /** Images whose every pull fails (a registry error past the manifest): 5 tries, then the sync fails naming it. */
   readonly badImages?: readonly string[];
+  /**
+   * Images the registry does not have: the daemon's disk check runs `podman manifest inspect` on
+   * every image not yet present before any pull, and fails there (podman's output discarded),
+   * with `failed to execute podman manifest inspect for "<image>": exit status 125`.
+   */
+  readonly missingImages?: readonly string[];
 }
 
 export interface McoSimulatorOptions {
@@ -231,7 +237,14 @@ export class McoSimulator extends NodePlayer {
     } else {
       daemon.failingSince = undefined;
       const images = [...new Set(unfinished.flatMap((s) => s.spec.pinnedImages.map((i) => i.name)))].filter((image) => !daemon.pulled.has(image));
-      error = await this.prefetch(node, images, behaviour, daemon, deadline, signal);
+      // The disk check inspects every image not yet present first: one the registry lacks ends the sync there, nothing pulled.
+      const missing = images.find((image) => behaviour.missingImages?.includes(image));
+      if (missing !== undefined) {
+        await sleep(behaviour.imageMs ?? behaviour.pullMs / Math.max(1, images.length), signal);
+        error = `failed to execute podman manifest inspect for "${missing}": exit status 125`;
+      } else {
+        error = await this.prefetch(node, images, behaviour, daemon, deadline, signal);
+      }
     }
     if (signal.aborted) return;
     if (error === undefined) {

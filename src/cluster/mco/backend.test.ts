@@ -72,4 +72,9 @@ describe('judgeMcoError', () => {
     expect(judgeMcoError(`failed to pull image: image removed during sync: ${OURS}`, new Set([OURS]), owners)).toEqual({ failure: true });
     expect(judgeMcoError(`failed to pull image: image removed during sync: ${THEIRS}`, new Set([OURS]), owners)).toMatchObject({ failure: false });
   });
+  it('reads the disk check\'s podman error (an image the registry lacks) as naming that image', () => {
+    const podman = (image: string) => `failed to execute podman manifest inspect for "${image}": exit status 125`;
+    expect(judgeMcoError(podman(OURS), new Set([OURS]), owners)).toEqual({ failure: true });
+    expect(judgeMcoError(podman(THEIRS), new Set([OURS]), owners)).toMatchObject({ failure: false, note: expect.stringMatching(/^error from set .* \(image /) });
+  });
 });

@@ -166,8 +166,14 @@ function entryError(entry: MachineConfigNodeSetStatus): string {
 
 /** MCO's text when a sync passed its deadline (2 min; 5 min from 4.22): the daemon requeues and pulls on. */
 const DEADLINE_REQUEUE = /^requeue: prefetching images incomplete after timeout/;
-/** The images MCO's errors name (pkg/daemon/pinned_image_set.go). */
-const IMAGE_IN_ERROR = /failed to pull image "([^"]+)"|image removed during sync: (\S+)/g;
+/**
+ * The images MCO's daemon errors name, 4.16 to 5.0 (pkg/daemon/pinned_image_set.go, the same
+ * texts on every release branch): a pull that failed its tries (`failed to pull image "<image>"
+ * (5 tries): ...`), an image the registry lacks, found by the disk check before any pull
+ * (`failed to execute podman manifest inspect for "<image>": exit status 125`), and an image
+ * gone during the sync (`failed to pull image: image removed during sync: <image>`).
+ */
+const IMAGE_IN_ERROR = /failed to pull image "([^"]+)"|failed to execute podman manifest inspect for "([^"]+)"|image removed during sync: (\S+)/g;
 
 /**
  * Whose failure an MCO error is, for one set. A deadline requeue is progress; an error that
@@ -177,7 +183,7 @@ const IMAGE_IN_ERROR = /failed to pull image "([^"]+)"|image removed during sync
  */
 export function judgeMcoError(error: string, own: ReadonlySet<string>, setsOfImage: (image: string) => readonly string[]): { failure: true } | { failure: false; note: string } {
   if (DEADLINE_REQUEUE.test(error)) return { failure: false, note: `MCO sync deadline passed, pulling on (${error})` };
-  const images = [...error.matchAll(IMAGE_IN_ERROR)].map((m) => (m[1] ?? m[2])!);
+  const images = [...error.matchAll(IMAGE_IN_ERROR)].map((m) => (m[1] ?? m[2] ?? m[3])!);
   if (images.length === 0 || images.some((image) => own.has(image))) return { failure: true };
   const image = images[0]!;
   const owners = setsOfImage(image);
