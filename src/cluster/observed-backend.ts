@@ -29,6 +29,11 @@ export interface BackendSpec {
   /** Every collection `project` reads, the sets' included. */
   readonly collections: readonly string[];
   project(view: ClusterView, sets: readonly string[] | undefined): ProgressSnapshot;
+  /**
+   * Sees every object as a watch delivers it, before changes are batched into one projection:
+   * for what a status shows only for a moment (MCO's entry error between two syncs).
+   */
+  observe?(path: string, object: KubeObject): void;
 }
 
 export function observedBackend(client: KubeClient, spec: BackendSpec): PinningBackend {
@@ -60,7 +65,14 @@ export function observedBackend(client: KubeClient, spec: BackendSpec): PinningB
       };
       options.signal.addEventListener('abort', () => clearTimeout(pending), { once: true });
       const informers = spec.collections.map(
-        (path) => new Informer(client, path, { onChange: changed, slim: path === NODES_PATH ? slimNode : dropManagedFields, ...(options.onRetry ? { onRetry: options.onRetry } : {}) }),
+        (path) => new Informer(client, path, {
+          onChange: changed,
+          slim: (object) => {
+            spec.observe?.(path, object);
+            return path === NODES_PATH ? slimNode(object) : dropManagedFields(object);
+          },
+          ...(options.onRetry ? { onRetry: options.onRetry } : {}),
+        }),
       );
       await Promise.all(informers.map((informer) => informer.start(options.signal)));
       started = true;

@@ -41,6 +41,9 @@ export interface McoSimulatorOptions {
   readonly timeScale?: number;
 }
 
+/** The PinnedImageSetsDegraded message MCO's daemon writes on every failure from 4.19 (pkg/daemon/pinned_image_set.go). */
+const GENERIC_DEGRADED = 'One or more PinnedImageSet is experiencing an error. See PinnedImageSet list for more details.';
+
 /** MCO's own constants (pkg/daemon/pinned_image_set.go, 4.16-4.21). */
 const PREFETCH_TIMEOUT_MS = 120_000;
 const PREFETCH_TIMEOUT_TEXT = '2m0s';
@@ -263,7 +266,9 @@ export class McoSimulator extends NodePlayer {
       return;
     }
     if (error.startsWith('requeue:')) this.deadlinesMissed.set(node, (this.deadlinesMissed.get(node) ?? 0) + 1);
-    await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsDegraded', status: 'True', reason: 'PrefetchFailed', message: error }, error);
+    // The condition's message: the error itself on 4.16-4.18 (v1alpha1), a generic text from 4.19 (v1), the error being in the entries.
+    const message = this.versions.machineConfigNodes === 'v1alpha1' ? error : GENERIC_DEGRADED;
+    await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsDegraded', status: 'True', reason: 'PrefetchFailed', message }, error);
     // The work queue requeues the pool: at once after a deadline, after a pull's time otherwise.
     await sleep(error.startsWith('requeue:') ? 0 : behaviour.pullMs, signal);
     if (!signal.aborted && daemon.sync?.signal === signal) this.startSync(node, pool, sets, daemon.started!);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { KubeObject } from '../kube.js';
-import { judgeMcoError, MCO_V1, mcoPaths, projectMco, type McoVersions } from './backend.js';
+import { DaemonErrors, judgeMcoError, MCO_V1, mcoPaths, projectMco, type McoVersions } from './backend.js';
 
 const ALPHA: McoVersions = { pinnedImageSets: 'v1alpha1', machineConfigNodes: 'v1alpha1' };
 const OURS = 'quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:' + 'a'.repeat(64);
@@ -47,6 +47,22 @@ describe('projectMco reads the MachineConfigNode shapes MCO writes', () => {
     const requeue = 'requeue: prefetching images incomplete after timeout: 2m0s';
     expect(nodeOf({ desiredGeneration: 2, lastFailedGeneration: 2, lastFailedGenerationError: requeue }, MCO_V1)).toMatchObject({ phase: 'progressing', note: `MCO sync deadline passed, pulling on (${requeue})` });
     expect(nodeOf({ desiredGeneration: 2 }, MCO_V1, [degradedCondition(requeue)])).toMatchObject({ phase: 'progressing' });
+  });
+
+  it('4.19+: a generic Degraded after a deadline requeue is progress until an entry error or success says otherwise; after a real error it is that error', () => {
+    const requeue = 'requeue: prefetching images incomplete after timeout: 2m0s';
+    const generic = degradedCondition('One or more PinnedImageSet is experiencing an error. See PinnedImageSet list for more details.');
+    const memory = new DaemonErrors();
+    const at = (entry: Record<string, unknown>, conditions: unknown[]) => projectMco(view(entry, MCO_V1, conditions), ['s'], MCO_V1, memory).sets[0]!.nodes[0]!;
+    // The deadline sync writes the requeue into the entry; the next sync drops it, Degraded (generic) stays.
+    expect(at({ desiredGeneration: 2, lastFailedGeneration: 2, lastFailedGenerationError: requeue }, [generic])).toMatchObject({ phase: 'progressing' });
+    expect(at({ desiredGeneration: 2 }, [generic])).toMatchObject({ phase: 'progressing', note: `MCO reports Degraded since its last deadline (${requeue}); still pulling` });
+    // A real error follows: the entry names it, and the next sync's generic Degraded keeps failing with it.
+    expect(at({ desiredGeneration: 2, lastFailedGeneration: 2, lastFailedGenerationError: pullError(OURS) }, [generic])).toMatchObject({ phase: 'degraded', error: pullError(OURS) });
+    expect(at({ desiredGeneration: 2 }, [generic])).toMatchObject({ phase: 'degraded', error: pullError(OURS) });
+    // Degraded cleared: forgotten.
+    expect(at({ desiredGeneration: 2 }, [])).toMatchObject({ phase: 'progressing' });
+    expect(at({ desiredGeneration: 2 }, [generic])).toMatchObject({ phase: 'progressing', note: expect.stringMatching(/^MCO reports Degraded without naming an error/) });
   });
 
   it("another set's image error is named as foreign and does not fail this set", () => {

@@ -71,15 +71,39 @@ interface PinnedImageSet extends KubeObject {
   spec?: { pinnedImages?: Array<{ name: string }> };
 }
 
+/**
+ * What each node's daemon said last (its entries' error), across the snapshots of one command: on
+ * 4.19+ the Degraded condition carries a generic message, and the sync after a failure or a
+ * deadline drops the entries' error while Degraded stays True, so only the last error seen tells
+ * a node that pulls on after its deadline from one whose sync keeps failing.
+ */
+export class DaemonErrors {
+  private readonly last = new Map<string, string>();
+  seen(node: string, error: string): void {
+    this.last.set(node, error);
+  }
+  forget(node: string): void {
+    this.last.delete(node);
+  }
+  of(node: string): string | undefined {
+    return this.last.get(node);
+  }
+}
+
 export function mcoBackend(client: KubeClient, versions: McoVersions = MCO_V1): PinningBackend {
   const paths = mcoPaths(versions);
+  const memory = new DaemonErrors();
   const backend = observedBackend(client, {
     kind: 'mco',
     setsPath: paths.pinnedImageSets,
     toObject: (set: DesiredSet) => toPinnedImageSetObject(set, `${MCO_GROUP}/${versions.pinnedImageSets}`),
     imagesOf,
     collections: [paths.pinnedImageSets, paths.machineConfigPools, paths.machineConfigNodes, paths.nodes],
-    project: (view, names) => projectMco(view, names, versions),
+    project: (view, names) => projectMco(view, names, versions, memory),
+    // The error a failing or deadline sync writes may be gone by the projection (the next sync drops it).
+    observe: (path, object) => {
+      if (path === paths.machineConfigNodes) rememberErrors(object as MachineConfigNode, memory);
+    },
   });
   return {
     ...backend,
@@ -93,8 +117,11 @@ export function mcoBackend(client: KubeClient, versions: McoVersions = MCO_V1): 
 
 const imagesOf = (object: KubeObject): string[] => ((object as PinnedImageSet).spec?.pinnedImages ?? []).map((i) => i.name);
 
-/** Pure: the progress of `names` (default: prestage-managed sets) in one view of the cluster. */
-export function projectMco(view: ClusterView, names: readonly string[] | undefined, versions: McoVersions = MCO_V1): ProgressSnapshot {
+/**
+ * The progress of `names` (default: prestage-managed sets) in one view of the cluster; pure but
+ * for `memory`, the daemons' last errors seen by earlier views of the same command.
+ */
+export function projectMco(view: ClusterView, names: readonly string[] | undefined, versions: McoVersions = MCO_V1, memory: DaemonErrors = new DaemonErrors()): ProgressSnapshot {
   const paths = mcoPaths(versions);
   const sets = view.get(paths.pinnedImageSets)!;
   const pools = [...view.get(paths.machineConfigPools)!.values()] as MachineConfigPool[];
@@ -112,7 +139,7 @@ export function projectMco(view: ClusterView, names: readonly string[] | undefin
     const setPools = new Set(pools.filter((p) => p.spec?.machineConfigSelector && matchesSelector(set.metadata.labels, p.spec.machineConfigSelector)).map((p) => p.metadata.name));
     for (const pool of setPools) targetPools.add(pool);
     const targets = nodes.filter((n) => setPools.has(poolOfNode.get(n.metadata.name) ?? '')).map((n) => n.metadata.name).sort();
-    return { name, exists: true, generation, nodes: targets.map((node) => nodeProgress(node, name, generation, mcns.get(node), own, setsOfImage)) };
+    return { name, exists: true, generation, nodes: targets.map((node) => nodeProgress(node, name, generation, mcns.get(node), own, setsOfImage, memory)) };
   });
   const poolView = pools.filter((p) => targetPools.has(p.metadata.name)).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)).flatMap((p) => poolProgress(p));
   return { sets: progress, ...(poolView.length ? { pools: poolView } : {}) };
@@ -142,23 +169,45 @@ function poolOf(node: KubeObject, pools: readonly MachineConfigPool[]): string |
 
 const NO_DAEMON = 'no MachineConfigNode for this node: no MCO daemon reports it (on 4.16-4.18 PinnedImageSets need TechPreviewNoUpgrade; check the machine-config-daemon pod on the node)';
 
-function nodeProgress(node: string, set: string, generation: number, mcn: MachineConfigNode | undefined, own: ReadonlySet<string>, setsOfImage: (image: string) => string[]): NodeSetProgress {
+function nodeProgress(node: string, set: string, generation: number, mcn: MachineConfigNode | undefined, own: ReadonlySet<string>, setsOfImage: (image: string) => string[], memory: DaemonErrors): NodeSetProgress {
   const entry = mcn?.status?.pinnedImageSets?.find((s) => s.name === set);
   const desiredGeneration = entry?.desiredGeneration ?? 0;
   const currentGeneration = entry?.currentGeneration ?? 0;
   const base = { node, set, desiredGeneration, currentGeneration };
   if (!mcn) return { ...base, phase: 'pending', unreported: NO_DAEMON };
+  const degraded = mcn.status?.conditions?.find((c) => c.type === 'PinnedImageSetsDegraded' && c.status === 'True');
+  if (!degraded) memory.forget(node);
   if (desiredGeneration < generation) return { ...base, phase: 'pending' };
   if (currentGeneration === desiredGeneration) return { ...base, phase: 'done' };
   // MCO writes the error of its one sync into every unfinished set of the pool, and keeps the
   // node's PinnedImageSetsDegraded condition True after the next sync drops the entry's fields.
   const failed = (entry?.lastFailedGeneration ?? 0) >= desiredGeneration ? entryError(entry!) : undefined;
-  const degraded = mcn.status?.conditions?.find((c) => c.type === 'PinnedImageSetsDegraded' && c.status === 'True');
-  const error = failed ?? (degraded ? degraded.message || degraded.reason || 'PinnedImageSetsDegraded' : undefined);
+  if (failed !== undefined) memory.seen(node, failed);
+  let error = failed;
+  if (error === undefined && degraded) {
+    const message = degraded.message || degraded.reason || 'PinnedImageSetsDegraded';
+    if (!GENERIC_DEGRADED.test(message)) error = message;
+    else {
+      // 4.19+: the condition names no error; the last one this node's entries carried does.
+      const last = memory.of(node);
+      if (last === undefined) return { ...base, phase: 'progressing', note: `MCO reports Degraded without naming an error (${message}); its last sync failed or passed its deadline, and it pulls on` };
+      if (DEADLINE_REQUEUE.test(last)) return { ...base, phase: 'progressing', note: `MCO reports Degraded since its last deadline (${last}); still pulling` };
+      error = last;
+    }
+  }
   if (error === undefined) return { ...base, phase: 'progressing' };
   const verdict = judgeMcoError(error, own, setsOfImage);
   return verdict.failure ? { ...base, phase: 'degraded', error } : { ...base, phase: 'progressing', note: verdict.note };
 }
+
+/** The error of the node's entries at their desired generation, if any: what its daemon's last failing sync said. */
+function rememberErrors(mcn: MachineConfigNode, memory: DaemonErrors): void {
+  const failed = mcn.status?.pinnedImageSets?.find((e) => (e.lastFailedGeneration ?? 0) > 0 && (e.lastFailedGeneration ?? 0) >= (e.desiredGeneration ?? 0));
+  if (failed) memory.seen(mcn.metadata.name, entryError(failed));
+}
+
+/** The condition message MCO 4.19+ writes on every failure; the error itself is in the entries. */
+const GENERIC_DEGRADED = /^One or more PinnedImageSet is experiencing an error/;
 
 function entryError(entry: MachineConfigNodeSetStatus): string {
   return entry.lastFailedGenerationError || (entry.lastFailedGenerationErrors ?? []).filter(Boolean).join('; ') || 'failed';
