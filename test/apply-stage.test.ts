@@ -90,6 +90,24 @@ describe('stage', () => {
     }
   });
 
+  it('refuses up front what MCO\'s own disk check would refuse (2 x compressed bytes against allocatable - 16 GiB), naming the node and figures; --force applies anyway', async () => {
+    // Room for the set's 17.4 MiB on disk (prestage's own check), not for MCO's 2 x 11.8 MiB over its 16 GiB reserve.
+    await client.request('PATCH', '/api/v1/nodes/worker-0/status', { body: { status: { allocatable: { 'ephemeral-storage': String(16 * 2 ** 30 + 20 * 2 ** 20) } } }, contentType: 'application/merge-patch+json' });
+    try {
+      const refused = await runCli(['stage', RELEASE, ...registryFlags, '--name-prefix', 'mcodisk', '--timeout', '60s', ...kube]);
+      expect(refused.code).toBe(4);
+      expect(refused.stderr).toMatch(/^prestage: error: MCO's disk check would refuse a set \(mcodisk-4\.16\.3-worker on worker-0: 2 x 11\.\d MiB compressed = 23\.\d MiB, not below 16\.0 GiB allocatable - 16 GiB\): free ephemeral storage on the node or pin fewer images at once \(--os-stream, --platform\), or --force to apply anyway\n$/);
+      expect(await client.find(`${MCO_PATHS.pinnedImageSets}/mcodisk-4.16.3-worker`)).toBeUndefined();
+      const forced = await runCli(['stage', RELEASE, ...registryFlags, '--name-prefix', 'mcodisk', '--timeout', '60s', '--force', ...kube]);
+      expect(forced.code).toBe(0);
+      expect(forced.stderr).toMatch(/^prestage: warning: MCO's disk check would refuse a set \(mcodisk-4\.16\.3-worker on worker-0: .*\); applying anyway \(--force\)$/m);
+      expect(forced.stdout).toMatch(/^mcodisk-4\.16\.3-worker: 1\/1 nodes done {2}ready$/m);
+    } finally {
+      await client.request('PATCH', '/api/v1/nodes/worker-0/status', { body: { status: { allocatable: { 'ephemeral-storage': String(120 * 2 ** 30) } } }, contentType: 'application/merge-patch+json' });
+      for (const role of ['worker', 'control-plane']) await client.request('DELETE', `${MCO_PATHS.pinnedImageSets}/mcodisk-4.16.3-${role}`).catch(() => undefined);
+    }
+  });
+
   it('plans, prints the size table, applies and waits until every node has both sets', async () => {
     const { controlPlane } = await plannedCounts();
     const result = await runCli(['stage', RELEASE, ...registryFlags, '--timeout', '60s', ...kube]);

@@ -5,6 +5,7 @@ import yaml from 'js-yaml';
 import type { Argv } from 'yargs';
 import type { ApplyOutcome, DesiredSet } from '../cluster/backend.js';
 import { desiredSetsFromManifests, desiredSetsFromPlan } from '../cluster/desired-sets.js';
+import { checkMcoPreflight } from '../cluster/mco/preflight.js';
 import { BadInputError, systemErrorText } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
 import type { LiveCluster } from '../plan/live.js';
@@ -99,12 +100,14 @@ export function applyCommand(ctx: CommandContext, scriptName: string) {
       withKubeOptions(withReleasePlanOptions(
         y
           .positional('source', { type: 'string', demandOption: true, describe: 'Plan JSON file, PinnedImageSet YAML file or directory, or release pullspec' })
-          .option('dry-run', { choices: ['none', 'server'] as const, default: 'none' as const, describe: 'server: ask the API server what would change, change nothing' }),
+          .option('dry-run', { choices: ['none', 'server'] as const, default: 'none' as const, describe: 'server: ask the API server what would change, change nothing' })
+          .option('force', { type: 'boolean', default: false, describe: 'Apply even when MCO\'s own disk check would refuse a set (it is checked first on the MCO backend, for sets from a plan or a release)' }),
       )),
     handler: async (args: any) => {
       const { sets } = await readSetsSource(args.source, args, ctx);
-      const { backend } = await clusterFrom(args as KubeFlags, scriptName);
+      const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
       const dryRun = args['dry-run'] === 'server';
+      await checkMcoPreflight(client, backend, sets, { version: undefined, force: args.force === true, warn: (line) => ctx.log.warn(line) });
       ctx.stdout.write(renderApplyOutcomes(await backend.apply(sets, { dryRun }), dryRun));
     },
   };

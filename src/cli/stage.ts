@@ -20,18 +20,8 @@ import { runPrune } from './prune.js';
 import { runWait, withWaitOptions, type WaitFlags } from './wait.js';
 import { checkCacheForPlan } from '../cluster/cache-check.js';
 import { AGENT_NAME } from '../install/manifests.js';
-
-const QUANTITY_SUFFIXES: Record<string, number> = {
-  '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
-  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
-};
-
-/** A Kubernetes resource quantity (`120Gi`, `100G`, `128849018880`, `1e9`) in bytes. */
-export function parseQuantity(text: string): number | undefined {
-  const match = /^([0-9.]+(?:e[0-9]+)?)([A-Za-z]*)$/.exec(text.trim());
-  const factor = match ? QUANTITY_SUFFIXES[match[2]!] : undefined;
-  return match && factor !== undefined ? Number(match[1]) * factor : undefined;
-}
+import { checkMcoPreflight } from '../cluster/mco/preflight.js';
+import { parseQuantity } from '../cluster/quantity.js';
 
 /**
  * Bytes each target node must hold, summed over the sets it gets; throws when one cannot. A node
@@ -71,6 +61,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
     builder: (y: Argv) =>
       withToOptions(withLiveOptions(withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', describe: 'Release pullspec (or --to VERSION)' })))), 'on; a cluster without ClusterVersion is planned from the release alone'))
         .option('prune', { type: 'boolean', default: false, describe: 'Once every set is ready, delete the prestage sets of releases older than the one the cluster runs (as prune does)' })
+        .option('force', { type: 'boolean', default: false, describe: 'Apply even when MCO\'s own disk check would refuse a set (it is checked first on the MCO backend)' })
         .option('cache', { type: 'boolean', default: false, describe: 'Through the in-cluster cache (install --cache): check it is there, wired to the nodes and large enough for the plan before applying; wait shows its figures either way' })
         .epilogue(LIVE_CLUSTER_HELP),
     handler: async (args: any) => {
@@ -89,6 +80,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
         (args.output === 'json' ? ctx.stderr : ctx.stdout).write(lines.map((line) => `${line}\n`).join(''));
       }
       await checkNodeDisks(client, backend, sets, plan.nodes);
+      await checkMcoPreflight(client, backend, sets, { version: observed?.release.version, force: args.force === true, warn: (line) => ctx.log.warn(line) });
       const applied = renderApplyOutcomes(await backend.apply(sets, { dryRun: false }), false);
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(applied);
       await runWait(backend, sets.map((s) => s.name), args as WaitFlags, ctx, client);

@@ -17,6 +17,8 @@ export interface DesiredSet {
   readonly images: readonly string[];
   /** Uncompressed bytes the set takes on a node, when the plan knows it. */
   readonly diskBytes?: number;
+  /** The compressed layer bytes MCO's disk check counts for the set (each layer once; manifest lists 0), when the plan knows it. */
+  readonly mcoCheckBytes?: number;
 }
 
 export interface ApplyOutcome {

@@ -13,10 +13,26 @@ const ROLE_ANNOTATION = 'prestage.dev/role';
 const DISK_BYTES_ANNOTATION = 'prestage.dev/disk-bytes';
 
 export function desiredSetsFromPlan(plan: Plan): DesiredSet[] {
+  const byPullSpec = new Map(plan.images.map((i) => [i.pullSpec, i]));
   return plan.sets.map((set) => {
     const object = toPinnedImageSet(plan, set);
-    return { name: set.name, role: set.role, labels: object.metadata.labels, annotations: object.metadata.annotations, images: set.images, diskBytes: set.diskBytes };
+    return { name: set.name, role: set.role, labels: object.metadata.labels, annotations: object.metadata.annotations, images: set.images, diskBytes: set.diskBytes, mcoCheckBytes: mcoCheckBytes(plan, set.images, byPullSpec) };
   });
+}
+
+/**
+ * What MCO's disk check counts for a set: `podman manifest inspect` of each image, its layers'
+ * compressed sizes, a layer once (the daemon caches layer digests), configs not at all; a
+ * manifest list has no layers, so the components of a `-multi` release count 0.
+ */
+function mcoCheckBytes(plan: Plan, images: readonly string[], byPullSpec: ReadonlyMap<string, Plan['images'][number]>): number {
+  const layers = new Map<string, number>();
+  for (const pullSpec of images) {
+    const image = byPullSpec.get(pullSpec);
+    if (!image || (plan.release.multiArch && image.source === 'component')) continue;
+    for (const layer of image.layers) layers.set(layer.digest, layer.compressedBytes);
+  }
+  return [...layers.values()].reduce((a, b) => a + b, 0);
 }
 
 /** PinnedImageSet manifests of either API group; anything else is bad input. */
