@@ -1,6 +1,7 @@
 /**
- * The plan pipeline: read release facts (I/O) → classify (pure) → measure (I/O) →
- * assemble (pure).
+ * The plan pipeline: read release facts (I/O) → the CVO's inputs (cvo-inputs.ts) → classify
+ * (pure) → the node OS (os-streams.ts) → from a live cluster, re-classify by what runs → measure
+ * (I/O) → assemble (pure).
  */
 import { readFileSync } from 'node:fs';
 import { BadInputError, RegistryError } from '../errors.js';
@@ -70,23 +71,7 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   const platform = opts.platform ?? (live?.platform !== undefined ? livePlatform(live.platform, warnings) : undefined);
   const classifyOptions: ClassifyOptions = { ...cvo.inclusion, controlPlaneOnly: opts.controlPlaneOnly, allNodes: opts.allNodes, ...(platform ? { platform } : {}) };
   let classifications = classifyComponents(facts.components, facts.documents, classifyOptions);
-  const mco = runsMachineConfigOperator(facts.components, classifications);
-  const forced = (names: readonly string[]) => names.some((n) => opts.allNodes.includes(n) || opts.controlPlaneOnly.includes(n));
-  if (!mco && !forced(facts.components.find((c) => c.names.includes('machine-config-operator'))?.names ?? [])) withoutMachineConfigOperator(facts.components, classifications, opts.profile);
-  // Stream names matter only with a choice to make: several streams, or pools that name theirs.
-  const byTag = osImagesOf(facts.components, new Map());
-  const namesStreams = live?.osStreams !== undefined && (live.osStreams.defaultStream !== undefined || live.osStreams.pools.some((p) => p.stream !== undefined));
-  const osImages = new Set(byTag.map((i) => i.stream)).size > 1 || namesStreams
-    ? osImagesOf(facts.components, await osImageLabels(client, byTag.map((i) => i.component), opts.arch, warnings))
-    : byTag;
-  const streams = chooseStreams(osImages, facts.documents, {
-    requested: opts.osStreams ?? [],
-    ...(live ? { live: live.osStreams ?? { pools: [] } } : {}),
-    major: majorMinor(facts.release.version)?.[0] ?? 4,
-    mco,
-    profile: opts.profile,
-  });
-  classifyOsImages(osImages.filter((i) => !forced(i.component.names)), streams, classifications);
+  const { osImages, streams } = await decideNodeOs(client, facts, opts, classifications, warnings);
   let observed: PlanObserved | undefined;
   let current: ReleaseFacts | undefined;
   if (live) {
@@ -195,6 +180,34 @@ async function readHeld(
   }));
   if (unread.length > 0) warnings.push(`${unread.length} image(s) the nodes run could not be read (${unread.sort()[0]}${unread.length > 1 ? ', ...' : ''}): their layers count as new bytes`);
   return { nodes: live.nodes.map((n) => ({ name: n.name, role: n.role, images: [...running.get(n.name)!].sort() })), layers };
+}
+
+/**
+ * What the machine-config operator does with the node OS (pure but for reading OS images'
+ * labels): under a profile without it, its own image runs nowhere and no OS image is pinned;
+ * else the OS streams the nodes boot are pinned (os-streams.ts). Flags that name a component win.
+ */
+async function decideNodeOs(client: RegistryClient, facts: ReleaseFacts, opts: PlanOptions, classifications: Map<string, Classification>, warnings: string[]): Promise<{ osImages: OsImage[]; streams: StreamChoice }> {
+  const { live } = opts;
+  const forced = (names: readonly string[]) => names.some((n) => opts.allNodes.includes(n) || opts.controlPlaneOnly.includes(n));
+  const mco = runsMachineConfigOperator(facts.components, classifications);
+  if (!mco && !forced(facts.components.find((c) => c.names.includes('machine-config-operator'))?.names ?? [])) withoutMachineConfigOperator(facts.components, classifications, opts.profile);
+  // Stream names (MCO's, from the images' labels) matter only with a choice to make: several
+  // streams, pools that name theirs, or --os-stream.
+  const byTag = osImagesOf(facts.components, new Map());
+  const named = (opts.osStreams ?? []).length > 0 || (live?.osStreams !== undefined && (live.osStreams.defaultStream !== undefined || live.osStreams.pools.some((p) => p.stream !== undefined)));
+  const osImages = new Set(byTag.map((i) => i.stream)).size > 1 || named
+    ? osImagesOf(facts.components, await osImageLabels(client, byTag.map((i) => i.component), opts.arch, warnings))
+    : byTag;
+  const streams = chooseStreams(osImages, facts.documents, {
+    requested: opts.osStreams ?? [],
+    ...(live ? { live: live.osStreams ?? { pools: [] } } : {}),
+    major: majorMinor(facts.release.version)?.[0] ?? 4,
+    mco,
+    profile: opts.profile,
+  });
+  classifyOsImages(osImages.filter((i) => !forced(i.component.names)), streams, classifications);
+  return { osImages, streams };
 }
 
 /**
