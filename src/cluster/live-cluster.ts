@@ -6,6 +6,7 @@
  * each node runs). The RBAC this needs is LIVE_CLUSTER_RBAC.
  */
 import { ClusterError } from '../errors.js';
+import { gateNames } from '../plan/feature-gates.js';
 import type { UnmanagedOverride } from '../plan/inclusion.js';
 import type { LiveCluster, RunningPod } from '../plan/live.js';
 import { KubeApiError, KubeClient, type KubeList, type KubeObject } from './kube.js';
@@ -150,12 +151,11 @@ export async function readLiveCluster(client: KubeClient): Promise<LiveCluster |
 }
 
 function featureGateOf(fg: FeatureGate): NonNullable<LiveCluster['featureGate']> {
-  const names = (list?: Array<{ name?: string }>) => (list ?? []).map((g) => g.name).filter((n): n is string => typeof n === 'string');
   const custom = fg.spec?.customNoUpgrade;
   return {
     featureSet: fg.spec?.featureSet ?? '',
     ...(custom ? { custom: { enabled: custom.enabled ?? [], disabled: custom.disabled ?? [] } } : {}),
-    status: (fg.status?.featureGates ?? []).map((s) => ({ version: s.version ?? '', enabled: names(s.enabled), disabled: names(s.disabled) })),
+    status: (fg.status?.featureGates ?? []).map((s) => ({ version: s.version ?? '', enabled: gateNames(s.enabled), disabled: gateNames(s.disabled) })),
   };
 }
 

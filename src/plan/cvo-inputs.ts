@@ -6,7 +6,7 @@
  */
 import { BadInputError } from '../errors.js';
 import type { ManifestDocument } from '../release/documents.js';
-import { gatesOfStatus, payloadFeatureGates, payloadFeatureSets, withGateOverrides, type FeatureGates } from './feature-gates.js';
+import { payloadFeatureGates, payloadFeatureSets, withGateOverrides, type FeatureGates } from './feature-gates.js';
 import { checkInclusionOptions, DEFAULT_FEATURE_SET, profilesOf, type InclusionOptions } from './inclusion.js';
 import type { LiveCluster } from './live.js';
 import { gateAllows, knownCapabilities, majorMinor, releaseApi, type ReleaseApi } from './release-api.js';
@@ -47,7 +47,7 @@ export function cvoInputs(req: CvoRequest): CvoInputs {
   }
   checkInclusionOptions({ profile: req.profile, featureSet, knownFeatureSets: release.featureSets }, profilesOf(req.documents));
 
-  const gates = enabledGates(req, featureSet, warnings);
+  const gates = enabledGates(req, release, featureSet, warnings);
   const known = new Set(knownCapabilities(release, gates?.enabled));
   const enabled = enabledCapabilities(req, release, known, gates?.enabled, warnings);
   const major = majorMinor(req.version)?.[0];
@@ -73,13 +73,14 @@ export function cvoInputs(req: CvoRequest): CvoInputs {
  * the payload's manifest for its feature set, with a note); offline, the payload's manifest.
  * CustomNoUpgrade is Default's gates with the custom lists applied.
  */
-function enabledGates(req: CvoRequest, featureSet: string, warnings: string[]): FeatureGates | undefined {
+function enabledGates(req: CvoRequest, release: ReleaseApi, featureSet: string, warnings: string[]): FeatureGates | undefined {
   const fromPayload = (set: string) => payloadFeatureGates(req.documents, req.profile, set);
   const liveGate = req.live?.featureGate;
   let gates: FeatureGates | undefined;
   if (liveGate && req.featureSet === undefined && req.featureGates.length === 0) {
-    gates = gatesOfStatus({ status: { featureGates: liveGate.status.filter((s) => s.version === req.version).map(toEntry) } }, req.version, `the cluster's FeatureGate cluster status for ${req.version}`);
-    if (!gates) {
+    const entry = liveGate.status.find((s) => s.version === req.version);
+    if (entry) gates = { enabled: new Set(entry.enabled), known: new Set([...entry.enabled, ...entry.disabled]), from: `the cluster's FeatureGate cluster status for ${req.version}` };
+    else {
       const base = fromPayload(featureSet === 'CustomNoUpgrade' ? DEFAULT_FEATURE_SET : featureSet);
       gates = base && featureSet === 'CustomNoUpgrade' && liveGate.custom ? customGates(base, liveGate.custom) : base;
       if (gates) warnings.push(`the cluster's FeatureGate has no status entry for ${req.version} yet: its gates come from ${gates.from}`);
@@ -90,24 +91,18 @@ function enabledGates(req: CvoRequest, featureSet: string, warnings: string[]): 
       throw new BadInputError(`--feature-gates ${req.featureGates.join(',')}: the release carries no FeatureGate manifest for profile ${req.profile}, so it names no gates to set; drop --feature-gates`);
     }
     if (base) gates = req.featureGates.length > 0 ? withGateOverrides(base, req.featureGates) : base;
-    if (req.featureGates.length > 0 && !releaseApi(req.version).readsGateAnnotations) {
+    if (req.featureGates.length > 0 && !release.readsGateAnnotations) {
       warnings.push(`--feature-gates: the CVO of ${req.version} decides no inclusion by feature gates (from 4.22 it does), so they change nothing in this plan`);
     }
   } else {
     gates = fromPayload(featureSet);
   }
-  if (!gates && releaseApi(req.version).readsGateAnnotations) {
+  if (!gates && release.readsGateAnnotations) {
     const sets = payloadFeatureSets(req.documents, req.profile);
     warnings.push(`the release carries no FeatureGate manifest for profile ${req.profile} and feature set ${featureSet}${sets.length > 0 ? ` (it has ${sets.join(', ')})` : ''}: manifests that need a feature gate count as not applied`);
   }
   return gates;
 }
-
-const toEntry = (s: { version: string; enabled: readonly string[]; disabled: readonly string[] }) => ({
-  version: s.version,
-  enabled: s.enabled.map((name) => ({ name })),
-  disabled: s.disabled.map((name) => ({ name })),
-});
 
 function customGates(base: FeatureGates, custom: { enabled: readonly string[]; disabled: readonly string[] }): FeatureGates {
   const enabled = new Set([...base.enabled, ...custom.enabled].filter((g) => !custom.disabled.includes(g)));

@@ -24,7 +24,8 @@ interface GateEntry {
   readonly disabled?: unknown;
 }
 
-const names = (list: unknown): string[] =>
+/** The names of a FeatureGate status list (`[{name}]`), whatever else it holds. */
+export const gateNames = (list: unknown): string[] =>
   Array.isArray(list) ? list.map((g) => (g && typeof g === 'object' ? (g as { name?: unknown }).name : undefined)).filter((n): n is string => typeof n === 'string') : [];
 
 /** The gates of a FeatureGate object's status for `version` (an entry without version, as the payload's, also serves). */
@@ -33,8 +34,8 @@ export function gatesOfStatus(featureGate: Record<string, unknown>, version: str
   if (!Array.isArray(entries)) return undefined;
   const entry = entries.find((e) => version !== undefined && e.version === version) ?? entries.find((e) => e.version === '' || e.version === undefined);
   if (!entry) return undefined;
-  const enabled = names(entry.enabled);
-  return { enabled: new Set(enabled), known: new Set([...enabled, ...names(entry.disabled)]), from };
+  const enabled = gateNames(entry.enabled);
+  return { enabled: new Set(enabled), known: new Set([...enabled, ...gateNames(entry.disabled)]), from };
 }
 
 /**
