@@ -33,7 +33,7 @@ export function withPlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags> {
     .option('arch', { type: 'string', default: 'amd64', describe: 'Architecture to plan for (amd64, arm64, ppc64le, s390x)' })
     .option('profile', { type: 'string', default: DEFAULT_PROFILE, describe: 'Cluster profile for manifest inclusion' })
     .option('feature-set', { type: 'string', describe: 'Cluster feature set for manifest inclusion: Default, TechPreviewNoUpgrade, DevPreviewNoUpgrade, CustomNoUpgrade, OKD (4.22+) (default: the live cluster\'s, else Default)' })
-    .option('feature-gates', { type: 'string', array: true, default: [] as string[], describe: 'Feature gates over Default\'s, as CustomNoUpgrade sets them: NAME enables, -NAME disables (repeatable or comma list; 4.22+ releases decide inclusion by gates)' })
+    .option('feature-gates', { type: 'string', array: true, default: [] as string[], describe: 'Feature gates over Default\'s, as CustomNoUpgrade sets them: NAME enables, -NAME disables (repeatable or comma list; a list that starts with -NAME is given as --feature-gates=-NAME; 4.22+ releases decide inclusion by gates)' })
     .option('capability-set', { type: 'string', describe: 'Baseline capability set, as install-config names it: None, v4.11 ... the newest the release knows, vCurrent (default: the live cluster\'s, else vCurrent)' })
     .option('capabilities', { type: 'string', array: true, default: [] as string[], describe: 'Additional enabled capability NAME (repeatable or comma list)' })
     .option('exclude', { type: 'string', array: true, default: [] as string[], describe: 'Leave out manifests annotated exclude.release.openshift.io/X: "true" (as the CVO\'s EXCLUDE_MANIFESTS)' })
