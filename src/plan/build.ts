@@ -191,7 +191,7 @@ async function decideNodeOs(client: RegistryClient, facts: ReleaseFacts, opts: P
   const { live } = opts;
   const forced = (names: readonly string[]) => names.some((n) => opts.allNodes.includes(n) || opts.controlPlaneOnly.includes(n));
   const mco = runsMachineConfigOperator(facts.components, classifications);
-  if (!mco && !forced(facts.components.find((c) => c.names.includes('machine-config-operator'))?.names ?? [])) withoutMachineConfigOperator(facts.components, classifications, opts.profile);
+  if (!mco) withoutMachineConfigOperator(facts.components, classifications, opts.profile, forced);
   // Stream names (MCO's, from the images' labels) matter only with a choice to make: several
   // streams, pools that name theirs, or --os-stream.
   const byTag = osImagesOf(facts.components, new Map());

@@ -291,12 +291,13 @@ export function runsMachineConfigOperator(components: readonly ComponentImage[],
 
 /**
  * A profile without the machine-config operator: its own image, named only by its images
- * ConfigMap (`machineConfigOperator`), runs nowhere, since no operator starts the daemon.
+ * ConfigMap (`machineConfigOperator`), runs nowhere, since no operator starts the daemon; unless
+ * a flag names it (`forced`).
  */
-export function withoutMachineConfigOperator(components: readonly ComponentImage[], classifications: Map<string, Classification>, profile: string): void {
+export function withoutMachineConfigOperator(components: readonly ComponentImage[], classifications: Map<string, Classification>, profile: string, forced: (names: readonly string[]) => boolean): void {
   const mco = machineConfigOperator(components);
   const decided = mco && classifications.get(mco.digest);
-  if (!mco || !decided || decided.reference !== 'operand') return;
+  if (!mco || !decided || decided.reference !== 'operand' || forced(mco.names)) return;
   classifications.set(mco.digest, { role: 'none', evidence: [`profile ${profile} runs no machine-config operator (its Deployment is not applied), so nothing starts the daemon its images ConfigMap names this image for`], reference: 'operand' });
 }
 
