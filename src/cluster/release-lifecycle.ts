@@ -7,7 +7,7 @@
 import semver from 'semver';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { AGENT_PATHS } from './agent/backend.js';
-import { MANAGED_BY_LABEL, setReady, type PinningBackend, type ProgressSnapshot } from './backend.js';
+import { MANAGED_BY_LABEL, setReady, type NodeSetProgress, type PinningBackend, type ProgressSnapshot } from './backend.js';
 import { mcoVersions } from './detect.js';
 import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from './kube.js';
 import type { ClusterRelease, ClusterVersion } from './live-cluster.js';
@@ -134,11 +134,17 @@ export function checkReleaseReady(version: string, snapshot: ProgressSnapshot): 
   const missing = snapshot.sets.filter((set) => !setReady(set)).flatMap((set) => {
     if (!set.exists) return [`${set.name} not found`];
     if (!set.nodes.length) return [`${set.name} targets no node`];
-    return set.nodes.filter((n) => n.phase !== 'done').map((n) => `${set.name} on ${n.node} ${n.phase}${n.imagesTotal ? ` (${n.imagesDone ?? 0}/${n.imagesTotal} images)` : ''}${n.error ? `: ${n.error}` : ''}`);
+    return set.nodes.filter((n) => n.phase !== 'done').map((n) => `${set.name} on ${n.node} ${n.phase}${n.imagesTotal ? ` (${n.imagesDone ?? 0}/${n.imagesTotal} images)` : ''}${reason(n)}`);
   });
   if (missing.length) throw new ReleaseNotReadyError(`NOT READY ${version}: ${missing.join(', ')}`);
   const nodes = new Set(snapshot.sets.flatMap((set) => set.nodes.map((n) => n.node)));
   return `READY ${version}: ${snapshot.sets.length} sets current on all ${nodes.size} nodes they target`;
+}
+
+/** What a node reports for a set it has not finished: its error, else why it still works or is silent. */
+function reason(n: NodeSetProgress): string {
+  const said = n.error ?? n.note ?? n.unreported;
+  return said ? `: ${said}` : '';
 }
 
 export interface PruneDecision {
