@@ -50,8 +50,8 @@ describe.each([
   });
 
   it('a 190-image control-plane set pulled across ~20 sync deadlines is progressing throughout and ready at the end', async () => {
-    // MCO at 1/200 of its real time: a 600 ms deadline, 1 worker and a 5 ms pause per image on
-    // masters, 58 ms per image: about 9.5 images per sync, 20 deadlines for 190 images.
+    // MCO at 1/200 of its real time: a 600 ms deadline, 2 ms per inspect, 1 worker on masters, 58 ms
+    // per image and a 5 ms pause after each: about 9.5 images per sync, 20 deadlines for 190 images.
     simulator = await McoSimulator.start(client, { pullMs: 300, imageMs: 58 }, { versions, timeScale: 200 });
     await runCli(['apply', writePlan(dir, testPlan('big', { imageCount: 190 })), ...kube()]);
     const result = await runCli(['wait', 'big-control-plane', '-o', 'json', '--fail-after', '2s', '--timeout', '120s', ...kube()]);
@@ -74,6 +74,35 @@ describe.each([
       status = (await runCli(['status', 'big-control-plane', ...kube()])).stdout;
     }
     expect(status).toMatch(/\n\npool master: 1\/1 nodes have every PinnedImageSet\n$/);
+  });
+
+  /**
+   * The ETA wait prints (MCO's pace, pace.ts) against the simulated daemon: one node pulling (a
+   * set of one role), so nothing shares its link; `imageMs` is the pull time the link rate gives
+   * the average image. Predicted and actual are in MCO's real seconds (actual x timeScale).
+   */
+  it.each([
+    { role: 'control-plane', node: 'master-0', scale: 200, realPullSeconds: 3 },
+    { role: 'worker', node: 'worker-0', scale: 50, realPullSeconds: 0 },
+  ] as const)('predicts a $role node\'s time ($node, $realPullSeconds s per image) within 10% of the daemon\'s', async ({ role, node, scale, realPullSeconds }) => {
+    const full = testPlan(`eta-${role}`, { imageCount: 150 });
+    const plan = { ...full, sets: full.sets.filter((s) => s.role === role) };
+    const set = plan.sets[0]!;
+    simulator = await McoSimulator.start(client, { pullMs: 0, imageMs: (realPullSeconds * 1000) / scale }, { versions, timeScale: scale });
+    const rate = realPullSeconds ? Math.round(set.compressedBytes / set.images.length / realPullSeconds) : undefined;
+    await runCli(['apply', writePlan(dir, plan), ...kube()]);
+    const result = await runCli(['wait', set.name, '-o', 'json', '--timeout', '120s', ...(rate ? ['--link-rate', String(rate)] : []), ...kube()]);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    const events = jsonLines(result.stdout);
+    const pace = events.find((e) => e['type'] === 'pace') as { nodes: Array<{ node: string; seconds: number; deadlines: number }> };
+    const predicted = pace.nodes.find((n) => n.node === node)!;
+    expect(events.some((e) => e['type'] === 'node' && e['node'] === node && e['phase'] === 'done')).toBe(true);
+    // From the daemon's first sync to its last: the CLI's own start is not MCO's time.
+    const { firstSync, completed } = simulator.timeline.get(node)!;
+    const actual = ((completed! - firstSync) / 1000) * scale;
+    console.log(`ETA ${role} ${node} (${versions.machineConfigNodes}): predicted ${predicted.seconds} s (${predicted.deadlines} deadlines), simulated daemon ${Math.round(actual)} s (${simulator.deadlinesMissed.get(node) ?? 0} deadlines), error ${Math.round((100 * (predicted.seconds - actual)) / actual)}%`);
+    expect(Math.abs(predicted.seconds - actual) / actual).toBeLessThan(0.1);
   });
 
   it("a bad image in another set of the pool is named as that set's, and does not fail ours", async () => {

@@ -24,6 +24,8 @@ export const NODE_PINNED_IMAGES = 'nodepinnedimages';
 
 /** Set annotation (rendered by `prestage plan`): bytes the set's images take on a node's disk. */
 export const DISK_BYTES_ANNOTATION = 'prestage.dev/disk-bytes';
+/** Set annotation (rendered by `prestage plan`): the set's compressed bytes, what a node downloads for it. */
+export const COMPRESSED_BYTES_ANNOTATION = 'prestage.dev/compressed-bytes';
 
 /**
  * Set annotation `prestage verify` stamps (a fresh value per run): every agent the set selects

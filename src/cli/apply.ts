@@ -6,6 +6,7 @@ import type { Argv } from 'yargs';
 import type { ApplyOutcome, DesiredSet } from '../cluster/backend.js';
 import { desiredSetsFromManifests, desiredSetsFromPlan } from '../cluster/desired-sets.js';
 import { checkMcoPreflight } from '../cluster/mco/preflight.js';
+import { OS_IMAGE_VIA_MCO_HELP, stageOsImage } from '../cluster/os-image-via-mco.js';
 import { BadInputError, systemErrorText } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
 import type { LiveCluster } from '../plan/live.js';
@@ -101,14 +102,17 @@ export function applyCommand(ctx: CommandContext, scriptName: string) {
         y
           .positional('source', { type: 'string', demandOption: true, describe: 'Plan JSON file, PinnedImageSet YAML file or directory, or release pullspec' })
           .option('dry-run', { choices: ['none', 'server'] as const, default: 'none' as const, describe: 'server: ask the API server what would change, change nothing' })
-          .option('force', { type: 'boolean', default: false, describe: 'Apply even when MCO\'s own disk check would refuse a set (it is checked first on the MCO backend, for sets from a plan or a release)' }),
+          .option('force', { type: 'boolean', default: false, describe: 'Apply even when MCO\'s own disk check would refuse a set (it is checked first on the MCO backend, for sets from a plan or a release)' })
+          .option('os-image-via-mco', { type: 'boolean', default: false, describe: `${OS_IMAGE_VIA_MCO_HELP} (sets from a plan or a release)` }),
       )),
     handler: async (args: any) => {
-      const { sets } = await readSetsSource(args.source, args, ctx);
+      const { sets, plan } = await readSetsSource(args.source, args, ctx);
+      if (args['os-image-via-mco'] && !plan) throw new BadInputError(`--os-image-via-mco: ${args.source} holds PinnedImageSets, not a plan; apply a plan JSON file or a release so the OS images are known`);
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
       const dryRun = args['dry-run'] === 'server';
       await checkMcoPreflight(client, backend, sets, { version: undefined, force: args.force === true, warn: (line) => ctx.log.warn(line) });
-      ctx.stdout.write(renderApplyOutcomes(await backend.apply(sets, { dryRun }), dryRun));
+      const osImage = plan ? await stageOsImage(client, backend, plan, { viaMco: args['os-image-via-mco'] === true, dryRun, warn: (line) => ctx.log.warn(line) }) : [];
+      ctx.stdout.write(renderApplyOutcomes([...(await backend.apply(sets, { dryRun })), ...osImage], dryRun));
     },
   };
 }

@@ -6,7 +6,7 @@ import type { BackendKind, PinningBackend } from '../cluster/backend.js';
 import { detectBackend } from '../cluster/detect.js';
 import { KubeClient } from '../cluster/kube.js';
 import { loadKubeconfig } from '../cluster/kubeconfig.js';
-import { mcoBackend } from '../cluster/mco/backend.js';
+import { mcoBackend, type McoVersions } from '../cluster/mco/backend.js';
 
 export interface KubeFlags {
   kubeconfig?: string;
@@ -21,8 +21,8 @@ export function withKubeOptions<T>(y: Argv<T>): Argv<T & KubeFlags> {
     .option('backend', { choices: ['mco', 'agent'] as const, describe: 'Pinning backend (default: MCO when the cluster serves PinnedImageSets, else the prestage agent)' }) as unknown as Argv<T & KubeFlags>;
 }
 
-export async function clusterFrom(flags: KubeFlags, scriptName: string): Promise<{ client: KubeClient; backend: PinningBackend }> {
+export async function clusterFrom(flags: KubeFlags, scriptName: string): Promise<{ client: KubeClient; backend: PinningBackend; mco?: McoVersions }> {
   const client = new KubeClient(await loadKubeconfig(flags));
   const detected = await detectBackend(client, AGENT_API_VERSION, scriptName, flags.backend);
-  return { client, backend: detected.kind === 'mco' ? mcoBackend(client, detected.versions) : agentBackend(client) };
+  return detected.kind === 'mco' ? { client, backend: mcoBackend(client, detected.versions), mco: detected.versions } : { client, backend: agentBackend(client) };
 }

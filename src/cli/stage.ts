@@ -21,6 +21,7 @@ import { runWait, withWaitOptions, type WaitFlags } from './wait.js';
 import { checkCacheForPlan } from '../cluster/cache-check.js';
 import { AGENT_NAME } from '../install/manifests.js';
 import { checkMcoPreflight } from '../cluster/mco/preflight.js';
+import { OS_IMAGE_VIA_MCO_HELP, stageOsImage } from '../cluster/os-image-via-mco.js';
 import { parseQuantity } from '../cluster/quantity.js';
 
 /**
@@ -62,10 +63,12 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       withToOptions(withLiveOptions(withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', describe: 'Release pullspec (or --to VERSION)' })))), 'on; a cluster without ClusterVersion is planned from the release alone'))
         .option('prune', { type: 'boolean', default: false, describe: 'Once every set is ready, delete the prestage sets of releases older than the one the cluster runs (as prune does)' })
         .option('force', { type: 'boolean', default: false, describe: 'Apply even when MCO\'s own disk check would refuse a set (it is checked first on the MCO backend)' })
+        .option('os-image-via-mco', { type: 'boolean', default: false, describe: OS_IMAGE_VIA_MCO_HELP })
         .option('cache', { type: 'boolean', default: false, describe: 'Through the in-cluster cache (install --cache): check it is there, wired to the nodes and large enough for the plan before applying; wait shows its figures either way' })
         .epilogue(LIVE_CLUSTER_HELP),
     handler: async (args: any) => {
-      const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
+      const cluster = await clusterFrom(args as KubeFlags, scriptName);
+      const { client, backend } = cluster;
       const release = await releaseToPlan(args, (line) => ctx.log.warn(line));
       const observed = args.cluster === false ? undefined : await liveClusterFrom(args as KubeFlags, args.cluster === true, (line) => ctx.log.warn(line));
       // What earlier stages pinned is on the nodes' disks too: not new bytes.
@@ -81,9 +84,10 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       }
       await checkNodeDisks(client, backend, sets, plan.nodes);
       await checkMcoPreflight(client, backend, sets, { version: observed?.release.version, force: args.force === true, warn: (line) => ctx.log.warn(line) });
-      const applied = renderApplyOutcomes(await backend.apply(sets, { dryRun: false }), false);
+      const osImage = await stageOsImage(client, backend, plan, { viaMco: args['os-image-via-mco'] === true, dryRun: false, warn: (line) => ctx.log.warn(line) });
+      const applied = renderApplyOutcomes([...(await backend.apply(sets, { dryRun: false })), ...osImage], false);
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(applied);
-      await runWait(backend, sets.map((s) => s.name), args as WaitFlags, ctx, client);
+      await runWait(backend, sets.map((s) => s.name), args as WaitFlags, ctx, cluster);
       if (args.prune) await runPrune(client, backend, args.output === 'json' ? ctx.stderr : ctx.stdout, false);
     },
   };

@@ -8,15 +8,20 @@ import { cacheEvent, CacheMetricsReader, type CacheCounters, type CacheEvent } f
 import type { KubeClient } from '../cluster/kube.js';
 import { waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTracker } from '../cluster/wait.js';
 import { formatBytes } from '../render/table.js';
+import type { McoVersions } from '../cluster/mco/backend.js';
+import { DEFAULT_FAIL_AFTER_MS, DEFAULT_TIMEOUT_MS, mcoPace, mcoWaitDefaults, paceLines, predictMcoNodes } from '../cluster/mco/pace.js';
+import { mcoNodeWork, runningVersion } from '../cluster/mco/pace-work.js';
 import type { CommandContext } from './context.js';
-import { positiveDuration } from './flag-values.js';
+import { linkRate, positiveDuration } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 
 export interface WaitFlags {
-  /** Milliseconds, given as 90s, 30m, 2h. */
-  timeout: number;
-  /** Milliseconds. */
-  'fail-after': number;
+  /** Milliseconds, given as 90s, 30m, 2h; undefined: 60m, or on MCO what its pace asks for. */
+  timeout?: number;
+  /** Milliseconds; undefined: 10m, or on MCO what its pace asks for. */
+  'fail-after'?: number;
+  /** Bytes per second of the link the nodes pull over (shared); for MCO's predicted pace. */
+  'link-rate'?: number;
   output: 'text' | 'json';
   /** Where `install --cache` put the cache. */
   'cache-namespace': string;
@@ -27,8 +32,9 @@ const CACHE_READ_INTERVAL_MS = 10_000;
 
 export function withWaitOptions<T>(y: Argv<T>): Argv<T & WaitFlags> {
   return y
-    .option('timeout', { type: 'string', default: '60m', coerce: positiveDuration('timeout'), describe: 'Give up after this long (exit 124), e.g. 90s, 30m, 2h' })
-    .option('fail-after', { type: 'string', default: '10m', coerce: positiveDuration('fail-after'), describe: 'Fail (exit 1) when a node stays degraded this long; nodes retry until then' })
+    .option('timeout', { type: 'string', coerce: positiveDuration('timeout'), describe: 'Give up after this long (exit 124), e.g. 90s, 30m, 2h [default: 60m; on MCO at least twice the slowest node\'s predicted time]' })
+    .option('fail-after', { type: 'string', coerce: positiveDuration('fail-after'), describe: 'Fail (exit 1) when a node stays degraded this long; nodes retry until then [default: 10m; on MCO at least the time its next sync takes to retry a pull]' })
+    .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'The rate of the link the nodes pull over, shared by all (e.g. 20MiB/s, 100Mbit/s): on MCO its predicted pace counts the bytes with it' })
     .option('output', { alias: 'o', choices: ['text', 'json'] as const, default: 'text' as const, describe: 'text: progress lines (redrawn on a terminal); json: one event per line' })
     .option('cache-namespace', { type: 'string', default: 'prestage', describe: 'Namespace of the in-cluster cache (install --cache): its upstream bytes and hit ratio since wait started are shown; nothing when there is none' }) as unknown as Argv<T & WaitFlags>;
 }
@@ -46,6 +52,12 @@ export class WaitPrinter {
     private readonly output: 'text' | 'json',
   ) {
     this.tty = output === 'text' && (out as { isTTY?: boolean }).isTTY === true;
+  }
+
+  /** MCO's predicted pace and the limits it sets: lines, or one JSON event. */
+  printPace(lines: readonly string[], reasons: readonly string[], event: Record<string, unknown>): void {
+    if (this.output === 'json') return void this.out.write(`${JSON.stringify(event)}\n`);
+    this.out.write([...lines, ...reasons].map((l) => `${l}\n`).join(''));
   }
 
   /** The cache's figures: a line of its own, or on a terminal the last line of the redrawn block. */
@@ -105,13 +117,37 @@ function formatSeconds(s: number): string {
   return s >= 3600 ? `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m` : s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${s}s`;
 }
 
-export async function runWait(backend: PinningBackend, sets: readonly string[] | undefined, flags: WaitFlags, ctx: CommandContext, client?: KubeClient): Promise<void> {
+/** MCO's predicted pace for `sets` (printed), and the limits that follow from it for flags not given. */
+async function waitLimits(cluster: WaitCluster | undefined, sets: readonly string[] | undefined, flags: WaitFlags, printer: WaitPrinter): Promise<{ timeoutMs: number; failAfterMs: number; predictedEndMs?: Map<string, number> }> {
+  const given = { timeoutMs: flags.timeout ?? DEFAULT_TIMEOUT_MS, failAfterMs: flags['fail-after'] ?? DEFAULT_FAIL_AFTER_MS };
+  if (!cluster?.mco || cluster.backend.kind !== 'mco') return given;
+  const works = await mcoNodeWork(cluster.client, cluster.backend, cluster.mco, sets);
+  if (works.length === 0) return given;
+  const pace = mcoPace(await runningVersion(cluster.client));
+  const predictions = predictMcoNodes(works, pace, flags['link-rate']);
+  const defaults = mcoWaitDefaults(predictions, pace);
+  const limits = { timeoutMs: flags.timeout ?? defaults.timeoutMs, failAfterMs: flags['fail-after'] ?? defaults.failAfterMs };
+  const reasons = [...(flags.timeout === undefined ? [defaults.reasons[0]!] : []), ...(flags['fail-after'] === undefined ? [defaults.reasons[1]!] : [])];
+  printer.printPace(paceLines(predictions, pace, flags['link-rate'], formatBytes), reasons, { type: 'pace', mcoVersion: pace.version ?? null, deadlineSeconds: pace.deadlineSeconds, ...(flags['link-rate'] ? { linkBytesPerSecond: flags['link-rate'] } : {}), nodes: predictions, timeoutSeconds: limits.timeoutMs / 1000, failAfterSeconds: limits.failAfterMs / 1000 });
+  const now = Date.now();
+  return { ...limits, predictedEndMs: new Map(predictions.map((p) => [p.node, now + p.seconds * 1000])) };
+}
+
+/** The cluster wait talks to: its client, and MCO's API versions where the backend is MCO. */
+export interface WaitCluster {
+  readonly client: KubeClient;
+  readonly backend: PinningBackend;
+  readonly mco?: McoVersions;
+}
+
+export async function runWait(backend: PinningBackend, sets: readonly string[] | undefined, flags: WaitFlags, ctx: CommandContext, cluster?: WaitCluster): Promise<void> {
   const printer = new WaitPrinter(ctx.stdout, flags.output);
+  const client = cluster?.client;
+  const limits = await waitLimits(cluster, sets, flags, printer);
   const cache = client ? await CacheFigures.start(new CacheMetricsReader(client, flags['cache-namespace']), (event) => printer.printCache(event), (line) => ctx.log.warn(line), (line) => ctx.log.debug(line)) : undefined;
   try {
     await waitForSets(backend, sets, {
-      timeoutMs: flags.timeout,
-      failAfterMs: flags['fail-after'],
+      ...limits,
       onEvents: (events, tracker) => printer.print(events, tracker),
       onRetry: (error, delayMs) => ctx.log.warn(`watch interrupted, re-watching in ${delayMs} ms: ${error.message}`),
     });
@@ -170,9 +206,9 @@ export function waitCommand(ctx: CommandContext, scriptName: string) {
   return {
     builder: (y: Argv) => withKubeOptions(withWaitOptions(y.positional('sets', { type: 'string', array: true, describe: 'PinnedImageSet names' }))),
     handler: async (args: any) => {
-      const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
+      const cluster = await clusterFrom(args as KubeFlags, scriptName);
       const sets = (args.sets as string[] | undefined)?.length ? (args.sets as string[]) : undefined;
-      await runWait(backend, sets, args as WaitFlags, ctx, client);
+      await runWait(cluster.backend, sets, args as WaitFlags, ctx, cluster);
     },
   };
 }

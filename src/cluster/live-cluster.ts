@@ -15,7 +15,8 @@ import { loadKubeconfig } from './kubeconfig.js';
 export const LIVE_CLUSTER_RBAC =
   'get, list on nodes and pods (all namespaces); get on clusterversions, featuregates and infrastructures (config.openshift.io); get on osimagestreams, list on machineconfigpools (machineconfiguration.openshift.io)';
 
-const CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version';
+/** ClusterVersion `version`: there on every OpenShift cluster, nowhere else. */
+export const CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version';
 const INFRASTRUCTURE = '/apis/config.openshift.io/v1/infrastructures/cluster';
 const FEATURE_GATE = '/apis/config.openshift.io/v1/featuregates/cluster';
 const OS_IMAGE_STREAM = '/apis/machineconfiguration.openshift.io/v1/osimagestreams/cluster';

@@ -73,7 +73,11 @@ export class WaitTracker {
   private readonly degraded = new Map<string, { since: number; error: string; unreported: boolean }>();
   latest: ProgressSnapshot = { sets: [] };
 
-  constructor(private readonly failAfterMs: number) {}
+  /** `predictedEndMs`: when each node is expected to be done (MCO's pace), for an ETA before any is. */
+  constructor(
+    private readonly failAfterMs: number,
+    private readonly predictedEndMs: ReadonlyMap<string, number> = new Map(),
+  ) {}
 
   observe(snapshot: ProgressSnapshot, now: number): WaitEvent[] {
     this.latest = snapshot;
@@ -149,7 +153,12 @@ export class WaitTracker {
     const bytesElapsed = trend.bytesSince ? (now - trend.bytesSince.at) / 1000 : 0;
     let etaSeconds: number | undefined;
     if (bytesElapsed > 0 && bytes !== undefined && pulledBytes! > trend.bytesSince!.pulled) etaSeconds = ((bytes - pulledBytes!) * bytesElapsed) / (pulledBytes! - trend.bytesSince!.pulled);
-    else if (elapsed > 0 && nodesDone > trend.startDone) etaSeconds = ((set.nodes.length - nodesDone) * elapsed) / (nodesDone - trend.startDone);
+    else {
+      // Without bytes: MCO's pace, where predicted (a master is slower than its workers), else the nodes' rate.
+      const ends = set.nodes.filter((n) => n.phase !== 'done').flatMap((n) => (this.predictedEndMs.has(n.node) ? [this.predictedEndMs.get(n.node)!] : []));
+      if (ends.length) etaSeconds = Math.max(0, (Math.max(...ends) - now) / 1000);
+      else if (elapsed > 0 && nodesDone > trend.startDone) etaSeconds = ((set.nodes.length - nodesDone) * elapsed) / (nodesDone - trend.startDone);
+    }
     return {
       type: 'set',
       time,
@@ -178,11 +187,13 @@ export interface WaitOptions {
   /** Every event, in order, and the tracker after each batch (for progress lines). */
   readonly onEvents: (events: readonly WaitEvent[], tracker: WaitTracker) => void;
   readonly onRetry?: (error: Error, delayMs: number) => void;
+  /** Per node, when it is predicted to be done (epoch ms). */
+  readonly predictedEndMs?: ReadonlyMap<string, number>;
 }
 
 /** Resolves when every set is ready; rejects with SetFailedError or WaitTimeoutError. */
 export async function waitForSets(backend: PinningBackend, sets: readonly string[] | undefined, options: WaitOptions): Promise<WaitTracker> {
-  const tracker = new WaitTracker(options.failAfterMs);
+  const tracker = new WaitTracker(options.failAfterMs, options.predictedEndMs);
   const abort = new AbortController();
   let failTimer: NodeJS.Timeout | undefined;
   let timeoutTimer: NodeJS.Timeout | undefined;

@@ -34,7 +34,12 @@ export interface OsImage {
 }
 
 export function isNodeOsImage(c: ComponentImage): boolean {
-  return c.names.some((n) => NODE_OS_IMAGE.test(n) || OS_TAG.test(n)) || (c.annotations['io.openshift.build.source-location'] ?? '').includes(OS_SOURCE);
+  return isNodeOsImageName(c.names) || (c.annotations['io.openshift.build.source-location'] ?? '').includes(OS_SOURCE);
+}
+
+/** By its release tag names alone (what a plan keeps of an image). */
+export function isNodeOsImageName(names: readonly string[]): boolean {
+  return names.some((n) => NODE_OS_IMAGE.test(n) || OS_TAG.test(n));
 }
 
 /** The release's node OS images with their streams; `labels`: image config labels where read. */

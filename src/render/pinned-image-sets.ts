@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import yaml from 'js-yaml';
 import { writeFileAtomic } from '../atomic-file.js';
 import { OutputError, systemErrorText } from '../errors.js';
+import { COMPRESSED_BYTES_ANNOTATION } from '../api/prestage.js';
 import { toAgentPinnedImageSet } from '../cluster/agent/backend.js';
 import { RELEASE_ANNOTATION, RELEASE_DIGEST_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL, releaseVersionLabel } from '../cluster/release-lifecycle.js';
 import type { Plan, PlannedSet } from '../plan/types.js';
@@ -40,7 +41,7 @@ export function toPinnedImageSet(plan: Plan, set: PlannedSet, apiVersion = MCO_A
         [RELEASE_DIGEST_ANNOTATION]: plan.release.digest,
         [RELEASE_VERSION_ANNOTATION]: plan.release.version,
         'prestage.dev/role': set.role,
-        'prestage.dev/compressed-bytes': String(set.compressedBytes),
+        [COMPRESSED_BYTES_ANNOTATION]: String(set.compressedBytes),
         'prestage.dev/disk-bytes': String(set.diskBytes),
         'prestage.dev/size-estimate': set.estimate.method,
       },

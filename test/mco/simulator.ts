@@ -5,17 +5,21 @@
  * - the controller lists each pool's PinnedImageSets (by `machineConfigSelector`) in the pool's
  *   `spec.pinnedImageSets`, keeps one MachineConfigNode per node, and the pool's
  *   `poolSynchronizersStatus` (PinnedImageSets) with a PinnedImageSetsDegraded condition;
- * - each node's daemon runs ONE sync for all sets of its pool, under a deadline (2 minutes):
- *   1 pull worker and a 1 s pause per image on masters, 5 workers elsewhere, 5 tries per image;
+ * - each node's daemon runs ONE sync for all sets of its pool: the disk check inspects every image
+ *   not present and not sized yet, one at a time; then the images are queued through a channel of
+ *   10 to the node's pull workers (5, or 1 on a master; 5 tries per image; a 1 s pause after every
+ *   image on every node), the deadline (2 minutes) checked only while queueing;
  * - a sync that misses its deadline writes `requeue: prefetching images incomplete after
- *   timeout: 2m0s` as the failure of every unfinished set and requeues; the next sync's apply
- *   leaves the failure fields out (server-side apply drops them) while PinnedImageSetsDegraded
- *   stays True until a sync completes; pulled images are kept across syncs;
+ *   timeout: 2m0s` as the failure of every unfinished set and is requeued rate-limited, as every
+ *   failed sync is; the workers pull on meanwhile; the next sync's apply leaves the failure fields
+ *   out (server-side apply drops them) while PinnedImageSetsDegraded stays True until a sync
+ *   completes; pulled images are kept across syncs;
  * - any sync error (a bad image in any set, a node-wide error) is written into EVERY unfinished
  *   set of the pool;
  * - status is written by server-side apply, field manager `machine-config-operator`, with
  *   `status.configVersion`; at v1alpha1 (4.16) unfinished entries carry zero generations.
  */
+import { setMaxListeners } from 'node:events';
 import type { Informer } from '../../src/cluster/informer.js';
 import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../../src/cluster/kube.js';
 import { MCO_GROUP, MCO_V1, mcoPaths, type McoVersions } from '../../src/cluster/mco/backend.js';
@@ -32,23 +36,29 @@ export interface NodeBehaviour extends BaseBehaviour {
    * with `failed to execute podman manifest inspect for "<image>": exit status 125`.
    */
   readonly missingImages?: readonly string[];
+  /** One `podman manifest inspect` of the disk check (default: 400 ms scaled). */
+  readonly inspectMs?: number;
 }
 
 export interface McoSimulatorOptions {
   /** The versions the cluster serves: v1 (4.19+) or v1alpha1 (4.16-4.18). */
   readonly versions?: McoVersions;
-  /** MCO's durations (2 min sync deadline, 1 s master pause, 1-8 s pull retries) divided by this. */
+  /** MCO's durations (2 min sync deadline, 1 s pause per image, 0.4 s per inspect, 1-8 s pull retries) divided by this. */
   readonly timeScale?: number;
 }
 
 /** The PinnedImageSetsDegraded message MCO's daemon writes on every failure from 4.19 (pkg/daemon/pinned_image_set.go). */
 const GENERIC_DEGRADED = 'One or more PinnedImageSet is experiencing an error. See PinnedImageSet list for more details.';
 
-/** MCO's own constants (pkg/daemon/pinned_image_set.go, 4.16-4.21). */
+/** MCO's own constants (pkg/daemon/pinned_image_set.go, 4.16-4.21; cmd/machine-config-daemon/start.go). */
 const PREFETCH_TIMEOUT_MS = 120_000;
 const PREFETCH_TIMEOUT_TEXT = '2m0s';
-const MASTER_PAUSE_MS = 1_000;
+/** The pause after every image, on every worker of every node (defaultPrefetchThrottleDuration). */
+const THROTTLE_MS = 1_000;
 const WORKERS = 5;
+const CHANNEL = 10;
+/** One `podman manifest inspect` (FACTS §3: 190 tiny images on a master took 4 min 37 s). */
+const INSPECT_MS = 400;
 const PULL_TRIES = 5;
 /** wait.Backoff{Duration: 1s, Factor: 2, Cap: 10s}: sleeps between the 5 tries. */
 const PULL_RETRY_SLEEPS_MS = [1_000, 2_000, 4_000, 8_000];
@@ -60,7 +70,6 @@ const FIELD_MANAGER = 'machine-config-operator';
  * sets complete"), so a status the API server did not take is written again.
  */
 const REQUEUE_BASE_MS = 5;
-const REQUEUE_CAP_MS = 1_000_000;
 const MAX_REQUEUES = 15;
 const REQUEUE_AFTER_MAX_MS = 60_000;
 
@@ -88,7 +97,16 @@ interface MachineConfigNode extends KubeObject {
 
 /** One node's daemon: what it has pulled and finished, and its running sync. */
 interface Daemon {
+  /** Images present in the node's storage. */
   readonly pulled: Set<string>;
+  /** The daemon's cache: images marked pulled (even when their pull failed), images whose size it has. */
+  readonly marked: Set<string>;
+  readonly sized: Set<string>;
+  /** The prefetch channel (10 places) and its workers (persistent, 5 or 1 on a master). */
+  readonly channel: Task[];
+  readonly waiting: Array<() => void>;
+  readonly room: Array<() => void>;
+  workers?: number;
   /** Set uid → the generation whose images are all pulled (MCO's cache). */
   readonly complete: Map<string, number>;
   conditions: Condition[];
@@ -118,6 +136,8 @@ export class McoSimulator extends NodePlayer {
   private readonly poolStatus = new Map<string, string>();
   /** Syncs that missed their deadline, per node. */
   readonly deadlinesMissed = new Map<string, number>();
+  /** Per node: when its first sync started, and when its last sync completed (epoch ms). */
+  readonly timeline = new Map<string, { firstSync: number; completed?: number }>();
 
   private constructor(
     client: KubeClient,
@@ -126,6 +146,8 @@ export class McoSimulator extends NodePlayer {
     private readonly timeScale: number,
   ) {
     super(client, defaultBehaviour);
+    // Every pull worker of every node sleeps on the simulator's signal at once.
+    setMaxListeners(0, this.abort.signal);
     this.paths = mcoPaths(versions);
     this.informers = { sets: this.informer(this.paths.pinnedImageSets), pools: this.informer(this.paths.machineConfigPools), nodes: this.informer(this.paths.nodes), mcns: this.informer(this.paths.machineConfigNodes) };
   }
@@ -210,7 +232,7 @@ export class McoSimulator extends NodePlayer {
 
   private daemonOf(node: string): Daemon {
     let daemon = this.daemons.get(node);
-    if (!daemon) this.daemons.set(node, (daemon = { pulled: new Set(), complete: new Map(), conditions: [] }));
+    if (!daemon) this.daemons.set(node, (daemon = { pulled: new Set(), marked: new Set(), sized: new Set(), channel: [], waiting: [], room: [], complete: new Map(), conditions: [] }));
     return daemon;
   }
 
@@ -229,7 +251,7 @@ export class McoSimulator extends NodePlayer {
   private async runSync(node: string, pool: string, sets: readonly PinnedImageSet[], daemon: Daemon, signal: AbortSignal): Promise<void> {
     const behaviour = this.behaviourOf(node) as NodeBehaviour;
     const deadline = Date.now() + PREFETCH_TIMEOUT_MS / this.timeScale;
-    const unfinished = sets.filter((s) => daemon.complete.get(uidOf(s)) !== s.metadata.generation);
+    if (!this.timeline.has(node)) this.timeline.set(node, { firstSync: Date.now() });
     await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsProgressing', status: 'True', reason: 'ImagePrefetch', message: `node is prefetching images: ${node}` });
 
     let error: string | undefined;
@@ -239,19 +261,12 @@ export class McoSimulator extends NodePlayer {
       error = behaviour.failWith;
     } else {
       daemon.failingSince = undefined;
-      const images = [...new Set(unfinished.flatMap((s) => s.spec.pinnedImages.map((i) => i.name)))].filter((image) => !daemon.pulled.has(image));
-      // The disk check inspects every image not yet present first: one the registry lacks ends the sync there, nothing pulled.
-      const missing = images.find((image) => behaviour.missingImages?.includes(image));
-      if (missing !== undefined) {
-        await sleep(behaviour.imageMs ?? behaviour.pullMs / Math.max(1, images.length), signal);
-        error = `failed to execute podman manifest inspect for "${missing}": exit status 125`;
-      } else {
-        error = await this.prefetch(node, images, behaviour, daemon, deadline, signal);
-      }
+      error = await this.prefetch(node, sets, behaviour, daemon, deadline, signal);
     }
     if (signal.aborted) return;
     if (error === undefined) {
       for (const set of sets) daemon.complete.set(uidOf(set), set.metadata.generation ?? 1);
+      this.timeline.get(node)!.completed = Date.now();
       const written =
         (await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsProgressing', status: 'False', reason: 'AsExpected', message: 'All pinned image sets complete' })) &&
         (await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsDegraded', status: 'False', reason: 'AsExpected', message: 'All is good' }));
@@ -260,46 +275,104 @@ export class McoSimulator extends NodePlayer {
         return;
       }
       // The status write failed (the API server down, say): the sync returns its error and is requeued.
-      const requeues = (daemon.requeues = (daemon.requeues ?? 0) + 1);
-      await sleep(requeues > MAX_REQUEUES ? REQUEUE_AFTER_MAX_MS / this.timeScale : Math.min(REQUEUE_BASE_MS * 2 ** (requeues - 1), REQUEUE_CAP_MS), signal);
-      if (!signal.aborted && daemon.sync?.signal === signal) this.startSync(node, pool, sets, daemon.started!);
-      return;
+      return this.requeue(node, pool, sets, daemon, signal);
     }
     if (error.startsWith('requeue:')) this.deadlinesMissed.set(node, (this.deadlinesMissed.get(node) ?? 0) + 1);
     // The condition's message: the error itself on 4.16-4.18 (v1alpha1), a generic text from 4.19 (v1), the error being in the entries.
     const message = this.versions.machineConfigNodes === 'v1alpha1' ? error : GENERIC_DEGRADED;
     await this.applyStatus(node, pool, sets, daemon, { type: 'PinnedImageSetsDegraded', status: 'True', reason: 'PrefetchFailed', message }, error);
-    // The work queue requeues the pool: at once after a deadline, after a pull's time otherwise.
-    await sleep(error.startsWith('requeue:') ? 0 : behaviour.pullMs, signal);
+    await this.requeue(node, pool, sets, daemon, signal);
+  }
+
+  /** The work queue's AddRateLimited: 5 ms doubling per requeue, 15 times, then once after a minute and from 5 ms again. */
+  private async requeue(node: string, pool: string, sets: readonly PinnedImageSet[], daemon: Daemon, signal: AbortSignal): Promise<void> {
+    const requeues = daemon.requeues ?? 0;
+    daemon.requeues = requeues < MAX_REQUEUES ? requeues + 1 : 0;
+    await sleep((requeues < MAX_REQUEUES ? REQUEUE_BASE_MS * 2 ** requeues : REQUEUE_AFTER_MAX_MS) / this.timeScale, signal);
     if (!signal.aborted && daemon.sync?.signal === signal) this.startSync(node, pool, sets, daemon.started!);
   }
 
-  /** Pulls `images` with MCO's worker count until done or the deadline; the last error, or the deadline's. */
-  private async prefetch(node: string, images: readonly string[], behaviour: NodeBehaviour, daemon: Daemon, deadline: number, signal: AbortSignal): Promise<string | undefined> {
-    const master = this.informers.nodes.items.get(node)?.metadata.labels?.['node-role.kubernetes.io/master'] !== undefined;
-    const imageMs = behaviour.imageMs ?? behaviour.pullMs / Math.max(1, images.length);
-    const queue = [...images];
-    let error: string | undefined;
-    const worker = async () => {
-      for (let image = queue.shift(); image !== undefined && !signal.aborted; image = queue.shift()) {
-        if (Date.now() >= deadline) return;
-        const bad = behaviour.badImages?.includes(image) ?? false;
-        const pulling = bad ? PULL_TRIES * imageMs + PULL_RETRY_SLEEPS_MS.reduce((a, b) => a + b, 0) / this.timeScale : imageMs;
-        if (Date.now() + pulling > deadline) {
-          await sleep(deadline - Date.now(), signal);
-          return;
-        }
-        await sleep(pulling, signal);
-        if (bad) error = `failed to pull image "${image}" (${PULL_TRIES} tries): timed out waiting for the condition: rpc error: code = Unknown desc = reading manifest ${image.split('@')[1]} in ${image.split('@')[0]}: manifest unknown`;
-        else daemon.pulled.add(image);
-        if (master) await sleep(Math.min(MASTER_PAUSE_MS / this.timeScale, Math.max(0, deadline - Date.now())), signal);
+  /**
+   * One sync's prefetch as the daemon's: per set, the disk check (`podman manifest inspect` of
+   * each image not present whose size is not cached, one at a time, under the deadline), then
+   * every image not marked pulled is queued to the node's workers through a channel of 10, the
+   * deadline checked only between queueings; then the sync waits for its images however long they
+   * take, and checks every image is present (a failed pull is marked pulled too: the next sync
+   * finds it missing, "image removed during sync", and clears the cache).
+   */
+  private async prefetch(node: string, sets: readonly PinnedImageSet[], behaviour: NodeBehaviour, daemon: Daemon, deadline: number, signal: AbortSignal): Promise<string | undefined> {
+    const imagesOf = (set: PinnedImageSet) => set.spec.pinnedImages.map((i) => i.name);
+    for (const set of sets) {
+      for (const image of imagesOf(set)) {
+        if (daemon.marked.has(image) || daemon.pulled.has(image) || daemon.sized.has(image)) continue;
+        if (Date.now() >= deadline) return `failed to execute podman manifest inspect for "${image}": signal: killed`;
+        await sleep(behaviour.inspectMs ?? INSPECT_MS / this.timeScale, signal);
+        if (signal.aborted) return undefined;
+        if (behaviour.missingImages?.includes(image)) return `failed to execute podman manifest inspect for "${image}": exit status 125`;
+        daemon.sized.add(image);
       }
-    };
-    await Promise.all(Array.from({ length: master ? 1 : WORKERS }, worker));
-    if (queue.length > 0 || images.some((i) => !daemon.pulled.has(i) && !behaviour.badImages?.includes(i))) {
-      return `requeue: prefetching images incomplete after timeout: ${PREFETCH_TIMEOUT_TEXT}`;
     }
-    return error;
+    const unfinished = sets.filter((s) => daemon.complete.get(uidOf(s)) !== s.metadata.generation);
+    const count = new Set(unfinished.flatMap(imagesOf)).size;
+    const monitor = newMonitor();
+    for (const set of unfinished) {
+      for (const image of imagesOf(set)) {
+        if (daemon.marked.has(image)) continue;
+        if (Date.now() >= deadline) return `requeue: prefetching images incomplete after timeout: ${PREFETCH_TIMEOUT_TEXT}`;
+        await this.enqueue(node, daemon, { image, monitor, imageMs: behaviour.imageMs ?? behaviour.pullMs / Math.max(1, count) }, signal);
+        if (signal.aborted) return undefined;
+      }
+    }
+    await monitor.done();
+    if (monitor.error !== undefined) return monitor.error;
+    for (const image of [...new Set(sets.flatMap(imagesOf))].sort()) {
+      if (!daemon.pulled.has(image)) {
+        daemon.marked.clear();
+        daemon.sized.clear();
+        return `failed to pull image: image removed during sync: ${image}`;
+      }
+    }
+    return undefined;
+  }
+
+  /** Puts a task in the node's channel (10 places), starting its workers the first time. */
+  private async enqueue(node: string, daemon: Daemon, task: Task, signal: AbortSignal): Promise<void> {
+    if (!daemon.workers) {
+      const master = this.informers.nodes.items.get(node)?.metadata.labels?.['node-role.kubernetes.io/master'] !== undefined;
+      daemon.workers = master ? 1 : WORKERS;
+      for (let i = 0; i < daemon.workers; i++) {
+        this.worker(node, daemon).catch((error: Error) => {
+          if (!this.abort.signal.aborted) this.errors.push(error);
+        });
+      }
+    }
+    task.monitor.add();
+    while (daemon.channel.length >= CHANNEL && !signal.aborted) await new Promise<void>((resolve) => daemon.room.push(resolve));
+    daemon.channel.push(task);
+    daemon.waiting.shift()?.();
+  }
+
+  /** A pull worker: ImageStatus, else the pull (5 tries for a bad image); marked pulled either way; a 1 s pause after every image. */
+  private async worker(node: string, daemon: Daemon): Promise<void> {
+    const signal = this.abort.signal;
+    while (!signal.aborted) {
+      const task = daemon.channel.shift();
+      if (!task) {
+        await new Promise<void>((resolve) => daemon.waiting.push(resolve));
+        continue;
+      }
+      for (const wake of daemon.room.splice(0)) wake();
+      const behaviour = this.behaviourOf(node) as NodeBehaviour;
+      if (!daemon.pulled.has(task.image)) {
+        const bad = behaviour.badImages?.includes(task.image) ?? false;
+        await sleep(bad ? PULL_TRIES * task.imageMs + PULL_RETRY_SLEEPS_MS.reduce((a, b) => a + b, 0) / this.timeScale : task.imageMs, signal);
+        if (bad) task.monitor.error = `failed to pull image "${task.image}" (${PULL_TRIES} tries): timed out waiting for the condition: rpc error: code = Unknown desc = reading manifest ${task.image.split('@')[1]} in ${task.image.split('@')[0]}: manifest unknown`;
+        else daemon.pulled.add(task.image);
+      }
+      daemon.marked.add(task.image);
+      task.monitor.finish();
+      await sleep(THROTTLE_MS / this.timeScale, signal);
+    }
   }
 
   /**
@@ -335,6 +408,32 @@ export class McoSimulator extends NodePlayer {
 }
 
 const uidOf = (object: KubeObject): string => object.metadata['uid'] as string;
+
+interface Monitor {
+  error?: string;
+  add(): void;
+  finish(): void;
+  done(): Promise<void>;
+}
+
+/** prefetchMonitor: a wait group of one sync's tasks, keeping the last error. */
+function newMonitor(): Monitor {
+  let pending = 0;
+  let wake: (() => void) | undefined;
+  return {
+    add: () => void pending++,
+    finish: () => {
+      if (--pending === 0) wake?.();
+    },
+    done: () => (pending === 0 ? Promise.resolve() : new Promise<void>((resolve) => (wake = resolve))),
+  };
+}
+
+interface Task {
+  readonly image: string;
+  readonly monitor: Monitor;
+  readonly imageMs: number;
+}
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

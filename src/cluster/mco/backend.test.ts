@@ -93,4 +93,22 @@ describe('judgeMcoError', () => {
     expect(judgeMcoError(podman(OURS), new Set([OURS]), owners)).toEqual({ failure: true });
     expect(judgeMcoError(podman(THEIRS), new Set([OURS]), owners)).toMatchObject({ failure: false, note: expect.stringMatching(/^error from set .* \(image /) });
   });
+  it('reads a disk check cut by the sync deadline (podman killed, ImageStatus past it) as the deadline, not the image', () => {
+    expect(judgeMcoError(`failed to execute podman manifest inspect for "${OURS}": signal: killed`, new Set([OURS]), owners)).toMatchObject({ failure: false, note: expect.stringMatching(/^MCO sync deadline passed during its disk check/) });
+    expect(judgeMcoError(`failed to get image status for "${OURS}": rpc error: code = DeadlineExceeded desc = context deadline exceeded`, new Set([OURS]), owners)).toMatchObject({ failure: false });
+    // Any other exit of podman is the image's.
+    expect(judgeMcoError(`failed to execute podman manifest inspect for "${OURS}": exit status 125`, new Set([OURS]), owners)).toEqual({ failure: true });
+  });
+});
+
+describe('DaemonErrors', () => {
+  it('shows a failed pull\'s own error for the "image removed during sync" that follows it (the daemon marks a failed image pulled)', () => {
+    const memory = new DaemonErrors();
+    const pull = `failed to pull image "${OURS}" (5 tries): timed out waiting for the condition: manifest unknown`;
+    memory.seen('worker-0', pull);
+    expect(memory.explained('worker-0', `failed to pull image: image removed during sync: ${OURS}`)).toBe(pull);
+    // Another image, or another node: the text as written.
+    expect(memory.explained('worker-0', `failed to pull image: image removed during sync: ${THEIRS}`)).toBe(`failed to pull image: image removed during sync: ${THEIRS}`);
+    expect(memory.explained('worker-1', `failed to pull image: image removed during sync: ${OURS}`)).toBe(`failed to pull image: image removed during sync: ${OURS}`);
+  });
 });

@@ -80,7 +80,17 @@ interface PinnedImageSet extends KubeObject {
 export class DaemonErrors {
   private readonly last = new Map<string, string>();
   seen(node: string, error: string): void {
-    this.last.set(node, error);
+    this.last.set(node, this.explained(node, error));
+  }
+  /**
+   * The error to show for `error`: the daemon marks an image pulled even when its pull failed,
+   * so the next sync finds it missing and says only "image removed during sync"; the pull's
+   * own error, seen just before, says why.
+   */
+  explained(node: string, error: string): string {
+    const removed = REMOVED_DURING_SYNC.exec(error);
+    const last = this.last.get(node);
+    return removed && last?.startsWith(`failed to pull image "${removed[1]}"`) ? last : error;
   }
   forget(node: string): void {
     this.last.delete(node);
@@ -181,17 +191,18 @@ function nodeProgress(node: string, set: string, generation: number, mcn: Machin
   if (currentGeneration === desiredGeneration) return { ...base, phase: 'done' };
   // MCO writes the error of its one sync into every unfinished set of the pool, and keeps the
   // node's PinnedImageSetsDegraded condition True after the next sync drops the entry's fields.
-  const failed = (entry?.lastFailedGeneration ?? 0) >= desiredGeneration ? entryError(entry!) : undefined;
+  const reported = (entry?.lastFailedGeneration ?? 0) >= desiredGeneration ? entryError(entry!) : undefined;
+  const failed = reported === undefined ? undefined : memory.explained(node, reported);
   if (failed !== undefined) memory.seen(node, failed);
   let error = failed;
   if (error === undefined && degraded) {
     const message = degraded.message || degraded.reason || 'PinnedImageSetsDegraded';
-    if (!GENERIC_DEGRADED.test(message)) error = message;
+    if (!GENERIC_DEGRADED.test(message)) error = memory.explained(node, message);
     else {
       // 4.19+: the condition names no error; the last one this node's entries carried does.
       const last = memory.of(node);
       if (last === undefined) return { ...base, phase: 'progressing', note: `MCO reports Degraded without naming an error (${message}); its last sync failed or passed its deadline, and it pulls on` };
-      if (DEADLINE_REQUEUE.test(last)) return { ...base, phase: 'progressing', note: `MCO reports Degraded since its last deadline (${last}); still pulling` };
+      if (deadlineError(last)) return { ...base, phase: 'progressing', note: `MCO reports Degraded since its last deadline (${last}); still pulling` };
       error = last;
     }
   }
@@ -216,12 +227,24 @@ function entryError(entry: MachineConfigNodeSetStatus): string {
 /** MCO's text when a sync passed its deadline (2 min; 5 min from 4.22): the daemon requeues and pulls on. */
 const DEADLINE_REQUEUE = /^requeue: prefetching images incomplete after timeout/;
 /**
+ * The disk check cut by the same deadline: its `podman manifest inspect` killed (exec's context),
+ * or an ImageStatus call past it. Not the image's fault: a pool with more images than the check
+ * inspects in one deadline (0.4 s each) gets this until their sizes are cached.
+ */
+const DISK_CHECK_CUT = /^failed to execute podman manifest inspect for "[^"]+": signal: killed$|^failed to get image status for "[^"]+": rpc error: code = DeadlineExceeded/;
+
+/** A sync that ended at its deadline, whichever step it was in: the daemon requeues and pulls on. */
+function deadlineError(error: string): boolean {
+  return DEADLINE_REQUEUE.test(error) || DISK_CHECK_CUT.test(error);
+}
+/**
  * The images MCO's daemon errors name, 4.16 to 5.0 (pkg/daemon/pinned_image_set.go, the same
  * texts on every release branch): a pull that failed its tries (`failed to pull image "<image>"
  * (5 tries): ...`), an image the registry lacks, found by the disk check before any pull
  * (`failed to execute podman manifest inspect for "<image>": exit status 125`), and an image
  * gone during the sync (`failed to pull image: image removed during sync: <image>`).
  */
+const REMOVED_DURING_SYNC = /^failed to pull image: image removed during sync: (\S+)$/;
 const IMAGE_IN_ERROR = /failed to pull image "([^"]+)"|failed to execute podman manifest inspect for "([^"]+)"|image removed during sync: (\S+)/g;
 
 /**
@@ -232,6 +255,7 @@ const IMAGE_IN_ERROR = /failed to pull image "([^"]+)"|failed to execute podman 
  */
 export function judgeMcoError(error: string, own: ReadonlySet<string>, setsOfImage: (image: string) => readonly string[]): { failure: true } | { failure: false; note: string } {
   if (DEADLINE_REQUEUE.test(error)) return { failure: false, note: `MCO sync deadline passed, pulling on (${error})` };
+  if (DISK_CHECK_CUT.test(error)) return { failure: false, note: `MCO sync deadline passed during its disk check, checking on (${error})` };
   const images = [...error.matchAll(IMAGE_IN_ERROR)].map((m) => (m[1] ?? m[2] ?? m[3])!);
   if (images.length === 0 || images.some((image) => own.has(image))) return { failure: true };
   const image = images[0]!;
