@@ -18,11 +18,15 @@ import type { Plan } from '../src/plan/types.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { installOpenShiftCrds, OPENSHIFT_5_0 } from './mco/crds.js';
+import { McoSimulator } from './mco/simulator.js';
+import { CRDS } from '../src/api/prestage.js';
+import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { runCli } from './support/cli.js';
 import { loadSimulatedCluster } from './support/simulated-cluster.js';
 
 const truth416 = inject('fixtureTruth');
 const era = buildEraFixture('5.0');
+const era420 = buildEraFixture('4.20');
 const { truth } = era;
 const MCO = '/apis/machineconfiguration.openshift.io/v1';
 let dir: string;
@@ -36,6 +40,7 @@ beforeAll(async () => {
   await cp(inject('fixtureStorageDir'), join(dir, 'storage'), { recursive: true });
   registry = await startRegistry({ storageDir: join(dir, 'storage') });
   await pushFixture(registry.url, era);
+  await pushFixture(registry.url, era420);
   cluster = await startCluster({ workers: 2 });
   client = new KubeClient(cluster.kubeConfig);
   await installOpenShiftCrds(client, OPENSHIFT_5_0, 'all');
@@ -102,5 +107,58 @@ describe('plan of the upgrade of a running cluster to 5.0', () => {
     // The cluster's spec: baseline None plus what it enabled (no Insights, no baremetal).
     expect(plan.cluster.capabilities).not.toContain('Insights');
     expect(plan.cluster.capabilities).not.toContain('OperatorLifecycleManagerV1');
+  });
+});
+
+/**
+ * The agent backend on this OpenShift cluster: MCO's daemon of the target release rebases the
+ * nodes, from their own storage only as its release allows (os-image-via-mco.ts). The MCO
+ * simulator's controller fills the pools' set lists, as MCO's does.
+ */
+describe('the node OS image when the agent stages an OpenShift cluster', () => {
+  const mirror = () => ['--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host];
+  const kube = () => ['--kubeconfig', cluster.kubeconfigPath, '--backend', 'agent'];
+  let simulator: McoSimulator | undefined;
+  beforeAll(async () => {
+    await applyServerSide(client, CRDS as unknown as Manifest[]);
+    await waitForCrdsEstablished(client, CRDS.map((crd) => crd.metadata.name));
+  });
+  afterAll(() => simulator?.stop());
+
+  it('4.20: warns that pools listing no MCO set pull the OS image again; --os-image-via-mco writes one MCO set per pool of the OS image alone, and the warning goes', async () => {
+    const release = era420.truth.release.pullSpec;
+    const warned = await runCli(['apply', release, ...mirror(), ...kube(), '--name-prefix', 'os-a']);
+    expect(warned.code).toBe(0);
+    expect(warned.stderr).toMatch(/^prestage: warning: MCO 4\.20\.\d+ rebases a node from its own storage only when the node's pool lists a PinnedImageSet of MCO's; pools master, worker list none, so their nodes pull the OS image \([\d.]+ \w+\) again at the upgrade: --os-image-via-mco writes one MCO set per pool holding it\n$/m);
+    expect(await client.get<{ items: unknown[] }>(`${MCO}/pinnedimagesets`).then((l) => l.items)).toEqual([]);
+
+    const via = await runCli(['apply', release, ...mirror(), ...kube(), '--name-prefix', 'os-b', '--os-image-via-mco']);
+    expect(via.stderr).toBe('');
+    expect(via.code).toBe(0);
+    const osTags = new Set(era420.truth.components.filter((c) => /coreos/.test(c.name)).map((c) => c.pullSpec));
+    const mcoSets = (await client.get<{ items: Array<{ metadata: { name: string; labels: Record<string, string> }; spec: { pinnedImages: Array<{ name: string }> } }> }>(`${MCO}/pinnedimagesets`)).items;
+    expect(mcoSets.map((s) => [s.metadata.name, s.metadata.labels['machineconfiguration.openshift.io/role']])).toEqual([[`os-b-${era420.truth.release.version}-control-plane-os-image`, 'master'], [`os-b-${era420.truth.release.version}-worker-os-image`, 'worker']]);
+    for (const set of mcoSets) {
+      expect(set.spec.pinnedImages.length).toBeGreaterThan(0);
+      expect(set.spec.pinnedImages.every((i) => osTags.has(i.name))).toBe(true);
+    }
+    expect(via.stdout).toMatch(new RegExp(`^pinnedimageset\\.machineconfiguration\\.openshift\\.io/os-b-${era420.truth.release.version.replace(/\./g, '\\.')}-worker-os-image created: 2 images$`, 'm'));
+
+    // MCO's controller lists the sets in the pools: the next stage has nothing to warn about.
+    simulator = await McoSimulator.start(client, { pullMs: 50 });
+    for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
+      const pools = (await client.get<{ items: Array<{ spec: { pinnedImageSets?: unknown[] } }> }>(`${MCO}/machineconfigpools`)).items;
+      if (pools.every((p) => (p.spec.pinnedImageSets ?? []).length > 0)) break;
+    }
+    const quiet = await runCli(['apply', release, ...mirror(), ...kube(), '--name-prefix', 'os-c']);
+    expect([quiet.code, quiet.stderr]).toEqual([0, '']);
+  });
+
+  it('5.0: no warning (its MCO rebases from the node whenever the image is there), and --os-image-via-mco is refused as needless', async () => {
+    const quiet = await runCli(['apply', truth.release.pullSpec, ...mirror(), ...kube(), '--name-prefix', 'os-d', '--dry-run=server']);
+    expect([quiet.code, quiet.stderr]).toEqual([0, '']);
+    const refused = await runCli(['apply', truth.release.pullSpec, ...mirror(), ...kube(), '--name-prefix', 'os-e', '--os-image-via-mco']);
+    expect(refused.code).toBe(4);
+    expect(refused.stderr).toBe(`prestage: error: --os-image-via-mco: MCO ${truth.release.version} rebases from the node's storage whenever the OS image is there; no MCO set is needed (leave the flag out)\n`);
   });
 });

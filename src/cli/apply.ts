@@ -82,7 +82,7 @@ export function renderApplyOutcomes(outcomes: readonly ApplyOutcome[], dryRun: b
   const suffix = dryRun ? ' (server dry run)' : '';
   return outcomes
     .map((o) => {
-      const head = `pinnedimageset/${o.set} ${o.action}`;
+      const head = `${o.resource ?? 'pinnedimageset'}/${o.set} ${o.action}`;
       if (o.action === 'created') return `${head}: ${o.addedImages.length} images${suffix}`;
       if (o.action === 'unchanged') return `${head}${suffix}`;
       const changes = [

@@ -23,6 +23,8 @@ export interface DesiredSet {
 
 export interface ApplyOutcome {
   readonly set: string;
+  /** `kind.group`, where a command applies sets of two backends (default: the backend's own, `pinnedimageset`). */
+  readonly resource?: string;
   readonly action: 'created' | 'configured' | 'unchanged';
   readonly addedImages: readonly string[];
   readonly removedImages: readonly string[];

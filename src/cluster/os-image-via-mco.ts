@@ -20,7 +20,7 @@ import { desiredSetsFromPlan } from './desired-sets.js';
 import { mcoVersions } from './detect.js';
 import type { KubeClient, KubeList, KubeObject } from './kube.js';
 import { CLUSTER_VERSION } from './live-cluster.js';
-import { mcoBackend, mcoPaths } from './mco/backend.js';
+import { MCO_GROUP, mcoBackend, mcoPaths } from './mco/backend.js';
 
 
 export const OS_IMAGE_VIA_MCO_HELP = 'Agent backend on OpenShift 4.19-4.22: also write one MCO PinnedImageSet per pool holding the node OS image, so that the upgrade rebases nodes from their own storage instead of pulling it again';
@@ -108,5 +108,6 @@ export async function stageOsImage(client: KubeClient, backend: PinningBackend, 
   const { warnings, mcoSets } = osImageAdvice({ plan, poolsListingSets, viaMco: options.viaMco });
   for (const warning of warnings) options.warn(warning);
   if (!mcoSets.length || !versions) return [];
-  return mcoBackend(client, versions).apply(mcoSets, { dryRun: options.dryRun });
+  const outcomes = await mcoBackend(client, versions).apply(mcoSets, { dryRun: options.dryRun });
+  return outcomes.map((o) => ({ ...o, resource: `pinnedimageset.${MCO_GROUP}` }));
 }

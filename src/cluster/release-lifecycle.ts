@@ -5,6 +5,7 @@
  * targets, and which releases the cluster no longer needs (`prune`).
  */
 import semver from 'semver';
+import { DISK_BYTES_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL } from '../api/prestage.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { AGENT_PATHS } from './agent/backend.js';
 import { MANAGED_BY_LABEL, setReady, type NodeSetProgress, type PinningBackend, type ProgressSnapshot } from './backend.js';
@@ -13,18 +14,6 @@ import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from '.
 import type { ClusterRelease, ClusterVersion } from './live-cluster.js';
 import { mcoPaths } from './mco/backend.js';
 
-/** Label of every set prestage renders: selectable with `-l prestage.dev/release-version=4.16.3`. */
-export const RELEASE_VERSION_LABEL = 'prestage.dev/release-version';
-/** The exact version (a label value cannot hold every version string), the pullspec and digest. */
-export const RELEASE_VERSION_ANNOTATION = 'prestage.dev/release-version';
-export const RELEASE_ANNOTATION = 'prestage.dev/release';
-export const RELEASE_DIGEST_ANNOTATION = 'prestage.dev/release-digest';
-const DISK_BYTES_ANNOTATION = 'prestage.dev/disk-bytes';
-
-/** `version` as a label value: at most 63 of [A-Za-z0-9._-], alphanumeric at both ends. */
-export function releaseVersionLabel(version: string): string {
-  return version.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '');
-}
 
 /** A coerce for `what` (`--to`, `VERSION`): an OpenShift release version (x.y.z, maybe -rc.N/-ec.N). */
 export function parseReleaseVersion(what: string) {

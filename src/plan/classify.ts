@@ -16,20 +16,13 @@ import { notAppliedBecause, type InclusionOptions } from './inclusion.js';
 import { operandPlacement } from './operands.js';
 import { isNodeOsImage } from './os-streams.js';
 import { platformsInName, platformsOfComponent, type Platform } from './platform.js';
+import type { Classification, ComponentRole } from './types.js';
+
+export type { Classification, ComponentRole };
 
 export { DEFAULT_PROFILE } from './inclusion.js';
 
 /** `none`: the cluster never runs it (not applied, or another platform); `worker`: only a live cluster shows that. */
-export type ComponentRole = 'control-plane' | 'worker' | 'all' | 'none';
-
-export interface Classification {
-  readonly role: ComponentRole;
-  readonly evidence: readonly string[];
-  /** The platforms the image serves, when the release ties it to some; absent = every platform. */
-  readonly platforms?: readonly Platform[];
-  /** How applied manifests name it: `container` of a workload the CVO runs, or only as an operand; absent = no applied manifest does. */
-  readonly reference?: 'container' | 'operand';
-}
 
 export interface ClassifyOptions extends InclusionOptions {
   /** Undefined: unknown, keep images of every platform. */

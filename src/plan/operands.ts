@@ -5,7 +5,7 @@
  * evidence. An operand no rule matches, an operator's own image included, may run on any node
  * (the safe default): an operator may run its own image in a DaemonSet it creates.
  */
-import type { ComponentRole } from './classify.js';
+import type { ComponentRole } from './types.js';
 
 /** How a manifest names an operand: the env var, ConfigMap key or arg name, and the namespace of the naming object. */
 export interface OperandReference {

@@ -17,7 +17,7 @@
 import { BadInputError } from '../errors.js';
 import type { ComponentImage } from '../release/image-references.js';
 import type { ManifestDocument } from '../release/documents.js';
-import type { Classification } from './classify.js';
+import type { Classification } from './types.js';
 import type { ImageRole } from './types.js';
 
 /** MCO's tag rule for OS and extensions images (`imagestream_source.go` `imageTagRegxpr`). */

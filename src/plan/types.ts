@@ -2,6 +2,7 @@
  * The plan: prestage's stable contract (`plan -o json`), consumed by render, apply and
  * bundle. Additive changes only within an apiVersion; documented in the README.
  */
+import type { Platform } from './platform.js';
 
 export const PLAN_API_VERSION = 'prestage.dev/v1alpha1';
 
@@ -158,4 +159,16 @@ export interface Plan {
   /** Planned from a live cluster: new bytes per node, against what each runs now. */
   readonly nodes?: readonly PlannedNodeBytes[];
   readonly warnings: readonly string[];
+}
+
+/** Where a release component runs (classify.ts): its nodes, or none (no set). */
+export type ComponentRole = 'control-plane' | 'worker' | 'all' | 'none';
+
+export interface Classification {
+  readonly role: ComponentRole;
+  readonly evidence: readonly string[];
+  /** The platforms the image serves, when the release ties it to some; absent = every platform. */
+  readonly platforms?: readonly Platform[];
+  /** How applied manifests name it: `container` of a workload the CVO runs, or only as an operand; absent = no applied manifest does. */
+  readonly reference?: 'container' | 'operand';
 }

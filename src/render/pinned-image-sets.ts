@@ -9,9 +9,8 @@ import { join } from 'node:path';
 import yaml from 'js-yaml';
 import { writeFileAtomic } from '../atomic-file.js';
 import { OutputError, systemErrorText } from '../errors.js';
-import { COMPRESSED_BYTES_ANNOTATION } from '../api/prestage.js';
 import { toAgentPinnedImageSet } from '../cluster/agent/backend.js';
-import { RELEASE_ANNOTATION, RELEASE_DIGEST_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL, releaseVersionLabel } from '../cluster/release-lifecycle.js';
+import { COMPRESSED_BYTES_ANNOTATION, RELEASE_ANNOTATION, RELEASE_DIGEST_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL, releaseVersionLabel } from '../api/prestage.js';
 import type { Plan, PlannedSet } from '../plan/types.js';
 import type { SetApi } from './output-dir.js';
 

@@ -173,7 +173,7 @@ export function paceLines(predictions: readonly NodePrediction[], pace: McoPace,
   return [
     head,
     ...predictions.map((p) => {
-      const parts = [`${clock(p.inspectSeconds)} disk check`, `${clock(p.pauseSeconds)} pauses on ${p.workers} worker${p.workers === 1 ? '' : 's'}`, ...(p.bytesSeconds !== undefined ? [`${clock(p.bytesSeconds)} for ${formatBytes(p.compressedBytes)}`] : []), ...(p.deadlines ? [`${p.deadlines} deadline${p.deadlines === 1 ? '' : 's'}, ${clock(p.idleSeconds)} idle`] : [])];
+      const parts = [`${clock(p.inspectSeconds)} disk check`, `${clock(p.pauseSeconds)} pauses on ${p.workers} worker${p.workers === 1 ? '' : 's'}`, ...(p.bytesSeconds !== undefined ? [`${clock(p.bytesSeconds)} for ${formatBytes(p.compressedBytes)}`] : []), ...(p.deadlines ? [`${p.deadlines} deadline${p.deadlines === 1 ? '' : 's'}${p.idleSeconds ? `, ${clock(p.idleSeconds)} idle between syncs` : ''}`] : [])];
       return `  ${p.node}: ${p.images} images, about ${clock(p.seconds)}${p.bytesSeconds === undefined ? '+' : ''} (${parts.join(', ')})`;
     }),
   ];
