@@ -82,8 +82,8 @@ describe.each([
    * the average image. Predicted and actual are in MCO's real seconds (actual x timeScale).
    */
   it.each([
-    { role: 'control-plane', node: 'master-0', scale: 200, realPullSeconds: 3 },
-    { role: 'worker', node: 'worker-0', scale: 50, realPullSeconds: 0 },
+    { role: 'control-plane', node: 'master-0', scale: 100, realPullSeconds: 3 },
+    { role: 'worker', node: 'worker-0', scale: 25, realPullSeconds: 0 },
   ] as const)('predicts a $role node\'s time ($node, $realPullSeconds s per image) within 10% of the daemon\'s', async ({ role, node, scale, realPullSeconds }) => {
     const full = testPlan(`eta-${role}`, { imageCount: 150 });
     const plan = { ...full, sets: full.sets.filter((s) => s.role === role) };
