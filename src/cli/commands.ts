@@ -141,4 +141,11 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     examples: [['$0 agent --node-name worker-0 --once', 'One reconcile pass on this node, then exit']],
     load: async () => (await import('./agent.js')).agentCommand,
   },
+  version: {
+    usage: 'version',
+    describe: 'Print the version, the commit it was built from, the Node.js version and the target',
+    examples: [['$0 version -o json', 'For scripts and bug reports']],
+    load: async () => (await import('./version.js')).versionCommand,
+    brief: true,
+  },
 };

@@ -12,6 +12,7 @@ import { setFlagsFromString } from 'node:v8';
 import type { Argv } from 'yargs';
 import { BadInputError, EXIT_CODES_HELP, ExitCode, OutputError, PrestageError, systemErrorText } from '../errors.js';
 import { createCliLogger, type LogLevel } from '../telemetry/log.js';
+import { buildInfo } from '../version.js';
 import { COMMANDS } from './commands.js';
 import type { CommandContext } from './context.js';
 
@@ -61,6 +62,12 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
   const level = logLevelFrom(argv);
   const ctx: CommandContext = { stdout, stderr, log: createCliLogger(level, scriptName, stderr) };
   const named = namedCommand(argv);
+  // `oc prestage completion`: a script for a name with a space cannot work; the plugin completion does.
+  if (argv[0] === 'completion' && scriptName.includes(' ')) {
+    const tool = scriptName.split(' ')[0]!;
+    stdout.write(`# ${scriptName} completes through ${tool}'s plugin completion (kubectl 1.26+), not a script: put ${tool}_complete-prestage (installed beside ${tool}-prestage) on the PATH.\n`);
+    return ExitCode.ok;
+  }
   // A failing stdout ends the command: a full disk or a reader that went away is not worth waiting on.
   const outputFailed = new Promise<never>((_, reject) => stdout.on('error', (error: NodeJS.ErrnoException) => reject(stdoutFailure(error))));
   outputFailed.catch(() => undefined); // raced below; a failure before the race must not go unhandled
@@ -109,7 +116,7 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
       })
       .epilogue(EXIT_CODES_HELP)
       .help()
-      .version()
+      .version(buildInfo().version)
       .parseAsync();
     await Promise.race([parsed, outputFailed]);
     // A synchronous write (a file, a pipe) reports its error on the next tick, after the command returned.
@@ -131,6 +138,12 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
  * keep the process alive; a closed stderr leaves no one to tell.
  */
 export async function runAsBin(): Promise<void> {
+  // Installed as kubectl_complete-prestage (oc_complete-prestage): kubectl's plugin completion.
+  const completing = PLUGIN_COMPLETION.exec(basename(process.argv[1] ?? ''));
+  if (completing) {
+    process.exitCode = await completePlugin(process.argv.slice(2), `${completing[1]} prestage`);
+    return;
+  }
   const named = namedCommand(process.argv.slice(2));
   // Only a process of its own: tests call main() in-process.
   if (named !== undefined && COMMANDS[named]!.brief) setFlagsFromString('--max-opt=1');
@@ -139,6 +152,34 @@ export async function runAsBin(): Promise<void> {
   process.stderr.on('error', () => undefined);
   process.exitCode = await main(process.argv.slice(2));
   if (outputFailed) process.exit();
+}
+
+const PLUGIN_COMPLETION = /^(kubectl|oc)_complete-prestage(?:\.js)?$/;
+
+/**
+ * kubectl (1.26+) completes a plugin's words by running `kubectl_complete-<plugin>` with them, the
+ * last one being completed, and reads Cobra's answer: one candidate per line, then
+ * `:<directive>` (4: no file names). The candidates are yargs' own, as `prestage completion` gives them.
+ */
+export async function completePlugin(words: readonly string[], scriptName: string, out: NodeJS.WritableStream = process.stdout): Promise<number> {
+  // yargs prints the candidates with console.log, and answers zsh with `word:description`;
+  // Cobra's format is bash's plain words.
+  const lines: string[] = [];
+  const log = console.log;
+  const shell = process.env.SHELL;
+  console.log = (...args: unknown[]) => void lines.push(args.join(' '));
+  process.env.SHELL = '/bin/bash';
+  try {
+    await main(['--get-yargs-completions', 'prestage', ...(words.length ? words : [''])], { scriptName });
+  } finally {
+    console.log = log;
+    if (shell === undefined) delete process.env.SHELL;
+    else process.env.SHELL = shell;
+  }
+  const current = words.at(-1) ?? '';
+  const candidates = lines.flatMap((line) => line.split('\n')).filter((line) => line.trim() !== '' && line.startsWith(current));
+  out.write(`${[...candidates, ':4'].join('\n')}\n`);
+  return ExitCode.ok;
 }
 
 function report(err: unknown, stderr: NodeJS.WritableStream, scriptName: string): number {
@@ -182,19 +223,60 @@ async function yargsFor(full: boolean): Promise<Yargs> {
 class HelpRendererNeeded extends Error {}
 const Y18N = 'y18n';
 
-async function lightYargs(): Promise<Yargs> {
+/** Inlined by scripts/dist.ts in the single executable, where yargs is bundled rather than resolved. */
+declare const __PRESTAGE_BUILD__: string | undefined;
+/**
+ * The specifiers of yargs' factory, its argv helper and y18n, defined as string literals by
+ * scripts/dist.ts so that esbuild bundles them (yargs' package exports do not name the first two:
+ * the build resolves them by path). Never read outside the executable.
+ */
+declare const __PRESTAGE_YARGS_FACTORY__: string;
+declare const __PRESTAGE_YARGS_ARGV__: string;
+declare const __PRESTAGE_Y18N__: string;
+
+interface YargsParts {
+  readonly YargsFactory: (shim: object) => Yargs;
+  readonly getProcessArgvBin: () => string;
+  readonly Parser: unknown;
+  readonly y18n: (opts: { directory: string; updateFiles: boolean }) => object;
+  readonly findUp: unknown;
+  /** yargs' index.mjs, where it is a file. */
+  readonly indexPath: string | undefined;
+  readonly require: NodeJS.Require;
+}
+
+/** yargs' factory and what its ESM entry gives it: resolved from node_modules, or bundled. */
+async function yargsParts(): Promise<YargsParts> {
+  if (typeof __PRESTAGE_BUILD__ === 'string') {
+    const [factory, argv, parser, y18n, findUp, getCallerFile] = await Promise.all([
+      import(__PRESTAGE_YARGS_FACTORY__) as Promise<{ YargsFactory: YargsParts['YargsFactory'] }>,
+      import(__PRESTAGE_YARGS_ARGV__) as Promise<{ getProcessArgvBin: () => string }>,
+      import('yargs-parser'),
+      import(__PRESTAGE_Y18N__) as Promise<{ default: YargsParts['y18n'] }>,
+      import('escalade/sync'),
+      import('get-caller-file'),
+    ]);
+    const bundled = ((id: string) => {
+      if (id === 'get-caller-file') return getCallerFile.default;
+      throw new Error(`${id}: not in the single executable`);
+    }) as NodeJS.Require;
+    return { YargsFactory: factory.YargsFactory, getProcessArgvBin: argv.getProcessArgvBin, Parser: parser.default, y18n: y18n.default, findUp: findUp.default, indexPath: undefined, require: bundled };
+  }
   const index = import.meta.resolve('yargs');
-  const [{ YargsFactory }, { getProcessArgvBin }, { default: Parser }, { default: y18n }, { default: findUp }, { notStrictEqual, strictEqual }] = await Promise.all([
-    import(new URL('./build/lib/yargs-factory.js', index).href) as Promise<{ YargsFactory: (shim: object) => Yargs }>,
+  const [{ YargsFactory }, { getProcessArgvBin }, { default: Parser }, { default: y18n }, { default: findUp }] = await Promise.all([
+    import(new URL('./build/lib/yargs-factory.js', index).href) as Promise<{ YargsFactory: YargsParts['YargsFactory'] }>,
     import(new URL('./build/lib/utils/process-argv.js', index).href) as Promise<{ getProcessArgvBin: () => string }>,
     import('yargs-parser'),
     // y18n ships no types.
-    import(Y18N) as Promise<{ default: (opts: { directory: string; updateFiles: boolean }) => object }>,
+    import(Y18N) as Promise<{ default: YargsParts['y18n'] }>,
     import('escalade/sync'),
-    import('node:assert'),
   ]);
-  const indexPath = fileURLToPath(index);
-  const require = createRequire(index);
+  return { YargsFactory, getProcessArgvBin, Parser, y18n, findUp, indexPath: fileURLToPath(index), require: createRequire(index) };
+}
+
+async function lightYargs(): Promise<Yargs> {
+  const { YargsFactory, getProcessArgvBin, Parser, y18n, findUp, indexPath, require } = await yargsParts();
+  const { notStrictEqual, strictEqual } = await import('node:assert');
   const noRenderer = (): never => {
     throw new HelpRendererNeeded('help rendered without cliui');
   };
@@ -206,7 +288,7 @@ async function lightYargs(): Promise<Yargs> {
     getEnv: (key: string) => process.env[key],
     inspect,
     getProcessArgvBin,
-    mainFilename: indexPath.substring(0, indexPath.lastIndexOf('node_modules')) || process.cwd(),
+    mainFilename: indexPath?.substring(0, indexPath.lastIndexOf('node_modules')) || process.cwd(),
     Parser,
     path: { basename, dirname, extname, relative, resolve, join },
     process: {
@@ -226,7 +308,8 @@ async function lightYargs(): Promise<Yargs> {
       return /^file:\/\//.test(callerFile) ? fileURLToPath(callerFile) : callerFile;
     },
     stringWidth: noRenderer,
-    y18n: y18n({ directory: join(dirname(indexPath), 'locales'), updateFiles: false }),
+    // The executable carries no locale files: yargs' messages are their English keys.
+    y18n: y18n({ directory: indexPath ? join(dirname(indexPath), 'locales') : '/nonexistent', updateFiles: false }),
   });
 }
 

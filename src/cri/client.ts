@@ -3,14 +3,29 @@
  * `RuntimeService/Version`, spoken over gRPC on the runtime's unix socket (CRI-O, containerd).
  * The node agent uses it to pull, inspect and count images; it never talks to a registry itself.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect as connectSocket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { ClusterError } from '../errors.js';
 
-/** Resolves from both src/cri and dist/cri to the package's proto/ directory. */
-const PROTO_PATH = fileURLToPath(new URL('../../proto/cri.proto', import.meta.url));
+/** The CRI proto, inlined in the single executable (scripts/dist.ts); a file of the package otherwise. */
+declare const __PRESTAGE_CRI_PROTO__: string | undefined;
+
+/** proto-loader reads a file: the executable's inlined copy goes to a private one while it loads. */
+function loadProto(options: protoLoader.Options): protoLoader.PackageDefinition {
+  if (typeof __PRESTAGE_CRI_PROTO__ !== 'string') return protoLoader.loadSync(fileURLToPath(new URL('../../proto/cri.proto', import.meta.url)), options);
+  const dir = mkdtempSync(join(tmpdir(), 'prestage-cri-'));
+  try {
+    writeFileSync(join(dir, 'cri.proto'), __PRESTAGE_CRI_PROTO__, { mode: 0o600 });
+    return protoLoader.loadSync(join(dir, 'cri.proto'), options);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 /** Ordinary calls answer in milliseconds; a runtime that takes this long is stuck. */
 const DEFAULT_CALL_TIMEOUT_MS = 30_000;
@@ -123,7 +138,7 @@ let services: { runtime: ServiceClientConstructor; image: ServiceClientConstruct
 
 function loadServices(): NonNullable<typeof services> {
   if (!services) {
-    const definition = protoLoader.loadSync(PROTO_PATH, {
+    const definition = loadProto({
       keepCase: false,
       longs: String,
       enums: String,

@@ -1,0 +1,4 @@
+#!/usr/bin/env node
+import { runAsBin } from '../dist/cli/main.js';
+
+await runAsBin();

@@ -1,0 +1,151 @@
+/**
+ * `npm run dist [-- --out DIR] [--targets linux-amd64,linux-arm64] [--reproducible]`: prestage as one
+ * self-contained executable per target, with Node.js's single executable application support.
+ *
+ * 1. esbuild bundles the CLI (src/cli/sea-main.ts) into one CommonJS file with the build's
+ *    identity (version, commit) and the CRI proto inlined;
+ * 2. per target, the Node.js binary of this very Node version (this one for the host's
+ *    architecture, else the `node-linux-<arch>` npm package, cached under
+ *    ~/.cache/prestage-dist/) gets the bundle injected as its SEA blob (postject). The host's
+ *    blob carries V8's code cache; a code cache is tied to its architecture, so other targets
+ *    start without one;
+ * 3. DIR/<target>/prestage, with `oc-prestage`, `kubectl-prestage` (the plugin names oc and
+ *    kubectl look for) and `kubectl_complete-prestage`, `oc_complete-prestage` (their plugin
+ *    completion) as links to it, and DIR/SHA256SUMS.
+ * Same checkout, same Node version: the same bytes, but for V8's code cache in the host's blob,
+ * which V8 does not write the same twice; `--reproducible` leaves it out (start-up then compiles
+ * the bundle: about 60 ms more). The test builds twice and compares.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build, type Plugin } from 'esbuild';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const TARGETS = { 'linux-amd64': 'x64', 'linux-arm64': 'arm64' } as const;
+type Target = keyof typeof TARGETS;
+/** The fuse Node.js looks for to know a SEA blob was injected (its documentation's value). */
+const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+/** oc and kubectl find plugins by these names, and kubectl (1.26+) a plugin's completion by the last two. */
+const PLUGIN_NAMES = ['oc-prestage', 'kubectl-prestage', 'kubectl_complete-prestage', 'oc_complete-prestage'];
+const CACHE = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'prestage-dist', 'v1');
+
+function flag(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
+function git(args: string[]): string | undefined {
+  try {
+    return execFileSync('git', args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/** The build's identity, inlined: a tree with changes is marked, not hidden. */
+function buildInfo(): { version: string; commit: string } {
+  const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+  const head = git(['rev-parse', 'HEAD']);
+  const dirty = head !== undefined && git(['status', '--porcelain', '--untracked-files=no']) !== '';
+  return { version, commit: head ? `${head}${dirty ? '-dirty' : ''}` : 'unknown' };
+}
+
+/**
+ * yargs' factory, which the CLI loads without its help renderer (src/cli/main.ts): its package
+ * exports do not name those files, so they are resolved by path.
+ */
+const yargsInternals: Plugin = {
+  name: 'yargs-internals',
+  setup(b) {
+    b.onResolve({ filter: /^yargs\/build\/lib\// }, (args) => ({ path: join(ROOT, 'node_modules', args.path) }));
+  },
+};
+
+async function bundle(out: string): Promise<void> {
+  const info = buildInfo();
+  await build({
+    entryPoints: [join(ROOT, 'src/cli/sea-main.ts')],
+    outfile: out,
+    bundle: true,
+    minify: true,
+    platform: 'node',
+    target: 'node20',
+    format: 'cjs',
+    legalComments: 'none',
+    logLevel: 'warning',
+    plugins: [yargsInternals],
+    define: {
+      __PRESTAGE_BUILD__: JSON.stringify(JSON.stringify(info)),
+      __PRESTAGE_CRI_PROTO__: JSON.stringify(readFileSync(join(ROOT, 'proto/cri.proto'), 'utf8')),
+      // Literal specifiers, so that esbuild bundles what src/cli/main.ts loads without yargs' help renderer.
+      __PRESTAGE_YARGS_FACTORY__: JSON.stringify('yargs/build/lib/yargs-factory.js'),
+      __PRESTAGE_YARGS_ARGV__: JSON.stringify('yargs/build/lib/utils/process-argv.js'),
+      __PRESTAGE_Y18N__: JSON.stringify('y18n'),
+      'import.meta.url': '__prestage_import_meta_url',
+      'import.meta.resolve': '__prestage_import_meta_resolve',
+    },
+    banner: { js: 'const __prestage_import_meta_url = require("url").pathToFileURL(__filename).href; const __prestage_import_meta_resolve = undefined;' },
+  });
+}
+
+/** The Node.js binary for `arch`, of this Node version: this one, or the npm package's. */
+function nodeBinary(arch: 'x64' | 'arm64'): string {
+  if (arch === process.arch) return process.execPath;
+  const version = process.versions.node;
+  const dir = join(CACHE, `node-${version}-linux-${arch}`);
+  const binary = join(dir, 'package', 'bin', 'node');
+  if (existsSync(binary)) return binary;
+  mkdirSync(dir, { recursive: true });
+  const tarball = execFileSync('npm', ['pack', `node-linux-${arch}@${version}`, '--silent', '--pack-destination', dir], { encoding: 'utf8' }).trim().split('\n').pop()!;
+  execFileSync('tar', ['-xzf', join(dir, tarball), '-C', dir]);
+  rmSync(join(dir, tarball));
+  if (!existsSync(binary)) throw new Error(`node-linux-${arch}@${version} has no package/bin/node`);
+  return binary;
+}
+
+function sha256(file: string): string {
+  return createHash('sha256').update(readFileSync(file)).digest('hex');
+}
+
+async function main(): Promise<void> {
+  const outDir = resolve(flag('out') ?? join(ROOT, 'dist-bin'));
+  const targets = (flag('targets') ?? Object.keys(TARGETS).join(',')).split(',') as Target[];
+  // V8's code cache halves the start-up but is not the same bytes twice: --reproducible leaves it out.
+  const codeCache = !process.argv.includes('--reproducible');
+  for (const t of targets) if (!(t in TARGETS)) throw new Error(`--targets: unknown target ${t}; known: ${Object.keys(TARGETS).join(', ')}`);
+  rmSync(outDir, { recursive: true, force: true });
+  mkdirSync(outDir, { recursive: true });
+  const work = join(tmpdir(), `prestage-dist-${process.pid}`);
+  mkdirSync(work, { recursive: true });
+  try {
+    const bundled = join(work, 'prestage.cjs');
+    await bundle(bundled);
+    const sums: string[] = [];
+    for (const target of targets) {
+      const arch = TARGETS[target];
+      const blob = join(work, `${target}.blob`);
+      const config = join(work, `${target}.sea.json`);
+      // Paths relative to the work directory: the blob records the main script's name.
+      writeFileSync(config, JSON.stringify({ main: 'prestage.cjs', output: `${target}.blob`, disableExperimentalSEAWarning: true, useCodeCache: codeCache && arch === process.arch }));
+      execFileSync(process.execPath, ['--experimental-sea-config', config], { cwd: work, stdio: ['ignore', 'ignore', 'inherit'] });
+      const dir = join(outDir, target);
+      mkdirSync(dir);
+      const executable = join(dir, 'prestage');
+      copyFileSync(nodeBinary(arch), executable);
+      chmodSync(executable, 0o755);
+      execFileSync(process.execPath, [join(ROOT, 'node_modules/postject/dist/cli.js'), executable, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE], { stdio: ['ignore', 'ignore', 'inherit'] });
+      for (const plugin of PLUGIN_NAMES) symlinkSync('prestage', join(dir, plugin));
+      sums.push(`${sha256(executable)}  ${relative(outDir, executable)}`);
+      process.stderr.write(`dist: ${relative(ROOT, executable)} (${target}, Node.js ${process.versions.node}${codeCache && arch === process.arch ? ', code cache' : ''})\n`);
+    }
+    writeFileSync(join(outDir, 'SHA256SUMS'), `${sums.join('\n')}\n`);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,105 @@
+/**
+ * `npm run dist`: the single executables as a user gets them, built from this checkout twice
+ * (same bytes), then run as a user runs them: with no `node` on the PATH, under their plugin
+ * names, planning the fixture release from the real registry exactly as the TypeScript does.
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startRegistry, type RegistryHandle } from './harness/index.js';
+import { runCli, type CliResult } from './support/cli.js';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const truth = inject('fixtureTruth');
+const RELEASE = `quay.io/${truth.releaseRepository}:${truth.release.tag}`;
+const TARGET = `linux-${process.arch === 'x64' ? 'amd64' : process.arch}`;
+let dir: string;
+let registry: RegistryHandle;
+
+function dist(out: string, ...flags: string[]): void {
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), join(ROOT, 'scripts/dist.ts'), '--out', out, ...flags], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
+/** The executable as a child process, with no `node` anywhere on its PATH. */
+function run(name: string, args: readonly string[]): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(join(dir, 'a', TARGET, name), args, { env: { PATH: '/nonexistent', HOME: dir }, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'prestage-dist-'));
+  dist(join(dir, 'a'));
+  dist(join(dir, 'b'), '--reproducible');
+  dist(join(dir, 'c'), '--reproducible');
+  registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
+}, 600_000);
+afterAll(async () => {
+  await registry?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('npm run dist', () => {
+  it('builds linux amd64 and arm64 executables with their checksums and the plugin names as links; --reproducible gives the same bytes twice', () => {
+    const sums = (build: string) => readFileSync(join(dir, build, 'SHA256SUMS'), 'utf8');
+    const files = sums('a').trim().split('\n').map((line) => line.split(/\s+/) as [string, string]);
+    expect(files.map(([, file]) => file)).toEqual(['linux-amd64/prestage', 'linux-arm64/prestage']);
+    for (const [sum, file] of files) expect(createHash('sha256').update(readFileSync(join(dir, 'a', file))).digest('hex')).toBe(sum);
+    expect(sums('c')).toBe(sums('b'));
+    // The arm64 blob never carries a code cache (it is the host's V8's): the same bytes either way.
+    expect(sums('a').split('\n')[1]).toBe(sums('b').split('\n')[1]);
+    for (const target of ['linux-amd64', 'linux-arm64']) {
+      expect(['oc-prestage', 'kubectl-prestage', 'kubectl_complete-prestage', 'oc_complete-prestage'].map((p) => readlinkSync(join(dir, 'a', target, p)))).toEqual(['prestage', 'prestage', 'prestage', 'prestage']);
+    }
+  });
+
+  it('the arm64 file is an AArch64 ELF carrying the injected application', () => {
+    const elf = readFileSync(join(dir, 'a', 'linux-arm64', 'prestage'));
+    expect(elf.subarray(0, 4).toString('latin1')).toBe('\x7fELF');
+    expect(elf.readUInt16LE(18)).toBe(183); // e_machine: EM_AARCH64
+    expect(elf.includes('NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2:1')).toBe(true);
+  });
+
+  it('says what it is: version, commit, Node.js version and target, with no node on the PATH', async () => {
+    const result = await run('prestage', ['version', '-o', 'json']);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    const head = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
+    const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+    expect(JSON.parse(result.stdout)).toEqual({ version, commit: expect.stringMatching(new RegExp(`^${head}(-dirty)?$`)), node: process.versions.node, target: TARGET, executable: true });
+    expect((await run('prestage', ['--version'])).stdout).toBe(`${version}\n`);
+  });
+
+  it('names itself as oc and kubectl call it, and answers their plugin completion (Cobra\'s protocol)', async () => {
+    expect((await run('oc-prestage', ['--help'])).stdout.split('\n')[0]).toBe('oc prestage <command>');
+    expect((await run('kubectl-prestage', ['--help'])).stdout.split('\n')[0]).toBe('kubectl prestage <command>');
+    // kubectl runs kubectl_complete-prestage with the words after `kubectl prestage`, the last being completed.
+    expect((await run('kubectl_complete-prestage', ['st'])).stdout).toBe('status\nstage\n:4\n');
+    expect((await run('kubectl_complete-prestage', ['plan', '--outp'])).stdout).toBe('--output\n--output-dir\n:4\n');
+    expect((await run('oc_complete-prestage', [''])).stdout.split('\n')).toEqual(expect.arrayContaining(['plan', 'stage', 'version', ':4']));
+  });
+
+  it('plans the release from the real registry exactly as the TypeScript does', async () => {
+    const args = ['plan', RELEASE, '--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host, '-o', 'json'];
+    const [built, source] = await Promise.all([run('prestage', args), runCli(args)]);
+    expect(built.stderr).toBe(source.stderr);
+    expect(built.code).toBe(0);
+    expect(JSON.parse(built.stdout)).toEqual(JSON.parse(source.stdout));
+    const table = await run('prestage', args.slice(0, -2));
+    expect(table.stdout).toBe((await runCli(args.slice(0, -2))).stdout);
+  });
+
+  it('refuses bad input as the TypeScript does: one line, the same exit code', async () => {
+    for (const args of [['plan', 'not a reference!'], ['plan', RELEASE, '--platform', 'mars'], ['wait', '--timeout', 'soon']]) {
+      const [built, source] = await Promise.all([run('prestage', args), runCli(args)]);
+      expect([built.code, built.stderr]).toEqual([source.code, source.stderr]);
+      expect(built.stderr.trim().split('\n')).toHaveLength(1);
+    }
+  });
+});
