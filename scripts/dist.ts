@@ -3,7 +3,7 @@
  * self-contained executable per target, with Node.js's single executable application support.
  *
  * 1. esbuild bundles the CLI (src/cli/sea-main.ts) into one CommonJS file with the build's
- *    identity (version, commit) and the CRI proto inlined;
+ *    identity (version, commit) and the CRI proto (as protobufjs JSON) inlined;
  * 2. per target, the Node.js binary of this very Node version (this one for the host's
  *    architecture, else the `node-linux-<arch>` npm package, cached under
  *    ~/.cache/prestage-dist/) gets the bundle injected as its SEA blob (postject). The host's
@@ -23,6 +23,7 @@ import { homedir, tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
+import protobuf from 'protobufjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const TARGETS = { 'linux-amd64': 'x64', 'linux-arm64': 'arm64' } as const;
@@ -80,7 +81,8 @@ async function bundle(out: string): Promise<void> {
     plugins: [yargsInternals],
     define: {
       __PRESTAGE_BUILD__: JSON.stringify(JSON.stringify(info)),
-      __PRESTAGE_CRI_PROTO__: JSON.stringify(readFileSync(join(ROOT, 'proto/cri.proto'), 'utf8')),
+      // The CRI proto parsed here (field names camel-cased, as proto-loader's loadSync would), loaded with fromJSON there.
+      __PRESTAGE_CRI_PROTO_JSON__: JSON.stringify(JSON.stringify(protobuf.loadSync(join(ROOT, 'proto/cri.proto')).toJSON())),
       // Literal specifiers, so that esbuild bundles what src/cli/main.ts loads without yargs' help renderer.
       __PRESTAGE_YARGS_FACTORY__: JSON.stringify('yargs/build/lib/yargs-factory.js'),
       __PRESTAGE_YARGS_ARGV__: JSON.stringify('yargs/build/lib/utils/process-argv.js'),

@@ -4,11 +4,11 @@
  * `bundle create --agent-image` carries the result into an air-gapped bundle that `bundle push`
  * mirrors. (The DaemonSet test runs an image this command built, under a real kubelet.)
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gzipSync } from 'node:zlib';
-import { pack } from 'tar-stream';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { extract, pack } from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finishedTar, sha256 } from './cluster/registry.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
@@ -64,6 +64,27 @@ async function pushBase(platforms: readonly string[]): Promise<string> {
   return `${registry.host}/base:1`;
 }
 
+/** [name, content] of every entry of a tar. */
+async function tarFiles(tar: Buffer): Promise<Array<[string, string]>> {
+  const entries: Array<[string, string]> = [];
+  const reader = extract();
+  const done = new Promise<void>((resolve, reject) => {
+    reader.on('entry', (header, stream, next) => {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: unknown) => chunks.push(chunk as Buffer));
+      stream.on('end', () => {
+        entries.push([header.name, Buffer.concat(chunks).toString('utf8')]);
+        next();
+      });
+    });
+    reader.on('finish', resolve);
+    reader.on('error', reject);
+  });
+  reader.end(tar);
+  await done;
+  return entries;
+}
+
 describe('prestage image push', () => {
   it("appends one prestage layer to every linux platform of the base, OCI in OCI out, and prints the pushed reference", async () => {
     const base = await pushBase(['amd64', 'arm64', 's390x']);
@@ -89,6 +110,32 @@ describe('prestage image push', () => {
     const again = await run(['image', 'push', `${registry.host}/tools/prestage:0.1.0`, '--base', base, '--insecure-registry', registry.host]);
     expect(again.stdout).toBe(pushed.stdout);
     expect(pushed.stderr).toMatch(/^prestage layer: \d+ files, [\d.]+ MiB compressed \(sha256:[0-9a-f]{64}\)\n/);
+  }, 120_000);
+
+  it('--executable lays npm run dist\'s file of each platform as /usr/local/bin/prestage, leaves out (and says) a platform it has none for', async () => {
+    const base = await pushBase(['amd64', 'arm64', 's390x']);
+    const dist = join(dir, 'dist-bin');
+    for (const target of ['linux-amd64', 'linux-arm64']) {
+      mkdirSync(join(dist, target), { recursive: true });
+      writeFileSync(join(dist, target, 'prestage'), `#!/bin/sh\necho ${target}\n`, { mode: 0o755 });
+    }
+    const pushed = await run(['image', 'push', `${registry.host}/tools/prestage:exe`, '--base', base, '--executable', dist, '--insecure-registry', registry.host]);
+    expect(pushed.code, pushed.stderr).toBe(0);
+    expect(pushed.stderr).toMatch(/^prestage executable for linux\/amd64: .*\nprestage executable for linux\/arm64: .*\n/);
+    expect(pushed.stderr).toMatch(new RegExp(`^prestage: warning: ${registry.host}/base:1 also offers linux/s390x: no executable for it in ${dist}, left out$`, 'm'));
+    const index = (await (await get('tools/prestage/manifests/exe')).json()) as { manifests: Array<{ digest: string; platform: { architecture: string } }> };
+    expect(index.manifests.map((entry) => entry.platform.architecture)).toEqual(['amd64', 'arm64']);
+    for (const entry of index.manifests) {
+      const manifest = (await (await get(`tools/prestage/manifests/${entry.digest}`)).json()) as { config: { digest: string }; layers: Array<{ digest: string }> };
+      const config = (await (await get(`tools/prestage/blobs/${manifest.config.digest}`)).json()) as { config: Record<string, unknown> };
+      expect(config.config).toMatchObject({ Entrypoint: ['/usr/local/bin/prestage'], WorkingDir: '/' });
+      // The layer holds that platform's file and nothing else.
+      const layer = Buffer.from(await (await get(`tools/prestage/blobs/${manifest.layers[1]!.digest}`)).arrayBuffer());
+      const files = await tarFiles(gunzipSync(layer));
+      expect(files).toEqual([['usr/', ''], ['usr/local/', ''], ['usr/local/bin/', ''], ['usr/local/bin/prestage', `#!/bin/sh\necho linux-${entry.platform.architecture}\n`]]);
+    }
+    const none = await run(['image', 'push', `${registry.host}/tools/prestage:exe`, '--executable', join(dir, 'nothing-here'), '--insecure-registry', registry.host]);
+    expect([none.code, none.stderr]).toEqual([2, `prestage: error: --executable ${join(dir, 'nothing-here')}: no linux-<arch>/prestage in it; run npm run dist and name its output directory (dist-bin)\n`]);
   }, 120_000);
 
   it('rejects a target without a tag, and a bad --base, with exit 2 and one line', async () => {

@@ -17,9 +17,11 @@
  *   root): test/cluster/kubelet.ts, which says why for each.
  */
 import { execFile } from 'node:child_process';
-import { readdirSync, readFileSync, realpathSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,6 +36,7 @@ import { dir, file, link, pushedSizes, pushImage, type Entry } from './support/b
 import { runCli } from './support/cli.js';
 
 const run = promisify(execFile);
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const NAMESPACE = 'prestage';
 
 let registry: RegistryHandle;
@@ -125,6 +128,48 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
     const after = await core.readNamespacedPod({ namespace: NAMESPACE, name: pod.metadata?.name as string });
     expect(after.status?.containerStatuses?.[0]?.restartCount).toBe(0);
   }, 600_000);
+
+  it('runs the single executable (npm run dist) as the agent, on a base without Node.js: it pins a set too', async () => {
+    const dist = mkdtempSync(join(tmpdir(), 'prestage-daemonset-dist-'));
+    try {
+      await run(process.execPath, [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), join(ROOT, 'scripts/dist.ts'), '--out', dist], { cwd: ROOT });
+      const base = await pushNodeBase(registry.host, cluster.binaries.busybox, { node: false });
+      const built = await runCli(['image', 'push', `${registry.host}/prestage:exe`, '--executable', dist, '--base', base, '--insecure-registry', registry.host]);
+      expect(built.code, built.stderr).toBe(0);
+      const agentImage = built.stdout.trim();
+      const manifests = installManifests({ namespace: NAMESPACE, image: agentImage, agentArgs: ['--log-level=debug'], imageStore: node.crio.root });
+      testbedDaemonSet(manifests);
+      await applyServerSide(cluster.kubeConfig, manifests.filter((manifest) => manifest.kind !== 'CustomResourceDefinition'));
+
+      const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+      // The control-plane node's pod never runs (no kubelet there): it is the one unavailable pod the
+      // rolling update allows, so the update never replaces the worker's. Replaced by hand, as with OnDelete.
+      for (const old of (await core.listNamespacedPod({ namespace: NAMESPACE, fieldSelector: `spec.nodeName=${node.name}` })).items) {
+        await core.deleteNamespacedPod({ namespace: NAMESPACE, name: old.metadata!.name!, gracePeriodSeconds: 0 });
+      }
+      const pod = await waitFor('the executable\'s pod on the worker to run', async () => {
+        const pods = await core.listNamespacedPod({ namespace: NAMESPACE, fieldSelector: `spec.nodeName=${node.name}` });
+        return pods.items.find((candidate) => candidate.spec?.containers[0]?.image === agentImage && candidate.status?.containerStatuses?.[0]?.state?.running);
+      }, 180_000, 1_000);
+
+      const pushed = await pushImage(registry.host, 'pin-me-too', [[file('payload.txt', Buffer.from(`pin me too ${Date.now()}`))]], { Cmd: ['/bin/true'] });
+      await applyServerSide(cluster.kubeConfig, [{
+        apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name: 'workers-executable' },
+        spec: { pinnedImages: [{ name: pushed }], nodeSelector: { matchLabels: { 'node-role.kubernetes.io/worker': '' } } },
+      } as Manifest]);
+      const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+      await waitFor('the executable agent to pin the set on its node', async () => {
+        const object = (await custom.getClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: node.name }).catch(() => undefined)) as NodePinnedImages | undefined;
+        const set = object?.status?.pinnedImageSets?.find((candidate) => candidate.name === 'workers-executable');
+        return set && set.currentGeneration === set.desiredGeneration && set.images?.[0]?.state === 'Pinned' ? set : undefined;
+      }, 120_000, 1_000);
+      expect(await readFile(join(node.crio.confDir, '99-prestage-pinned-images'), 'utf8')).toContain(JSON.stringify(pushed));
+      const after = await core.readNamespacedPod({ namespace: NAMESPACE, name: pod.metadata?.name as string });
+      expect(after.status?.containerStatuses?.[0]?.restartCount).toBe(0);
+    } finally {
+      rmSync(dist, { recursive: true, force: true });
+    }
+  }, 600_000);
 });
 
 /** The rendered DaemonSet, changed only where the test bed differs from a node (see the top). */
@@ -177,12 +222,14 @@ function tokenClaims(token: string): Record<string, unknown> {
  * with its shared libraries and busybox, as an index of two platforms (the same bytes labelled
  * arm64 too: `image push` must build every platform the base offers). Returns `host/node-base:20`.
  */
-async function pushNodeBase(host: string, busyboxPath: string): Promise<string> {
+async function pushNodeBase(host: string, busyboxPath: string, options: { node: boolean } = { node: true }): Promise<string> {
+  const name = options.node ? 'node-base' : 'libc-base';
   const runtime: Entry[] = [
     dir('bin/'), dir('etc/'), dir('proc/'), dir('sys/'), dir('dev/'), dir('tmp/', 0o1777), dir('usr/'), dir('usr/lib/'), dir('usr/lib/x86_64-linux-gnu/'), dir('usr/lib64/'), dir('usr/local/'), dir('usr/local/bin/'),
     link('lib', 'usr/lib'), link('lib64', 'usr/lib64'),
     file('bin/busybox', readFileSync(busyboxPath), 0o755), link('bin/sh', 'busybox'),
-    file('usr/local/bin/node', readFileSync(process.execPath), 0o755),
+    // Without Node.js: what the single executable needs (the C and C++ libraries node links against).
+    ...(options.node ? [file('usr/local/bin/node', readFileSync(process.execPath), 0o755)] : []),
   ];
   const { stdout: ldd } = await run('ldd', [process.execPath]);
   for (const [, path] of ldd.matchAll(/(\/\S+\.so[.\d]*)/g)) {
@@ -192,14 +239,14 @@ async function pushNodeBase(host: string, busyboxPath: string): Promise<string> 
     if ((path as string).startsWith('/lib64/')) runtime.push(link(`usr/lib64/${base}`, real));
     else if (`/usr/lib/x86_64-linux-gnu/${base}` !== real) runtime.push(link(`usr/lib/x86_64-linux-gnu/${base}`, real.split('/').pop() as string));
   }
-  const config = { Env: ['PATH=/usr/local/bin:/usr/bin:/bin', 'NODE_VERSION=20'], Cmd: ['node'] };
+  const config = options.node ? { Env: ['PATH=/usr/local/bin:/usr/bin:/bin', 'NODE_VERSION=20'], Cmd: ['node'] } : { Env: ['PATH=/usr/local/bin:/usr/bin:/bin'], Cmd: ['sh'] };
   const platforms = [];
   for (const architecture of ['amd64', 'arm64']) {
-    const pushed = await pushImage(host, 'node-base', [runtime], config, architecture);
+    const pushed = await pushImage(host, name, [runtime], config, architecture);
     platforms.push({ mediaType: 'application/vnd.docker.distribution.manifest.v2+json', digest: pushed.slice(pushed.indexOf('@') + 1), size: pushedSizes.get(pushed) as number, platform: { architecture, os: 'linux' } });
   }
   const index = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.docker.distribution.manifest.list.v2+json', manifests: platforms }));
-  const response = await fetch(`http://${host}/v2/node-base/manifests/20`, { method: 'PUT', headers: { 'content-type': 'application/vnd.docker.distribution.manifest.list.v2+json' }, body: index });
-  if (response.status !== 201) throw new Error(`manifest list PUT node-base: HTTP ${response.status}`);
-  return `${host}/node-base:20`;
+  const response = await fetch(`http://${host}/v2/${name}/manifests/20`, { method: 'PUT', headers: { 'content-type': 'application/vnd.docker.distribution.manifest.list.v2+json' }, body: index });
+  if (response.status !== 201) throw new Error(`manifest list PUT ${name}: HTTP ${response.status}`);
+  return `${host}/${name}:20`;
 }

@@ -3,28 +3,21 @@
  * `RuntimeService/Version`, spoken over gRPC on the runtime's unix socket (CRI-O, containerd).
  * The node agent uses it to pull, inspect and count images; it never talks to a registry itself.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect as connectSocket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { ClusterError } from '../errors.js';
 
-/** The CRI proto, inlined in the single executable (scripts/dist.ts); a file of the package otherwise. */
-declare const __PRESTAGE_CRI_PROTO__: string | undefined;
+/**
+ * The CRI proto as protobufjs JSON, inlined in the single executable (scripts/dist.ts), which has
+ * no proto file to read and may run on a read-only root; the package's proto/ file otherwise.
+ */
+declare const __PRESTAGE_CRI_PROTO_JSON__: string | undefined;
 
-/** proto-loader reads a file: the executable's inlined copy goes to a private one while it loads. */
 function loadProto(options: protoLoader.Options): protoLoader.PackageDefinition {
-  if (typeof __PRESTAGE_CRI_PROTO__ !== 'string') return protoLoader.loadSync(fileURLToPath(new URL('../../proto/cri.proto', import.meta.url)), options);
-  const dir = mkdtempSync(join(tmpdir(), 'prestage-cri-'));
-  try {
-    writeFileSync(join(dir, 'cri.proto'), __PRESTAGE_CRI_PROTO__, { mode: 0o600 });
-    return protoLoader.loadSync(join(dir, 'cri.proto'), options);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  if (typeof __PRESTAGE_CRI_PROTO_JSON__ === 'string') return protoLoader.fromJSON(JSON.parse(__PRESTAGE_CRI_PROTO_JSON__) as Parameters<typeof protoLoader.fromJSON>[0], options);
+  return protoLoader.loadSync(fileURLToPath(new URL('../../proto/cri.proto', import.meta.url)), options);
 }
 
 /** Ordinary calls answer in milliseconds; a runtime that takes this long is stuck. */

@@ -20,9 +20,24 @@ import type { PushClient } from '../registry/upload.js';
 
 /** Node.js 20 (the engines range) on Debian bookworm: has nsenter for `--reload=systemctl`. */
 export const DEFAULT_AGENT_BASE = 'docker.io/library/node:20-bookworm-slim';
-/** Where prestage sits in the image. */
+/** The single executable's base when none is named: the C library and nsenter (util-linux), no Node.js. */
+export const DEFAULT_EXECUTABLE_BASE = 'docker.io/library/debian:bookworm-slim';
+/** Where prestage sits in the image: the package under /app, or the single executable. */
 export const APP_DIR = 'app';
-const ENTRYPOINT = ['node', `/${APP_DIR}/bin/prestage.js`];
+const EXECUTABLE_PATH = '/usr/local/bin/prestage';
+
+/** What runs: the package with the base's Node.js, or the single executable alone. */
+export interface AgentPayload {
+  readonly kind: 'package' | 'executable';
+  /** The layer for a platform (`linux/amd64`); undefined: none for that platform, which is left out. */
+  readonly layerFor: (platform: string) => AppLayer | undefined;
+}
+
+function entrypointOf(payload: AgentPayload): { Entrypoint: string[]; WorkingDir: string; placed: string } {
+  return payload.kind === 'package'
+    ? { Entrypoint: ['node', `/${APP_DIR}/bin/prestage.js`], WorkingDir: `/${APP_DIR}`, placed: `in /${APP_DIR}` }
+    : { Entrypoint: [EXECUTABLE_PATH], WorkingDir: '/', placed: `as ${EXECUTABLE_PATH}` };
+}
 /** Image configs are small; a base whose config is larger is not what we think it is. */
 const MAX_CONFIG_BYTES = 4 * 2 ** 20;
 
@@ -55,26 +70,42 @@ export async function buildAppLayer(root: string): Promise<AppLayer> {
     for (let parent = dirname(dir); parent.length > root.length; parent = dirname(parent)) paths.add(parent);
     addTree(dir);
   }
-  const archive = pack();
   const sorted = [...paths].sort();
+  return layerOf([`${APP_DIR}/`, ...sorted.map((path) => `${APP_DIR}/${relative(root, path)}`)], (name) => join(root, name.slice(APP_DIR.length + 1)), sorted.length);
+}
+
+/**
+ * The single executable's layer (`npm run dist`): the one file, as /usr/local/bin/prestage. The
+ * base brings the C library the executable links against (it is Node.js's binary), nothing else.
+ */
+export async function buildExecutableLayer(executable: string): Promise<AppLayer> {
+  if (!existsSync(executable)) throw new BadInputError(`${executable} is missing: run npm run dist first, or name its output directory with --executable`);
+  return layerOf(['usr/', 'usr/local/', 'usr/local/bin/', EXECUTABLE_PATH.slice(1)], (name) => (name === EXECUTABLE_PATH.slice(1) ? executable : undefined), 1);
+}
+
+/**
+ * A reproducible gzip tar of `names` (in order; a trailing / is a directory), each read from
+ * `source(name)` (undefined: a directory); owned by root, dated 1970.
+ */
+async function layerOf(names: readonly string[], source: (name: string) => string | undefined, files: number): Promise<AppLayer> {
+  const archive = pack();
   const chunks: Buffer[] = [];
   const ended = (async () => {
     for await (const chunk of archive) chunks.push(chunk as Buffer);
   })();
   const common = { uid: 0, gid: 0, uname: 'root', gname: 'root', mtime: new Date(0) };
-  archive.entry({ name: `${APP_DIR}/`, type: 'directory', mode: 0o755, ...common });
-  for (const path of sorted) {
-    const name = `${APP_DIR}/${relative(root, path)}`;
-    const stat = lstatSync(path);
-    if (stat.isSymbolicLink()) archive.entry({ name, type: 'symlink', linkname: readlinkSync(path), mode: 0o777, ...common });
-    else if (stat.isDirectory()) archive.entry({ name: `${name}/`, type: 'directory', mode: 0o755, ...common });
-    else archive.entry({ name, mode: stat.mode & 0o111 ? 0o755 : 0o644, ...common }, readFileSync(path));
+  for (const name of names) {
+    const path = name.endsWith('/') ? undefined : source(name);
+    const stat = path === undefined ? undefined : lstatSync(path);
+    if (!stat || stat.isDirectory()) archive.entry({ name: name.endsWith('/') ? name : `${name}/`, type: 'directory', mode: 0o755, ...common });
+    else if (stat.isSymbolicLink()) archive.entry({ name, type: 'symlink', linkname: readlinkSync(path!), mode: 0o777, ...common });
+    else archive.entry({ name, mode: stat.mode & 0o111 ? 0o755 : 0o644, ...common }, readFileSync(path!));
   }
   archive.finalize();
   await ended;
   const tar = Buffer.concat(chunks);
   const gzip = gzipSync(tar, { level: 9 });
-  return { digest: sha256(gzip), diffId: sha256(tar), gzip, files: sorted.length };
+  return { digest: sha256(gzip), diffId: sha256(tar), gzip, files };
 }
 
 /** The package directories `dependencies` (and installed `optionalDependencies`) reach from `root`, as Node resolves them. */
@@ -119,7 +150,8 @@ export interface AgentImage {
   readonly reference: string;
   readonly digest: string;
   readonly platforms: readonly PushedPlatform[];
-  readonly layer: AppLayer;
+  /** Platforms of the base for which the payload had no layer. */
+  readonly skipped: readonly string[];
 }
 
 interface BaseImage {
@@ -131,19 +163,19 @@ interface BaseImage {
 }
 
 /**
- * Appends `layer` to every linux platform of `base` and pushes the result to `target` (a tag):
- * one image per platform, and an index over them when the base was one.
+ * Appends the payload's layer to every linux platform of `base` it has one for and pushes the
+ * result to `target` (a tag): one image per platform, and an index over them when the base was one.
  */
 export async function pushAgentImage(options: {
   readonly base: ImageReference;
   readonly target: ImageReference & { readonly tag: string };
-  readonly layer: AppLayer;
+  readonly payload: AgentPayload;
   readonly reader: RegistryClient;
   readonly writer: PushClient;
   readonly version: string;
   readonly onPlatform?: (platform: string) => void;
 }): Promise<AgentImage> {
-  const { base, target, layer, reader, writer } = options;
+  const { base, target, payload, reader, writer } = options;
   const top = await reader.fetchManifest(base);
   const bases: BaseImage[] = [];
   if (top.manifest.kind === 'image') {
@@ -160,14 +192,20 @@ export async function pushAgentImage(options: {
   const repository = target.repository;
   const sameRegistry = base.registry === target.registry;
   const pushed: Array<PushedPlatform & { descriptor: Descriptor }> = [];
-  await writer.uploadBlob(repository, { digest: layer.digest, size: layer.gzip.length }, () => Readable.from([layer.gzip]));
+  const skipped: string[] = [];
   for (const image of bases) {
+    const layer = payload.layerFor(image.platform);
+    if (!layer) {
+      skipped.push(image.platform);
+      continue;
+    }
     options.onPlatform?.(image.platform);
+    if (!(await writer.hasBlob(repository, layer.digest))) await writer.uploadBlob(repository, { digest: layer.digest, size: layer.gzip.length }, () => Readable.from([layer.gzip]));
     for (const blob of image.manifest.layers) {
       if (await writer.hasBlob(repository, blob.digest)) continue;
       await writer.uploadBlob(repository, blob, () => reader.blobStream(base, blob), sameRegistry ? base.repository : undefined);
     }
-    const config = Buffer.from(JSON.stringify(appendedConfig(image.config, layer, options.version)));
+    const config = Buffer.from(JSON.stringify(appendedConfig(image.config, layer, options.version, entrypointOf(payload))));
     const configDigest = sha256(config);
     await writer.uploadBlob(repository, { digest: configDigest, size: config.length }, () => Readable.from([config]));
     const oci = image.manifest.mediaType === MediaType.ociManifest;
@@ -186,13 +224,14 @@ export async function pushAgentImage(options: {
     await writer.putManifest(repository, digest, manifest, image.manifest.mediaType, image.descriptor ? undefined : target.tag);
     pushed.push({ platform: image.platform, digest, descriptor: { mediaType: image.manifest.mediaType, digest, size: manifest.length, ...(image.descriptor?.platform ? { platform: image.descriptor.platform } : {}) } });
   }
+  if (pushed.length === 0) throw new BadInputError(`${formatReference(base)} offers ${bases.map((b) => b.platform).join(', ')}: none that prestage has an executable for`);
   let digest = pushed[0]!.digest;
   if (top.manifest.kind === 'list') {
     const index = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: top.manifest.mediaType, manifests: pushed.map((entry) => entry.descriptor) }));
     digest = sha256(index);
     await writer.putManifest(repository, digest, index, top.manifest.mediaType, target.tag);
   }
-  return { reference: `${formatReference(target)}@${digest}`, digest, platforms: pushed.map(({ platform, digest: platformDigest }) => ({ platform, digest: platformDigest })), layer };
+  return { reference: `${formatReference(target)}@${digest}`, digest, platforms: pushed.map(({ platform, digest: platformDigest }) => ({ platform, digest: platformDigest })), skipped };
 }
 
 async function readBase(reader: RegistryClient, base: ImageReference, manifest: ImageManifest, descriptor: Descriptor | undefined): Promise<BaseImage> {
@@ -202,7 +241,7 @@ async function readBase(reader: RegistryClient, base: ImageReference, manifest: 
 }
 
 /** The base's config with our layer on top and prestage as the entrypoint. */
-function appendedConfig(base: Record<string, unknown>, layer: AppLayer, version: string): Record<string, unknown> {
+function appendedConfig(base: Record<string, unknown>, layer: AppLayer, version: string, run: ReturnType<typeof entrypointOf>): Record<string, unknown> {
   const rootfs = (base.rootfs ?? { type: 'layers', diff_ids: [] }) as { type: string; diff_ids: string[] };
   const config = { ...((base.config ?? {}) as Record<string, unknown>) };
   const created = new Date(0).toISOString();
@@ -211,14 +250,14 @@ function appendedConfig(base: Record<string, unknown>, layer: AppLayer, version:
     created,
     config: {
       ...config,
-      Entrypoint: ENTRYPOINT,
+      Entrypoint: run.Entrypoint,
       Cmd: null,
-      WorkingDir: `/${APP_DIR}`,
+      WorkingDir: run.WorkingDir,
       Env: [...((config.Env as string[] | undefined) ?? []).filter((entry) => !entry.startsWith('NODE_ENV=')), 'NODE_ENV=production'],
       Labels: { ...((config.Labels as Record<string, string> | null | undefined) ?? {}), 'org.opencontainers.image.title': 'prestage', 'org.opencontainers.image.version': version },
     },
     rootfs: { ...rootfs, diff_ids: [...rootfs.diff_ids, layer.diffId] },
-    history: [...((base.history as unknown[] | undefined) ?? []), { created, created_by: `prestage image push (prestage ${version} in /${APP_DIR})` }],
+    history: [...((base.history as unknown[] | undefined) ?? []), { created, created_by: `prestage image push (prestage ${version} ${run.placed})` }],
   };
 }
 
