@@ -14,7 +14,7 @@
  *    completion) as links to it, and DIR/SHA256SUMS.
  * Same checkout, same Node version: the same bytes, but for V8's code cache in the host's blob,
  * which V8 does not write the same twice; `--reproducible` leaves it out (start-up then compiles
- * the bundle: about 60 ms more). The test builds twice and compares.
+ * the bundle: about 30 ms more). The test builds twice and compares.
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
