@@ -13,6 +13,8 @@
  * any planner waits through one after another: the release manifest, its payload layer, a
  * component manifest, a layer trailer; plus the scheme probe an insecure (plain-HTTP) registry costs.
  *
+ * Both figures for this checkout's single executable (`npm run dist`, built in the same run) too.
+ *
  * First, this build beside the previous one (built from git in the same run,
  * bench/previous-build.ts): wall time and the CPU time of the process, as ratios; then the node
  * agent's size reads (src/agent/image-sizes.ts) of both builds, in this process, through a
@@ -63,9 +65,18 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; bytes: numb
   return { ms: performance.now() - started, bytes: proxy.stats.bytesSent, requests: proxy.stats.requests, value };
 }
 
-/** One plan by `build` as a child process; its CPU seconds (user + system) from /usr/bin/time. */
-async function prestage(build: Build = CURRENT): Promise<number> {
-  const { stdout, stderr } = await run('/usr/bin/time', ['-f', 'cpu %U %S', process.execPath, build.bin, 'plan', release, '--mirror', `quay.io=${proxy.host}`, ...build.insecure(proxy.host), '-o', 'json'], { maxBuffer: 256 * 1024 * 1024 });
+/** This checkout's single executable (`npm run dist`, the host's target), run beside `node bin/prestage.js`. */
+const EXECUTABLE = await (async () => {
+  const target = `linux-${process.arch === 'x64' ? 'amd64' : process.arch}`;
+  const out = join(storageDir, 'dist');
+  await run(process.execPath, [join(dirname(CURRENT.bin), '..', 'node_modules/tsx/dist/cli.mjs'), join(dirname(CURRENT.bin), '..', 'scripts/dist.ts'), '--out', out, '--targets', target]);
+  return join(out, target, 'prestage');
+})();
+
+/** One plan by `build` (or this checkout's executable) as a child process; its CPU seconds (user + system) from /usr/bin/time. */
+async function prestage(build: Build = CURRENT, executable = false): Promise<number> {
+  const command = executable ? [EXECUTABLE] : [process.execPath, build.bin];
+  const { stdout, stderr } = await run('/usr/bin/time', ['-f', 'cpu %U %S', ...command, 'plan', release, '--mirror', `quay.io=${proxy.host}`, ...build.insecure(proxy.host), '-o', 'json'], { maxBuffer: 256 * 1024 * 1024 });
   JSON.parse(stdout);
   const m = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(stderr);
   return m ? Number(m[1]) + Number(m[2]) : NaN;
@@ -181,18 +192,21 @@ function minimumBytes(): number {
 
 /** The critical-path lower bound for prestage's own requests at each RTT, against its wall time. */
 async function criticalPath(): Promise<void> {
-  const startup = median(await Promise.all([0, 1, 2].map(async () => (await timed(() => run(process.execPath, [CURRENT.bin, '--version']))).ms)));
-  console.log(`critical path  bound = RTT x (${DEPENDENT_ROUND_TRIPS} dependent + 1 handshake + other requests / ${CONCURRENCY}) + bytes / ${BANDWIDTH ? `${BANDWIDTH} B/s` : 'uncapped bandwidth'}; process start (prestage --version): ${startup.toFixed(0)} ms`);
-  console.log(`  ${'RTT'.padEnd(8)} ${'prestage'.padStart(10)} ${'bound'.padStart(8)} ${'ratio'.padStart(6)} ${'requests'.padStart(9)} ${'bytes'.padStart(9)}   (target ratio <= 1.5)`);
+  const start = async (command: string[]) => median(await Promise.all([0, 1, 2].map(async () => (await timed(() => run(command[0]!, [...command.slice(1), '--version']))).ms)));
+  const [startup, startupExecutable] = [await start([process.execPath, CURRENT.bin]), await start([EXECUTABLE])];
+  console.log(`critical path  bound = RTT x (${DEPENDENT_ROUND_TRIPS} dependent + 1 handshake + other requests / ${CONCURRENCY}) + bytes / ${BANDWIDTH ? `${BANDWIDTH} B/s` : 'uncapped bandwidth'}; process start (--version): node bin/prestage.js ${startup.toFixed(0)} ms, executable ${startupExecutable.toFixed(0)} ms`);
+  console.log(`  ${'RTT'.padEnd(8)} ${'run as'.padEnd(11)} ${'prestage'.padStart(10)} ${'bound'.padStart(8)} ${'ratio'.padStart(6)} ${'requests'.padStart(9)} ${'bytes'.padStart(9)}   (target ratio <= 1.5)`);
   for (const rtt of BOUND_RTTS) {
     proxy.setLatency(rtt);
-    const runs: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
-    for (let i = 0; i < RUNS; i++) runs.push(await timed(() => prestage()));
-    const ms = median(runs.map((r) => r.ms));
-    const { requests, bytes } = runs[0]!;
-    const roundTrips = DEPENDENT_ROUND_TRIPS + 1 + Math.ceil((requests - DEPENDENT_ROUND_TRIPS) / CONCURRENCY);
-    const bound = rtt * roundTrips + (BANDWIDTH ? (bytes / BANDWIDTH) * 1000 : 0);
-    console.log(`  ${`${rtt} ms`.padEnd(8)} ${`${ms.toFixed(0)} ms`.padStart(10)} ${`${bound.toFixed(0)} ms`.padStart(8)} ${(ms / bound).toFixed(2).padStart(6)} ${String(requests).padStart(9)} ${String(bytes).padStart(9)}`);
+    for (const executable of [false, true]) {
+      const runs: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
+      for (let i = 0; i < RUNS; i++) runs.push(await timed(() => prestage(CURRENT, executable)));
+      const ms = median(runs.map((r) => r.ms));
+      const { requests, bytes } = runs[0]!;
+      const roundTrips = DEPENDENT_ROUND_TRIPS + 1 + Math.ceil((requests - DEPENDENT_ROUND_TRIPS) / CONCURRENCY);
+      const bound = rtt * roundTrips + (BANDWIDTH ? (bytes / BANDWIDTH) * 1000 : 0);
+      console.log(`  ${`${rtt} ms`.padEnd(8)} ${(executable ? 'executable' : 'node').padEnd(11)} ${`${ms.toFixed(0)} ms`.padStart(10)} ${`${bound.toFixed(0)} ms`.padStart(8)} ${(ms / bound).toFixed(2).padStart(6)} ${String(requests).padStart(9)} ${String(bytes).padStart(9)}`);
+    }
   }
   proxy.setLatency(RTT_MS);
 }
@@ -204,22 +218,26 @@ try {
   await againstPrevious(previous);
   await agentSizes(previous);
   const ours: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
+  const oursExecutable: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
   const theirs: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
   for (let i = 0; i < RUNS; i++) {
     ours.push(await timed(() => prestage()));
+    oursExecutable.push(await timed(() => prestage(CURRENT, true)));
     theirs.push(await timed(baseline));
   }
   const oursMs = median(ours.map((r) => r.ms));
+  const executableMs = median(oursExecutable.map((r) => r.ms));
   const theirsMs = median(theirs.map((r) => r.ms));
   const minimum = minimumBytes();
   const rows = [
     ['', 'wall (median)', 'requests', 'bytes read'],
     [`prestage plan`, `${oursMs.toFixed(0)} ms`, String(ours[0]!.requests), String(ours[0]!.bytes)],
+    [`  executable`, `${executableMs.toFixed(0)} ms`, String(oursExecutable[0]!.requests), String(oursExecutable[0]!.bytes)],
     [`skopeo baseline`, `${theirsMs.toFixed(0)} ms`, String(theirs[0]!.requests), String(theirs[0]!.bytes)],
   ];
   console.log(`bench:plan  fixture: ${truth.components.length} components, release ${truth.release.version}; proxy RTT ${RTT_MS} ms (per request, and per new connection); ${RUNS} runs each, interleaved`);
   for (const r of rows) console.log(`  ${r[0]!.padEnd(16)} ${r[1]!.padStart(14)} ${r[2]!.padStart(9)} ${r[3]!.padStart(12)}`);
-  console.log(`  speed-up (baseline / prestage wall time): ${(theirsMs / oursMs).toFixed(1)}x   (target >= 10x)`);
+  console.log(`  speed-up (baseline / prestage wall time): node bin/prestage.js ${(theirsMs / oursMs).toFixed(1)}x, executable ${(theirsMs / executableMs).toFixed(1)}x   (target >= 10x)`);
   console.log(`  prestage bytes / minimum bytes (${minimum}): ${(ours[0]!.bytes / minimum).toFixed(3)}   (target <= 1.05)`);
   await criticalPath();
 } finally {

@@ -7,7 +7,7 @@ import type { PinningBackend } from '../cluster/backend.js';
 import { cacheEvent, CacheMetricsReader, type CacheCounters, type CacheEvent } from '../cluster/cache-metrics.js';
 import type { KubeClient } from '../cluster/kube.js';
 import { waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTracker } from '../cluster/wait.js';
-import { formatBytes } from '../render/table.js';
+import { formatBytes, formatSeconds } from '../render/table.js';
 import type { McoVersions } from '../cluster/mco/backend.js';
 import { DEFAULT_FAIL_AFTER_MS, DEFAULT_TIMEOUT_MS, mcoPace, mcoWaitDefaults, paceLines, predictMcoNodes } from '../cluster/mco/pace.js';
 import { mcoNodeWork, runningVersion } from '../cluster/mco/pace-work.js';
@@ -113,9 +113,6 @@ function cacheLine(e: CacheEvent): string {
   return `cache ${e.cache}: ${formatBytes(e.upstreamBytes)} from upstream, ${formatBytes(e.servedBytes)} served to nodes${hits} (since wait started)`;
 }
 
-function formatSeconds(s: number): string {
-  return s >= 3600 ? `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m` : s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${s}s`;
-}
 
 /** MCO's predicted pace for `sets` (printed), and the limits that follow from it for flags not given. */
 async function waitLimits(cluster: WaitCluster | undefined, sets: readonly string[] | undefined, flags: WaitFlags, printer: WaitPrinter): Promise<{ timeoutMs: number; failAfterMs: number; predictedEndMs?: Map<string, number> }> {

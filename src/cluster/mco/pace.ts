@@ -13,6 +13,8 @@
  * second time costs a pause). The link is shared: every node pulls at once, at rate / nodes.
  */
 
+import { formatSeconds } from '../../render/table.js';
+
 /** Seconds a `podman manifest inspect` takes: 190 tiny images on a master at MCO main took 4 min 37 s (FACTS §3). */
 export const INSPECT_SECONDS = 0.4;
 const THROTTLE_SECONDS = 1;
@@ -161,20 +163,20 @@ export function mcoWaitDefaults(predictions: readonly NodePrediction[], pace: Mc
     timeoutMs,
     failAfterMs,
     reasons: [
-      `--timeout ${minutes(timeoutMs)}: ${slowest && 2 * slowest.seconds * 1000 > DEFAULT_TIMEOUT_MS ? `twice the slowest node's ${clock(slowest.seconds)} (${slowest.node})` : `the default; twice the slowest node's ${clock(slowest?.seconds ?? 0)} is less`}`,
-      `--fail-after ${minutes(failAfterMs)}: ${failAfterMs > DEFAULT_FAIL_AFTER_MS ? 'a failed pull is retried by the next sync within' : 'the default; a failed pull is retried by the next sync within'} ${clock(Math.round(retry))} (a ${clock(pace.deadlineSeconds)} deadline, an ${Math.round(longestRequeue)} s requeue, 5 tries)`,
+      `--timeout ${minutes(timeoutMs)}: ${slowest && 2 * slowest.seconds * 1000 > DEFAULT_TIMEOUT_MS ? `twice the slowest node's ${formatSeconds(slowest.seconds)} (${slowest.node})` : `the default; twice the slowest node's ${formatSeconds(slowest?.seconds ?? 0)} is less`}`,
+      `--fail-after ${minutes(failAfterMs)}: ${failAfterMs > DEFAULT_FAIL_AFTER_MS ? 'a failed pull is retried by the next sync within' : 'the default; a failed pull is retried by the next sync within'} ${formatSeconds(Math.round(retry))} (a ${formatSeconds(pace.deadlineSeconds)} deadline, an ${Math.round(longestRequeue)} s requeue, 5 tries)`,
     ],
   };
 }
 
 /** One line per node: the prediction and what it is made of. */
 export function paceLines(predictions: readonly NodePrediction[], pace: McoPace, linkBytesPerSecond: number | undefined, formatBytes: (n: number) => string): string[] {
-  const head = `MCO ${pace.version ?? '(version unknown: 4.16-4.21 assumed)'} pace: ${clock(pace.deadlineSeconds)} sync deadline, 5 pull workers (1 on masters), a 1 s pause after every image${linkBytesPerSecond ? `; link ${formatBytes(linkBytesPerSecond)}/s shared by ${predictions.filter((p) => p.images > 0).length || 1} node(s)` : '; bytes not counted (give --link-rate for them)'}`;
+  const head = `MCO ${pace.version ?? '(version unknown: 4.16-4.21 assumed)'} pace: ${formatSeconds(pace.deadlineSeconds)} sync deadline, 5 pull workers (1 on masters), a 1 s pause after every image${linkBytesPerSecond ? `; link ${formatBytes(linkBytesPerSecond)}/s shared by ${predictions.filter((p) => p.images > 0).length || 1} node(s)` : '; bytes not counted (give --link-rate for them)'}`;
   return [
     head,
     ...predictions.map((p) => {
-      const parts = [`${clock(p.inspectSeconds)} disk check`, `${clock(p.pauseSeconds)} pauses on ${p.workers} worker${p.workers === 1 ? '' : 's'}`, ...(p.bytesSeconds !== undefined ? [`${clock(p.bytesSeconds)} for ${formatBytes(p.compressedBytes)}`] : []), ...(p.deadlines ? [`${p.deadlines} deadline${p.deadlines === 1 ? '' : 's'}${p.idleSeconds ? `, ${clock(p.idleSeconds)} idle between syncs` : ''}`] : [])];
-      return `  ${p.node}: ${p.images} images, about ${clock(p.seconds)}${p.bytesSeconds === undefined ? '+' : ''} (${parts.join(', ')})`;
+      const parts = [`${formatSeconds(p.inspectSeconds)} disk check`, `${formatSeconds(p.pauseSeconds)} pauses on ${p.workers} worker${p.workers === 1 ? '' : 's'}`, ...(p.bytesSeconds !== undefined ? [`${formatSeconds(p.bytesSeconds)} for ${formatBytes(p.compressedBytes)}`] : []), ...(p.deadlines ? [`${p.deadlines} deadline${p.deadlines === 1 ? '' : 's'}${p.idleSeconds ? `, ${formatSeconds(p.idleSeconds)} idle between syncs` : ''}`] : [])];
+      return `  ${p.node}: ${p.images} images, about ${formatSeconds(p.seconds)}${p.bytesSeconds === undefined ? '+' : ''} (${parts.join(', ')})`;
     }),
   ];
 }
@@ -188,8 +190,3 @@ function minutes(ms: number): string {
   return m % 60 === 0 ? `${m / 60}h` : m > 60 ? `${Math.floor(m / 60)}h${m % 60}m` : `${m}m`;
 }
 
-/** 4m37s, 1h02m, 45s. */
-export function clock(seconds: number): string {
-  const s = Math.round(seconds);
-  return s >= 3600 ? `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m` : s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${s}s`;
-}
