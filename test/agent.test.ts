@@ -11,7 +11,6 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
   API_VERSION,
   CRDS,
-  DISK_BYTES_ANNOTATION,
   GROUP,
   NODE_PINNED_IMAGES,
   PINNED_IMAGE_SETS,
@@ -21,6 +20,7 @@ import {
   type PinnedImageSet,
   type PinnedImageSetStatus,
 } from '../src/api/prestage.js';
+import { DISK_BYTES_ANNOTATION } from '../src/api/set-metadata.js';
 import { CrioRuntime, findCrioPid, renderPinDropIn } from '../src/agent/crio.js';
 import { RegistryImageSizes } from '../src/agent/image-sizes.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';

@@ -5,7 +5,7 @@
  * images of any selecting set) and those admitted for earlier sets. Where some image's layers
  * are unknown, the set falls back to its `prestage.dev/disk-bytes` annotation and says so.
  */
-import { DISK_BYTES_ANNOTATION } from '../api/prestage.js';
+import { DISK_BYTES_ANNOTATION } from '../api/set-metadata.js';
 import { hasLayers, type SizedLayer, type SizeResult } from './image-sizes.js';
 
 export interface DiskCheckSet {

@@ -14,7 +14,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import {
-  DISK_BYTES_ANNOTATION,
   MAX_VERIFIED_SETS,
   MAX_VERIFY_REQUEST_LENGTH,
   VERIFY_REQUESTED_ANNOTATION,
@@ -26,6 +25,7 @@ import {
   type PinnedImageSet,
   type PinnedImageSetStatus,
 } from '../api/prestage.js';
+import { DISK_BYTES_ANNOTATION } from '../api/set-metadata.js';
 import type { PullAuth, RuntimeImage } from '../cri/client.js';
 import { findCredential, parsePullSecretFile, type PullSecret } from '../registry/credentials.js';
 import { parseReference } from '../registry/reference.js';

@@ -22,23 +22,6 @@ export const API_VERSION = `${GROUP}/${VERSION}`;
 export const PINNED_IMAGE_SETS = 'pinnedimagesets';
 export const NODE_PINNED_IMAGES = 'nodepinnedimages';
 
-/** Label of every set prestage renders: selectable with `-l prestage.dev/release-version=4.16.3`. */
-export const RELEASE_VERSION_LABEL = 'prestage.dev/release-version';
-/** The exact version (a label value cannot hold every version string), the pullspec and digest. */
-export const RELEASE_VERSION_ANNOTATION = 'prestage.dev/release-version';
-export const RELEASE_ANNOTATION = 'prestage.dev/release';
-export const RELEASE_DIGEST_ANNOTATION = 'prestage.dev/release-digest';
-
-/** `version` as a label value: at most 63 of [A-Za-z0-9._-], alphanumeric at both ends. */
-export function releaseVersionLabel(version: string): string {
-  return version.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '');
-}
-
-/** Set annotation (rendered by `prestage plan`): bytes the set's images take on a node's disk. */
-export const DISK_BYTES_ANNOTATION = 'prestage.dev/disk-bytes';
-/** Set annotation (rendered by `prestage plan`): the set's compressed bytes, what a node downloads for it. */
-export const COMPRESSED_BYTES_ANNOTATION = 'prestage.dev/compressed-bytes';
-
 /**
  * Set annotation `prestage verify` stamps (a fresh value per run): every agent the set selects
  * answers it with a CRI check of the set's images now, in its status's `verified`.

@@ -20,7 +20,7 @@ import { AGENT_PATHS } from '../cluster/agent/backend.js';
 import type { PinningBackend } from '../cluster/backend.js';
 import { Informer } from '../cluster/informer.js';
 import type { KubeClient, KubeList, KubeObject } from '../cluster/kube.js';
-import { RELEASE_VERSION_LABEL, releaseVersionLabel } from '../api/prestage.js';
+import { RELEASE_VERSION_LABEL, releaseVersionLabel } from '../api/set-metadata.js';
 import { listSetsWithImages, parseReleaseVersion } from '../cluster/release-lifecycle.js';
 import { CriClient } from '../cri/client.js';
 import { BadInputError } from '../errors.js';

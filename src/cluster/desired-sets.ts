@@ -2,6 +2,7 @@
  * The sets to apply, from a plan or from PinnedImageSet manifests (what `plan -o yaml` and
  * `--output-dir` write, or hand-written ones), and back to a PinnedImageSet object.
  */
+import { DISK_BYTES_ANNOTATION, ROLE_ANNOTATION } from '../api/set-metadata.js';
 import { BadInputError } from '../errors.js';
 import type { Plan, SetRole } from '../plan/types.js';
 import { toPinnedImageSet } from '../render/pinned-image-sets.js';
@@ -9,8 +10,6 @@ import type { DesiredSet } from './backend.js';
 import type { KubeObject } from './kube.js';
 
 const ROLE_LABEL = 'machineconfiguration.openshift.io/role';
-const ROLE_ANNOTATION = 'prestage.dev/role';
-const DISK_BYTES_ANNOTATION = 'prestage.dev/disk-bytes';
 
 export function desiredSetsFromPlan(plan: Plan): DesiredSet[] {
   const byPullSpec = new Map(plan.images.map((i) => [i.pullSpec, i]));
@@ -25,7 +24,7 @@ export function desiredSetsFromPlan(plan: Plan): DesiredSet[] {
  * compressed sizes, a layer once (the daemon caches layer digests), configs not at all; a
  * manifest list has no layers, so the components of a `-multi` release count 0.
  */
-function mcoCheckBytes(plan: Plan, images: readonly string[], byPullSpec: ReadonlyMap<string, Plan['images'][number]>): number {
+export function mcoCheckBytes(plan: Plan, images: readonly string[], byPullSpec: ReadonlyMap<string, Plan['images'][number]> = new Map(plan.images.map((i) => [i.pullSpec, i]))): number {
   const layers = new Map<string, number>();
   for (const pullSpec of images) {
     const image = byPullSpec.get(pullSpec);

@@ -176,7 +176,7 @@ async function readOsStreams(client: KubeClient): Promise<LiveCluster['osStreams
  * The release the nodes run: the newest Completed update in the history. During an update,
  * `status.desired` is already the target, so it is only the last resort.
  */
-function currentRelease(cv: ClusterVersion): LiveCluster['release'] | undefined {
+export function currentRelease(cv: ClusterVersion): LiveCluster['release'] | undefined {
   const done = cv.status?.history?.find((h) => h.state === 'Completed' && h.image);
   const entry = done ?? (cv.status?.desired?.image ? cv.status.desired : undefined);
   return entry?.image ? { pullSpec: entry.image, ...(entry.version ? { version: entry.version } : {}) } : undefined;

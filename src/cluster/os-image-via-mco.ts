@@ -10,13 +10,14 @@
  * For 4.19-4.22 one MCO PinnedImageSet per pool holding the OS image makes the pool list a set,
  * and MCO then holds the image too: `--os-image-via-mco` writes it.
  */
-import { COMPRESSED_BYTES_ANNOTATION, DISK_BYTES_ANNOTATION } from '../api/prestage.js';
+import { COMPRESSED_BYTES_ANNOTATION, DISK_BYTES_ANNOTATION } from '../api/set-metadata.js';
 import { ClusterError } from '../errors.js';
 import { isNodeOsImageName } from '../plan/os-streams.js';
+import { majorMinor } from '../plan/release-api.js';
 import type { Plan } from '../plan/types.js';
 import { formatBytes } from '../render/table.js';
 import type { ApplyOutcome, DesiredSet, PinningBackend } from './backend.js';
-import { desiredSetsFromPlan } from './desired-sets.js';
+import { desiredSetsFromPlan, mcoCheckBytes } from './desired-sets.js';
 import { mcoVersions } from './detect.js';
 import type { KubeClient, KubeList, KubeObject } from './kube.js';
 import { CLUSTER_VERSION } from './live-cluster.js';
@@ -28,9 +29,9 @@ export const OS_IMAGE_VIA_MCO_HELP = 'Agent backend on OpenShift 4.19-4.22: also
 export type OsRebaseSource = 'registry' | 'local-with-gate' | 'local-if-pool-lists-a-set' | 'local';
 
 export function osRebaseSource(version: string): OsRebaseSource {
-  const m = /^(\d+)\.(\d+)/.exec(version);
-  if (!m) return 'local-if-pool-lists-a-set';
-  const [major, minor] = [Number(m[1]), Number(m[2])];
+  const parsed = majorMinor(version);
+  if (!parsed) return 'local-if-pool-lists-a-set';
+  const [major, minor] = parsed;
   if (major > 4) return 'local';
   if (minor <= 16) return 'registry';
   if (minor <= 18) return 'local-with-gate';
@@ -43,9 +44,10 @@ export function osImageSets(plan: Plan): DesiredSet[] {
   return desiredSetsFromPlan(plan).flatMap((set) => {
     const images = set.images.filter((image) => osImages.has(image));
     if (!images.length) return [];
-    const compressed = plan.images.filter((i) => images.includes(i.pullSpec)).reduce((a, i) => a + i.compressedBytes, 0);
-    const disk = plan.images.filter((i) => images.includes(i.pullSpec)).reduce((a, i) => a + i.diskBytes, 0);
-    return [{ ...set, name: `${set.name}-os-image`, images, diskBytes: disk, mcoCheckBytes: compressed, annotations: { ...set.annotations, [COMPRESSED_BYTES_ANNOTATION]: String(compressed), [DISK_BYTES_ANNOTATION]: String(disk) } }];
+    const chosen = plan.images.filter((i) => images.includes(i.pullSpec));
+    const compressed = chosen.reduce((a, i) => a + i.compressedBytes, 0);
+    const disk = chosen.reduce((a, i) => a + i.diskBytes, 0);
+    return [{ ...set, name: `${set.name}-os-image`, images, diskBytes: disk, mcoCheckBytes: mcoCheckBytes(plan, images), annotations: { ...set.annotations, [COMPRESSED_BYTES_ANNOTATION]: String(compressed), [DISK_BYTES_ANNOTATION]: String(disk) } }];
   });
 }
 
@@ -62,7 +64,8 @@ export function osImageAdvice({ plan, poolsListingSets, viaMco }: OsImageInputs)
   if (!sets.length) return { warnings: [], mcoSets: [] };
   const version = plan.release.version;
   const source = osRebaseSource(version);
-  const size = formatBytes(sets.reduce((a, s) => Math.max(a, s.mcoCheckBytes ?? 0), 0));
+  // What a node downloads again: the OS images' compressed bytes (the largest set's).
+  const size = formatBytes(sets.reduce((a, s) => Math.max(a, Number(s.annotations[COMPRESSED_BYTES_ANNOTATION])), 0));
   const refuse = (why: string) => {
     throw new ClusterError(`--os-image-via-mco: ${why}`);
   };

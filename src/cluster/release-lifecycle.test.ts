@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { BadInputError } from '../errors.js';
 import type { ProgressSnapshot } from './backend.js';
 import type { ClusterVersion } from './live-cluster.js';
-import { releaseVersionLabel } from '../api/prestage.js';
+import { releaseVersionLabel } from '../api/set-metadata.js';
 import { bytesFreedPerNode, checkReleaseReady, decidePrune, resolveUpdate, ReleaseNotReadyError, riskLines, type ReleaseSet } from './release-lifecycle.js';
 
 const image = (v: string) => `quay.io/openshift-release-dev/ocp-release@sha256:${v.replace(/\D/g, '').padEnd(64, '0')}`;

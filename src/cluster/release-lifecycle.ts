@@ -5,7 +5,7 @@
  * targets, and which releases the cluster no longer needs (`prune`).
  */
 import semver from 'semver';
-import { DISK_BYTES_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL } from '../api/prestage.js';
+import { DISK_BYTES_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL } from '../api/set-metadata.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { AGENT_PATHS } from './agent/backend.js';
 import { MANAGED_BY_LABEL, setReady, type NodeSetProgress, type PinningBackend, type ProgressSnapshot } from './backend.js';

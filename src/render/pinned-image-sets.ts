@@ -10,7 +10,7 @@ import yaml from 'js-yaml';
 import { writeFileAtomic } from '../atomic-file.js';
 import { OutputError, systemErrorText } from '../errors.js';
 import { toAgentPinnedImageSet } from '../cluster/agent/backend.js';
-import { COMPRESSED_BYTES_ANNOTATION, RELEASE_ANNOTATION, RELEASE_DIGEST_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL, releaseVersionLabel } from '../api/prestage.js';
+import { COMPRESSED_BYTES_ANNOTATION, DISK_BYTES_ANNOTATION, ROLE_ANNOTATION, RELEASE_ANNOTATION, RELEASE_DIGEST_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL, releaseVersionLabel } from '../api/set-metadata.js';
 import type { Plan, PlannedSet } from '../plan/types.js';
 import type { SetApi } from './output-dir.js';
 
@@ -39,9 +39,9 @@ export function toPinnedImageSet(plan: Plan, set: PlannedSet, apiVersion = MCO_A
         [RELEASE_ANNOTATION]: plan.release.pullSpec,
         [RELEASE_DIGEST_ANNOTATION]: plan.release.digest,
         [RELEASE_VERSION_ANNOTATION]: plan.release.version,
-        'prestage.dev/role': set.role,
+        [ROLE_ANNOTATION]: set.role,
         [COMPRESSED_BYTES_ANNOTATION]: String(set.compressedBytes),
-        'prestage.dev/disk-bytes': String(set.diskBytes),
+        [DISK_BYTES_ANNOTATION]: String(set.diskBytes),
         'prestage.dev/size-estimate': set.estimate.method,
       },
     },

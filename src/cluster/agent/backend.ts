@@ -9,7 +9,6 @@
  */
 import {
   API_VERSION,
-  DISK_BYTES_ANNOTATION,
   GROUP,
   NODE_PINNED_IMAGES,
   PINNED_IMAGE_SETS,
@@ -17,6 +16,7 @@ import {
   type NodePinnedImages,
   type PinnedImageSet,
 } from '../../api/prestage.js';
+import { DISK_BYTES_ANNOTATION } from '../../api/set-metadata.js';
 import type { SetRole } from '../../plan/types.js';
 import { MANAGED_BY_LABEL, type DesiredSet, type NodeSetProgress, type PinningBackend, type ProgressSnapshot, type SetProgress } from '../backend.js';
 import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../kube.js';

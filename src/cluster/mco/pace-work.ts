@@ -3,18 +3,18 @@
  * the sets' images (their average size from the set's compressed-bytes annotation), less the
  * images of sets already current on the node, and the MCO release the cluster runs.
  */
-import { COMPRESSED_BYTES_ANNOTATION } from '../../api/prestage.js';
+import { COMPRESSED_BYTES_ANNOTATION } from '../../api/set-metadata.js';
 import type { PinningBackend } from '../backend.js';
 import type { KubeClient, KubeList, KubeObject } from '../kube.js';
-import { CLUSTER_VERSION, type ClusterVersion } from '../live-cluster.js';
+import { CLUSTER_VERSION, currentRelease, type ClusterVersion } from '../live-cluster.js';
 import { mcoPaths, type McoVersions } from './backend.js';
 import type { NodeWork } from './pace.js';
 
 
-/** The release whose MCO runs now: the newest Completed history entry; undefined off OpenShift. */
+/** The release whose MCO runs now (the release the nodes run, as a live plan reads it); undefined off OpenShift. */
 export async function runningVersion(client: KubeClient): Promise<string | undefined> {
   const clusterVersion = await client.find<ClusterVersion>(CLUSTER_VERSION).catch(() => undefined);
-  return clusterVersion?.status?.history?.find((h) => h.state === 'Completed')?.version;
+  return clusterVersion && currentRelease(clusterVersion)?.version;
 }
 
 interface SetObject extends KubeObject {

@@ -13,6 +13,7 @@
  * second time costs a pause). The link is shared: every node pulls at once, at rate / nodes.
  */
 
+import { majorMinor } from '../../plan/release-api.js';
 import { formatSeconds } from '../../render/table.js';
 
 /** Seconds a `podman manifest inspect` takes: 190 tiny images on a master at MCO main took 4 min 37 s (FACTS §3). */
@@ -32,8 +33,8 @@ export interface McoPace {
 }
 
 export function mcoPace(version: string | undefined): McoPace {
-  const m = version ? /^(\d+)\.(\d+)/.exec(version) : null;
-  const from422 = m !== null && (Number(m[1]) > 4 || Number(m[2]) >= 22);
+  const [major, minor] = (version && majorMinor(version)) || [0, 0];
+  const from422 = major > 4 || (major === 4 && minor >= 22);
   return { version, deadlineSeconds: from422 ? 300 : 120 };
 }
 

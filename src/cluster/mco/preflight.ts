@@ -10,6 +10,7 @@
  * The rules are pure; checkMcoPreflight reads the nodes and the sets' targets for them.
  */
 import { ClusterError } from '../../errors.js';
+import { majorMinor } from '../../plan/release-api.js';
 import { formatBytes } from '../../render/table.js';
 import type { DesiredSet, PinningBackend } from '../backend.js';
 import type { KubeClient, KubeList, KubeObject } from '../kube.js';
@@ -19,8 +20,8 @@ export const MCO_STORAGE_RESERVE = 16 * 2 ** 30;
 
 /** Entries of the daemon's LRU cache of images and sets, by MCO version. */
 export function mcoImageCacheSize(version: string | undefined): number {
-  const m = version ? /^(\d+)\.(\d+)/.exec(version) : null;
-  return m && (Number(m[1]) > 4 || Number(m[2]) >= 22) ? 1024 : 256;
+  const [major, minor] = (version && majorMinor(version)) || [0, 0];
+  return major > 4 || (major === 4 && minor >= 22) ? 1024 : 256;
 }
 
 export interface McoTarget {
