@@ -82,7 +82,7 @@ beforeEach(() => {
 async function create(dir: string, retry: RetryPolicy = { attempts: 3, baseDelayMs: 10, maxDelayMs: 50 }): Promise<void> {
   const client = new RegistryClient({ pullSecrets: [], insecureRegistries: [proxy.host], mirrors: [parseMirrorRule(`quay.io=${proxy.host}`)], retry, concurrency: 8, stallTimeoutMs: 30_000 });
   try {
-    await createBundle(client, plan, { dir, force: false, allPlatforms: false, concurrency: 8, progressTo: { write: () => true } as unknown as NodeJS.WritableStream, tty: false });
+    await createBundle(client, plan, { dir, force: false, allPlatforms: false, sigstore: true, concurrency: 8, progressTo: { write: () => true } as unknown as NodeJS.WritableStream, tty: false });
   } finally {
     await client.close();
   }

@@ -13,7 +13,8 @@ import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import yaml from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createBundle } from '../src/bundle/create.js';
+import { createBundle, type ReleaseSignatures } from '../src/bundle/create.js';
+import type { BundleMetadata } from '../src/bundle/layout.js';
 import { readPlanFile } from '../src/bundle/inputs.js';
 import type { Plan } from '../src/plan/types.js';
 import { RegistryClient } from '../src/registry/client.js';
@@ -23,6 +24,7 @@ import { DEFAULT_RETRY } from '../src/registry/retry.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
 import { expectOneLineError, treeHashes } from './support/bundle-files.js';
 import { BIN_DIR, runCli, type CliResult } from './support/cli.js';
+import { generateGpgKey, signRelease, startSignatureStore, type GpgKey, type SignatureStore } from './support/release-signing.js';
 
 const truth = inject('fixtureTruth');
 const storageDir = inject('fixtureStorageDir');
@@ -37,6 +39,10 @@ let work: string;
 let authFile: string;
 /** Flags that read the fixture through the proxy, with credentials. */
 let from: string[];
+/** Where the release signature comes from, and the key that verifies it. */
+let signing: string[];
+let signer: GpgKey;
+let store: SignatureStore;
 /** The reference bundle: created once, cleanly, from the release. */
 let reference: string;
 let referenceRun: CliResult;
@@ -58,10 +64,16 @@ beforeAll(async () => {
   authFile = join(work, 'auth.json');
   await writeFile(authFile, JSON.stringify({ auths: { [sourceProxy.host]: { auth: Buffer.from(`${source.username}:${source.password}`).toString('base64') } } }));
   from = ['--mirror', `quay.io=${sourceProxy.host}`, '--insecure-registry', sourceProxy.host, '--registry-config', authFile];
+  // The release's GPG signature from a signature store, as every real release has one.
+  signer = await generateGpgKey('Release Signer');
+  const signed = [truth.release.image.digest, truth.multi.listDigest];
+  store = await startSignatureStore({ release: Object.fromEntries(await Promise.all(signed.map(async (digest) => [digest, [await signRelease(signer, digest, RELEASE)]] as const))) });
+  handles.push(store);
+  signing = ['--signature-store', store.url('release'), '--verification-key', signer.publicKeyFile];
 
   reference = join(work, 'reference');
   sourceProxy.resetStats();
-  referenceRun = await runCli(['bundle', 'create', RELEASE, '--to', reference, ...from]);
+  referenceRun = await runCli(['bundle', 'create', RELEASE, '--to', reference, ...from, ...signing]);
   referenceBlobReads = sourceProxy.stats.log.filter((r) => r.method === 'GET' && r.target.includes('/blobs/')).map((r) => ({ target: r.target, range: r.range }));
 
   planFile = join(work, 'plan.json');
@@ -89,6 +101,25 @@ function bundledImages(): Array<{ pullSpec: string; digest: string; config: { di
     ...planned.images.map((i) => ({ pullSpec: i.pullSpec, digest: i.digest, config: i.config, layers: i.layers.map((l) => ({ digest: l.digest, size: l.compressedBytes })) })),
     ...planned.skipped.map((i) => ({ pullSpec: i.pullSpec, digest: i.digest, config: truthOf.get(i.digest)!.config, layers: truthOf.get(i.digest)!.layers.map((l) => ({ digest: l.digest, size: l.size })) })),
   ];
+}
+
+/** The release signatures the reference bundle carries, as `bundle create` hands them to createBundle. */
+async function referenceSignatures(): Promise<ReleaseSignatures> {
+  const record = (JSON.parse(await readFile(join(reference, 'prestage-bundle.json'), 'utf8')) as BundleMetadata).signatures!.release!;
+  const blob = (digest: string) => readFile(join(reference, 'blobs', 'sha256', digest.slice(7)));
+  return {
+    digest: record.digest,
+    signatures: await Promise.all(record.signatures.map((s) => blob(s.digest))),
+    keysText: (await blob(record.keys!.digest)).toString('utf8'),
+    verifiedWith: record.verifiedWith,
+    from: record.from,
+  };
+}
+
+/** The blobs of the release's GPG signature and its verification keys in a bundle. */
+async function signatureBlobs(dir: string): Promise<string[]> {
+  const record = (JSON.parse(await readFile(join(dir, 'prestage-bundle.json'), 'utf8')) as BundleMetadata).signatures!.release!;
+  return [...record.signatures, record.keys!].map((b) => b.digest);
 }
 
 /** What the bundled images consist of: manifests, configs and layers by digest. */
@@ -124,7 +155,7 @@ describe('bundle create from a release', () => {
   it('holds each manifest, config and layer exactly once, every file hashing to its name', async () => {
     const { manifests, blobs } = releaseBlobs();
     const files = await treeHashes(join(reference, 'blobs', 'sha256'));
-    expect(new Set(files.keys())).toEqual(new Set([...manifests, ...blobs.keys()].map(blobHex)));
+    expect(new Set(files.keys())).toEqual(new Set([...manifests, ...blobs.keys(), ...(await signatureBlobs(reference))].map(blobHex)));
     for (const [name, hash] of files) expect(hash, name).toBe(name);
   });
 
@@ -155,7 +186,7 @@ describe('bundle create from a release', () => {
 
   it('keeps the list and only the planned platform of a multi-arch release; a rerun for other content leaves only that', async () => {
     const dir = join(work, 'multi');
-    const r = await runCli(['bundle', 'create', `quay.io/${truth.releaseRepository}:${truth.multi.tag}`, '--arch', 'arm64', '--to', dir, ...from]);
+    const r = await runCli(['bundle', 'create', `quay.io/${truth.releaseRepository}:${truth.multi.tag}`, '--arch', 'arm64', '--to', dir, ...from, ...signing]);
     expect(r.code).toBe(0);
     const index = JSON.parse(await readFile(join(dir, 'index.json'), 'utf8')) as { manifests: Array<{ digest: string }> };
     expect(index.manifests[0]!.digest).toBe(truth.multi.listDigest);
@@ -172,7 +203,7 @@ describe('bundle create from a release', () => {
     const push = await runCli(['bundle', 'push', dir, `${mirrorProxy.host}/multi`, '--insecure-registry', mirrorProxy.host, '--output-dir', dir]);
     expectOneLineError(push, 3, /refuses manifest list sha256:[a-f0-9]{64} without all of its platforms; create the bundle with --all-platforms/);
     // Reusing the directory for another release takes --force, and leaves exactly that content.
-    expect((await runCli(['bundle', 'create', planFile, '--to', dir, ...from, '--force'])).code).toBe(0);
+    expect((await runCli(['bundle', 'create', planFile, '--to', dir, ...from, ...signing, '--force'])).code).toBe(0);
     expect(await treeHashes(dir)).toEqual(await treeHashes(reference));
   });
 });
@@ -182,7 +213,7 @@ describe('bundle create resumes', () => {
     const dir = join(work, 'broken');
     const layer = largestLayer();
     sourceProxy.inject({ match: new RegExp(`/blobs/${layer.digest}$`), times: Infinity, fault: { kind: 'reset', afterBytes: 600_000 } });
-    const failed = await runCli(['bundle', 'create', planFile, '--to', dir, ...from, '--retries', '0']);
+    const failed = await runCli(['bundle', 'create', planFile, '--to', dir, ...from, ...signing, '--retries', '0']);
     sourceProxy.clearFaults();
     expectOneLineError(failed, 3, new RegExp(`${layer.digest}: blob transfer kept failing .* after 1 attempts`));
     const partial = await stat(join(dir, '.partial', blobHex(layer.digest)));
@@ -191,7 +222,7 @@ describe('bundle create resumes', () => {
     await expect(stat(join(dir, 'index.json'))).rejects.toThrow(/ENOENT/);
 
     sourceProxy.resetStats();
-    const rerun = await runCli(['bundle', 'create', planFile, '--to', dir, ...from]);
+    const rerun = await runCli(['bundle', 'create', planFile, '--to', dir, ...from, ...signing]);
     expect(rerun.code).toBe(0);
     expect(rerun.stdout).toMatch(/\(\d+ resumed\)/);
     const reads = sourceProxy.stats.log.filter((r) => r.target.endsWith(layer.digest));
@@ -203,7 +234,7 @@ describe('bundle create resumes', () => {
     const dir = join(work, 'killed');
     sourceProxy.setBandwidth(4 * 1024 * 1024);
     sourceProxy.resetStats();
-    const child = spawn(process.execPath, [`${BIN_DIR}prestage.js`, 'bundle', 'create', planFile, '--to', dir, ...from], { stdio: 'ignore' });
+    const child = spawn(process.execPath, [`${BIN_DIR}prestage.js`, 'bundle', 'create', planFile, '--to', dir, ...from, ...signing], { stdio: 'ignore' });
     const exited = new Promise((resolve) => child.once('exit', resolve));
     while (sourceProxy.stats.bytesSent < 6 * 1024 * 1024 && child.exitCode === null) await new Promise((r) => setTimeout(r, 20));
     child.kill('SIGKILL');
@@ -213,7 +244,7 @@ describe('bundle create resumes', () => {
     expect(before).toBeGreaterThan(5 * 1024 * 1024);
 
     sourceProxy.resetStats();
-    const rerun = await runCli(['bundle', 'create', planFile, '--to', dir, ...from]);
+    const rerun = await runCli(['bundle', 'create', planFile, '--to', dir, ...from, ...signing]);
     expect(rerun.code).toBe(0);
     const total = [...releaseBlobs().blobs.values()].reduce((a, b) => a + b, 0);
     // Manifests are fetched again to learn the content; blob bytes only for what was missing.
@@ -226,7 +257,7 @@ describe('bundle verify', () => {
   it('passes a complete bundle', async () => {
     const r = await runCli(['bundle', 'verify', reference]);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(new RegExp(`^bundle ${reference}: ${IMAGES} images, \\d+ blobs, [\\d.]+ MiB verified\\n$`));
+    expect(r.stdout).toMatch(new RegExp(`^bundle ${reference}: ${IMAGES} images, \\d+ blobs, [\\d.]+ MiB verified\\nrelease signatures: 1 verified with the keys recorded at create \\(${signer.fingerprint} Release Signer <release-signer@example\\.com>\\)\\n$`));
   });
 
   it('names a corrupt and a missing blob with the images that need them; push refuses the damaged bundle', async () => {
@@ -310,7 +341,7 @@ describe('bundle as tar parts (--max-archive-size)', () => {
   const parts = () => `${reference}.parts`;
   let index: { parts: Array<{ name: string; size: number; sha256: string }> };
   beforeAll(async () => {
-    const r = await runCli(['bundle', 'create', RELEASE, '--to', reference, ...from, '--max-archive-size', '8M']);
+    const r = await runCli(['bundle', 'create', RELEASE, '--to', reference, ...from, ...signing, '--max-archive-size', '8M']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/fetched 0 B in 0 blobs/);
     index = JSON.parse(await readFile(join(parts(), 'parts.json'), 'utf8')) as typeof index;
@@ -333,7 +364,7 @@ describe('bundle as tar parts (--max-archive-size)', () => {
 
   it('verifies the parts without unpacking and pushes from them', async () => {
     const verify = await runCli(['bundle', 'verify', parts()]);
-    expect(verify.code).toBe(0);
+    expect(verify.code, verify.stderr).toBe(0);
     expect(verify.stdout).toMatch(new RegExp(`${IMAGES} images, \\d+ blobs, [\\d.]+ MiB verified`));
     const push = await runCli(['bundle', 'push', join(parts(), 'parts.json'), `${mirrorProxy.host}/mirrored`, '--insecure-registry', mirrorProxy.host, '--output-dir', work]);
     expect(push.code).toBe(0);
@@ -360,9 +391,9 @@ describe('incremental bundles (--since)', () => {
     await writeFile(subsetFile, JSON.stringify({ ...full, images: full.images.slice(0, 1), skipped: [] }));
     const previous = join(work, 'previous');
     const next = join(work, 'next');
-    expect((await runCli(['bundle', 'create', subsetFile, '--to', previous, ...from])).code).toBe(0);
+    expect((await runCli(['bundle', 'create', subsetFile, '--to', previous, ...from, ...signing])).code).toBe(0);
 
-    const r = await runCli(['bundle', 'create', planFile, '--to', next, '--since', previous, ...from]);
+    const r = await runCli(['bundle', 'create', planFile, '--to', next, '--since', previous, ...from, ...signing]);
     expect(r.code).toBe(0);
     const carried = new Set(full.images.slice(0, 1).flatMap((i) => [i.config.digest, ...i.layers.map((l) => l.digest)]));
     const all = new Set(bundledImages().flatMap((i) => [i.config.digest, ...i.layers.map((l) => l.digest)]));
@@ -416,7 +447,7 @@ describe('manifests and blobs side by side', () => {
     const client = sourceClient();
     sourceProxy.resetStats();
     try {
-      const report = await createBundle(client, await readPlanFile(planFile), { dir, force: false, allPlatforms: false, concurrency: 32, progressTo: devNull() });
+      const report = await createBundle(client, await readPlanFile(planFile), { dir, force: false, allPlatforms: false, sigstore: true, releaseSignatures: await referenceSignatures(), concurrency: 32, progressTo: devNull() });
       expect(report.images).toBe(IMAGES);
     } finally {
       await client.close();
@@ -446,6 +477,8 @@ describe('free disk space', () => {
         dir,
         force: false,
         allPlatforms: false,
+        sigstore: true,
+        releaseSignatures: await referenceSignatures(),
         concurrency: 32,
         progressTo: devNull(),
         // What the plan's own configs and layers need, and 1 KiB: not the manifests, nor the images only the mirror serves.
@@ -453,7 +486,7 @@ describe('free disk space', () => {
       })).rejects.toMatchObject({ exitCode: 2, message: expect.stringMatching(/^not enough free space in .*tight-disk: [\d.]+ MiB more is needed, [\d.]+ MiB is free \(short by [\d.]+ (KiB|MiB)\); free up space there or choose another --to$/) });
       // Nothing half-written is left in blobs/, and nothing claims the bundle is complete.
       await expect(stat(join(dir, 'index.json'))).rejects.toThrow();
-      const rerun = await createBundle(client, plan, { dir, force: false, allPlatforms: false, concurrency: 32, progressTo: devNull() });
+      const rerun = await createBundle(client, plan, { dir, force: false, allPlatforms: false, sigstore: true, releaseSignatures: await referenceSignatures(), concurrency: 32, progressTo: devNull() });
       expect(rerun.images).toBe(IMAGES);
     } finally {
       await client.close();
@@ -471,6 +504,7 @@ describe('free disk space', () => {
         dir,
         force: false,
         allPlatforms: false,
+        sigstore: true,
         concurrency: 8,
         progressTo: process.stderr,
         statFs: async () => ({ bavail: 1024, bsize: 4096 }),

@@ -25,10 +25,11 @@ import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import type { KubeClient } from '../cluster/kube.js';
 import type { Descriptor } from '../registry/manifest.js';
-import { RegistryClient } from '../registry/client.js';
+import { ManifestNotFoundError, RegistryClient } from '../registry/client.js';
 import { applyMirrors } from '../registry/mirrors.js';
 import { formatReference, parseReference, type ImageReference } from '../registry/reference.js';
 import { RetryableStatus } from '../registry/retry.js';
+import { sigstoreTag } from '../signatures/sigstore.js';
 import type { CacheMirror } from './cache-mirror.js';
 import { isUnreachable } from './image-sizes.js';
 import { LeasePacer } from './pacing.js';
@@ -242,11 +243,21 @@ export class LeaseCacheWarmer implements CacheWarmer {
           if (down || !held()) return;
           try {
             const image = await this.registry.resolveImage(ref, arch);
-            for (const blob of [image.manifest.config, ...image.manifest.layers]) {
+            const queue = (blob: Descriptor) => {
               const key = `${ref.registry}/${ref.repository}@${blob.digest}`;
-              if (queued.has(key)) continue;
+              if (queued.has(key)) return;
               queued.add(key);
               blobReads.push(reads(() => readBlob(ref, blob)));
+            };
+            [image.manifest.config, ...image.manifest.layers].forEach(queue);
+            // CRI-O asks the registry it pulls from for the sigstore attachments of the list and of the
+            // platform manifest (4.21+ ClusterImagePolicy): through the cache too, so it holds them.
+            for (const digest of new Set([image.listDigest ?? image.digest, image.digest])) {
+              const attachment = await this.registry.fetchManifest(ref, sigstoreTag(digest)).catch((error: unknown) => {
+                if (error instanceof ManifestNotFoundError) return undefined;
+                throw error;
+              });
+              if (attachment?.manifest.kind === 'image') [attachment.manifest.config, ...attachment.manifest.layers].forEach(queue);
             }
           } catch (error) {
             fail(formatReference(ref), error);

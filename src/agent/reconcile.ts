@@ -30,6 +30,7 @@ import type { PullAuth, RuntimeImage } from '../cri/client.js';
 import { findCredential, parsePullSecretFile, type PullSecret } from '../registry/credentials.js';
 import { parseReference } from '../registry/reference.js';
 import { verifySet } from '../verify/verdict.js';
+import { explainPullError, isPermanentPullError } from './pull-errors.js';
 import { checkDisk, imageBytes } from './disk.js';
 import { hasLayers, type ImageLayers, type ImageSizeSource, type SizeResult } from './image-sizes.js';
 import type { AgentMetrics } from './metrics.js';
@@ -114,8 +115,6 @@ const PULL_DEADLINE_GRACE_MS = 60_000;
 const STATUS_SIZE_RETRY_MS = 10 * 60_000;
 /** CRI-O's digest check refused a blob (containers/image: "Digest did not match, expected …, got …"). */
 const CORRUPT_BLOB_ERROR = /digest did not match|digest mismatch|checksum mismatch/i;
-/** Errors retrying cannot fix; the image fails at once (MCO does the same for ENOSPC). */
-const PERMANENT_PULL_ERROR = /no space left on device|manifest unknown|not found|unauthorized|denied/i;
 
 interface ImageRecord {
   attempts: number;
@@ -539,8 +538,8 @@ export class NodeAgent {
           log.info({ image, attempt, ms: Date.now() - started }, 'pulled');
           return;
         } catch (error) {
-          record.lastError = oneLine((error as Error).message);
-          const permanent = PERMANENT_PULL_ERROR.test(record.lastError);
+          record.lastError = explainPullError(image, oneLine((error as Error).message));
+          const permanent = isPermanentPullError(record.lastError);
           metrics?.pulls.inc({ outcome: 'error' });
           log.warn({ image, attempt, permanent, err: record.lastError }, 'pull failed');
           if (permanent) record.notBefore = Date.now() + (this.options.permanentFailureBackoffMs ?? DEFAULT_PERMANENT_FAILURE_BACKOFF_MS);

@@ -258,7 +258,9 @@ export async function inventoryOfArchive(archive: OpenedArchive): Promise<{ bund
     }
     verified.set(entry.digest, size);
     const bytes = Buffer.concat(keep);
-    if (bytes[0] === 0x7b /* { */) small.set(entry.digest, bytes);
+    // JSON (manifests, sigstore payloads) and the release's GPG signatures (OpenPGP packets: the
+    // first byte's top bit is set) and keys (armored): what verify reads back.
+    if (bytes[0] === 0x7b /* { */ || (bytes.length > 0 && (bytes[0]! & 0x80) !== 0) || bytes.subarray(0, 15).toString('latin1') === '-----BEGIN PGP ') small.set(entry.digest, bytes);
   });
   const where = join(archive.dir, ARCHIVE_INDEX_FILE);
   return {
@@ -268,7 +270,7 @@ export async function inventoryOfArchive(archive: OpenedArchive): Promise<{ bund
       corrupt,
       read: async (digest) => {
         const bytes = small.get(digest);
-        if (!bytes) throw new BadInputError(`${where}: blob ${digest} is named as a manifest but is not one`);
+        if (!bytes) throw new BadInputError(`${where}: blob ${digest} is named as a manifest or signature but is not one`);
         return bytes;
       },
     },

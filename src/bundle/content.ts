@@ -24,6 +24,8 @@ export interface BundleImage {
   readonly manifests: readonly BundleManifest[];
   /** Configs and layers of the image manifests, each once, in manifest order. */
   readonly blobs: readonly Descriptor[];
+  /** A sigstore attachment (pullSpec `<repo>:sha256-<hex>.sig`): the image digest it signs. */
+  readonly signs?: string;
 }
 
 export interface BundleContent {

@@ -13,7 +13,7 @@ import pLimit from 'p-limit';
 import { writeFileAtomic } from '../atomic-file.js';
 import { BadInputError, DigestMismatchError } from '../errors.js';
 import { PLAN_API_VERSION, type Plan } from '../plan/types.js';
-import { RangesRefused, type RegistryClient } from '../registry/client.js';
+import { RangesRefused, sha256, type RegistryClient } from '../registry/client.js';
 import { MediaType, type Descriptor } from '../registry/manifest.js';
 import { formatReference, type ImageReference } from '../registry/reference.js';
 import { bundledPullSpecs, collectImage, contentOf, type BundleContent, type BundleImage, type BundleManifest } from './content.js';
@@ -22,9 +22,10 @@ import { planBlobSizes } from './inputs.js';
 import { TransferLanes } from './lanes.js';
 import {
   BLOBS_DIR, BUNDLE_FILE, INDEX_FILE, OCI_LAYOUT, OCI_LAYOUT_FILE, PARTIAL_DIR, REF_NAME,
-  blobFileName, blobPath, partialPath, type BundleBlobRef, type BundleMetadata, type LayoutIndex,
+  blobFileName, blobPath, partialPath, type BundleBlobRef, type BundleMetadata, type BundleSignatures, type LayoutIndex, type ReleaseSignatureRecord,
 } from './layout.js';
 import { TransferProgress } from './progress.js';
+import { collectSigstoreAttachment } from './signatures.js';
 import { hashBlobs } from './verify.js';
 
 export interface PreviousBundle {
@@ -49,6 +50,21 @@ export interface CreateOptions {
   readonly progressTo: NodeJS.WritableStream;
   readonly tty?: boolean;
   readonly statFs?: StatFs;
+  /** Copy each image's sigstore attachment (`<repo>:sha256-<hex>.sig`) where the source has one. */
+  readonly sigstore: boolean;
+  /** The release's GPG signatures, fetched and verified before (cli/release-signatures.ts). */
+  readonly releaseSignatures?: ReleaseSignatures;
+}
+
+/** The release's GPG signatures as `bundle create` was given them, to be written into the layout. */
+export interface ReleaseSignatures {
+  readonly digest: string;
+  readonly signatures: readonly Buffer[];
+  /** The armored keys that verified them. */
+  readonly keysText?: string;
+  readonly verifiedWith: readonly string[];
+  readonly from: readonly string[];
+  readonly unsigned?: string;
 }
 
 export interface CreateReport {
@@ -64,6 +80,7 @@ export interface CreateReport {
   readonly repairedBlobs: number;
   readonly previousBlobs: number;
   readonly seconds: number;
+  readonly signatures: BundleSignatures;
 }
 
 interface BlobTask {
@@ -83,14 +100,18 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   if (!opts.force) await refuseOtherContent(dir, plan);
   await mkdir(join(dir, BLOBS_DIR), { recursive: true });
   await mkdir(join(dir, PARTIAL_DIR), { recursive: true });
-  // Written before any blob, so an interrupted run still says whose bundle this is; again with
-  // the previous bundle's blobs it relies on once every manifest is read.
-  await writeMetadata(dir, plan, opts, []);
   // What earlier runs left: files in blobs/ (each re-hashed before it is kept: a file of the
   // right size can still be damaged, and push and verify send users here to repair it) and
   // partial downloads, continued where they stopped.
   const onDisk = await fileSizes(join(dir, BLOBS_DIR));
   const partial = await fileSizes(join(dir, PARTIAL_DIR));
+  // The release's signatures are small: into the layout first (after the look at what earlier
+  // runs left, which they are not), named by digest like any blob.
+  const release = opts.releaseSignatures ? storeReleaseSignatures(dir, opts.releaseSignatures) : undefined;
+  const signatures = { ...(release ? { release: release.record } : {}), sigstore: { copied: opts.sigstore, looked: 0, found: 0 } };
+  // Written before any blob, so an interrupted run still says whose bundle this is; again with
+  // the previous bundle's blobs it relies on once every manifest is read.
+  await writeMetadata(dir, plan, opts, [], signatures);
   if (onDisk.size > 0) opts.progressTo.write(`checking the ${onDisk.size} blobs an earlier run left as their images are read\n`);
   const external = (digest: string): boolean => opts.previous?.blobs.has(digest) === true;
   /** Bytes a blob still needs on disk: none if held, or left to the previous bundle. */
@@ -107,6 +128,8 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
 
   const pullSpecs = bundledPullSpecs(plan);
   const images: BundleImage[] = [];
+  /** Sigstore attachments found, in the order they were. */
+  const attachments: BundleImage[] = [];
   /** Once every manifest is read: the content, the files the layout holds, and its index.json. */
   let collected: { content: BundleContent; layout: LayoutFile[]; index: string } | undefined;
   let collecting = pullSpecs.length;
@@ -119,11 +142,13 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   // the link): big ones are synced behind the transfer, small ones together at the end. A blob
   // a crash left short is re-hashed and fetched again on the rerun like any damaged one.
   const written = new SyncBehind();
+  for (const file of release?.files ?? []) written.add(blobPath(dir, file.digest), file.size);
   /** Registries that answered a Range request with a whole blob: big blobs from them in one stream. */
   const rangesRefused = new Set<string>();
   const lanes = new TransferLanes(opts.concurrency, bulkSlots(opts.concurrency));
 
   const complete = ({ image, fetchedAny }: { image: BundleImage; fetchedAny: boolean }): void => {
+    if (image.signs !== undefined) return;
     if (fetchedAny) progress.imageDone(image.pullSpec, imageBytes(image));
     else progress.imageKept();
   };
@@ -165,18 +190,19 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
 
   /** Every manifest read: the whole content is known; check it fits, and record it. */
   const allCollected = async (): Promise<void> => {
-    const content = contentOf(images);
-    const layout = layoutFiles(content, external);
+    // Attachments arrive in any order; the index lists them sorted, the same on every run.
+    const content = contentOf([...images, ...attachments.sort((x, y) => (x.pullSpec < y.pullSpec ? -1 : 1))]);
+    const layout = [...layoutFiles(content, external), ...(release?.files ?? [])];
     collected = { content, layout, index: `${JSON.stringify(layoutIndex(content), null, 2)}\n` };
     fits(layout.reduce((a, f) => a + missingBytes(f.digest, f.size), 0) + (opts.extraBytes?.({ bytes: sizeOf(layout), files: layout.length }) ?? 0));
-    await writeMetadata(dir, plan, opts, [...content.blobs.values()].map((b) => b.descriptor).filter((d) => external(d.digest)));
+    signatures.sigstore.found = attachments.length;
+    await writeMetadata(dir, plan, opts, [...content.blobs.values()].map((b) => b.descriptor).filter((d) => external(d.digest)), signatures);
     // A layout with an index is complete: an index for other content goes until this run ends.
     if ((await readFile(join(dir, INDEX_FILE), 'utf8').catch(() => undefined)) !== collected.index) await rm(join(dir, INDEX_FILE), { force: true });
   };
 
-  const collect = async (at: number): Promise<void> => {
-    const image = await collectImage(client, pullSpecs[at]!, plan.release.architecture, opts.allPlatforms);
-    images[at] = image;
+  /** Manifests, configs and layers of an image (or attachment) into the layout. */
+  const take = async (image: BundleImage): Promise<void> => {
     const already = tracker.add(image, [...image.manifests, ...image.blobs].map((d) => d.digest).filter((d) => !external(d)));
     if (already) complete(already);
     for (const manifest of image.manifests) {
@@ -188,6 +214,26 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
       if (seen.has(descriptor.digest) || external(descriptor.digest)) continue;
       seen.add(descriptor.digest);
       lanes.add(descriptor.size > IN_MEMORY_BLOB ? 'bulk' : 'light', descriptor.size, (signal, connections) => transferBlob(descriptor, image.ref, signal, connections), rangeParts(descriptor.size));
+    }
+  };
+  /** The attachment signing one of an image's manifests, if the source has one. */
+  const collectAttachment = async (image: BundleImage, digest: string): Promise<void> => {
+    const attachment = await collectSigstoreAttachment(client, image.ref, digest);
+    if (attachment) {
+      attachments.push(attachment);
+      await take(attachment);
+    }
+    if (--collecting === 0) await allCollected();
+  };
+  const collect = async (at: number): Promise<void> => {
+    const image = await collectImage(client, pullSpecs[at]!, plan.release.architecture, opts.allPlatforms);
+    images[at] = image;
+    await take(image);
+    if (opts.sigstore) {
+      // Each manifest kept has its own attachment: a list's and each platform's.
+      collecting += image.manifests.length;
+      signatures.sigstore.looked += image.manifests.length;
+      for (const manifest of image.manifests) lanes.add('light', 0, () => collectAttachment(image, manifest.digest));
     }
     if (--collecting === 0) await allCollected();
   };
@@ -213,12 +259,13 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   await rm(join(dir, PARTIAL_DIR), { recursive: true, force: true });
 
   return {
-    images: content.images.length,
+    images: content.images.filter((i) => i.signs === undefined).length,
     blobs: layout.length,
     bytes: sizeOf(layout),
     ...report,
     previousBlobs: [...content.blobs.keys()].filter(external).length,
     seconds: progress.elapsedSeconds(),
+    signatures,
   };
 }
 
@@ -232,6 +279,7 @@ function layoutIndex(content: BundleContent): LayoutIndex {
     schemaVersion: 2,
     mediaType: MediaType.ociIndex,
     manifests: content.images.map((image) => {
+      // An attachment is named by its tag (`<repo>:sha256-<hex>.sig`), which push writes in the mirror.
       const top = image.manifests[0]!;
       return { mediaType: top.mediaType, digest: top.digest, size: top.bytes.length, annotations: { [REF_NAME]: image.pullSpec } };
     }),
@@ -275,7 +323,7 @@ export function releaseTags(release: Plan['release'], namedBy?: string): string[
 const OPENSHIFT_ARCH: Readonly<Record<string, string>> = { amd64: 'x86_64', arm64: 'aarch64' };
 
 /** prestage-bundle.json: whose bundle this is, and the previous bundle's blobs it relies on. */
-async function writeMetadata(dir: string, plan: Plan, opts: CreateOptions, external: readonly Descriptor[]): Promise<void> {
+async function writeMetadata(dir: string, plan: Plan, opts: CreateOptions, external: readonly Descriptor[], signatures: BundleSignatures): Promise<void> {
   const previousBlobs: BundleBlobRef[] = [...external].sort((a, b) => (a.digest < b.digest ? -1 : 1)).map((d) => ({ digest: d.digest, size: d.size }));
   const metadata: BundleMetadata = {
     apiVersion: PLAN_API_VERSION,
@@ -284,8 +332,29 @@ async function writeMetadata(dir: string, plan: Plan, opts: CreateOptions, exter
     architecture: plan.release.architecture,
     allPlatforms: opts.allPlatforms,
     ...(opts.previous ? { previous: { source: opts.previous.source, blobs: previousBlobs } } : {}),
+    signatures,
   };
   await writeFileAtomic(join(dir, BUNDLE_FILE), `${JSON.stringify(metadata, null, 2)}\n`, join(dir, PARTIAL_DIR));
+}
+
+/** The release's signatures and keys written as blobs, and what the metadata says of them. */
+function storeReleaseSignatures(dir: string, given: ReleaseSignatures): { record: ReleaseSignatureRecord; files: LayoutFile[] } {
+  const store = (bytes: Buffer): BundleBlobRef => {
+    const digest = sha256(bytes);
+    storeBlob(dir, digest, bytes);
+    return { digest, size: bytes.length };
+  };
+  const signatures = given.signatures.map(store);
+  const keys = given.keysText !== undefined ? store(Buffer.from(given.keysText)) : undefined;
+  const record: ReleaseSignatureRecord = {
+    digest: given.digest,
+    signatures,
+    ...(keys ? { keys } : {}),
+    verifiedWith: given.verifiedWith,
+    from: given.from,
+    ...(given.unsigned !== undefined ? { unsigned: given.unsigned } : {}),
+  };
+  return { record, files: [...signatures, ...(keys ? [keys] : [])] };
 }
 
 interface LayoutFile {

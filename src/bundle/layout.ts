@@ -49,7 +49,39 @@ export interface BundleMetadata {
   readonly allPlatforms: boolean;
   /** Blobs (configs and layers) the bundle relies on without holding them: `--since`. */
   readonly previous?: { readonly source: string; readonly blobs: readonly BundleBlobRef[] };
+  /** Absent in bundles written before signatures travelled. */
+  readonly signatures?: BundleSignatures;
 }
+
+/** What prestage-bundle.json says of the release's GPG signatures. */
+export interface ReleaseSignatureRecord {
+  /** The digest they sign: the release image as named (a multi-arch release's list). */
+  readonly digest: string;
+  /** Their bytes, as blobs of the layout, in the order the store numbered them. */
+  readonly signatures: readonly BundleBlobRef[];
+  /** The armored public keys that verified them (a blob), and the keys' names. */
+  readonly keys?: BundleBlobRef;
+  readonly verifiedWith: readonly string[];
+  /** Where they came from: stores or a directory. */
+  readonly from: readonly string[];
+  /** Set when none verified and `--allow-unsigned` let the bundle go on: why. */
+  readonly unsigned?: string;
+}
+
+/** What prestage-bundle.json says of the sigstore attachments. */
+export interface SigstoreRecord {
+  /** False with `--remove-signatures`: none were looked for. */
+  readonly copied: boolean;
+  /** Image digests looked up (each image, and each platform manifest a list keeps). */
+  readonly looked: number;
+  readonly found: number;
+}
+
+export interface BundleSignatures {
+  readonly release?: ReleaseSignatureRecord;
+  readonly sigstore: SigstoreRecord;
+}
+
 
 export interface Bundle {
   readonly dir: string;

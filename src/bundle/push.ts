@@ -17,6 +17,7 @@ import { parseManifest, type Descriptor, type ImageManifest, type Manifest } fro
 import { parseReference } from '../registry/reference.js';
 import type { PushClient } from '../registry/upload.js';
 import { formatBytes } from '../render/table.js';
+import { signedDigestOfTag } from '../signatures/sigstore.js';
 import { keptPlatforms, manifestBlobs } from './content.js';
 import { blobPath, REF_NAME, type Bundle } from './layout.js';
 import { mirroredImage, mirrorRepository, repositoryMirrors, type MirroredImage, type MirrorTarget } from './mirror.js';
@@ -27,6 +28,8 @@ export interface PushOptions {
   readonly concurrency: number;
   readonly progressTo: NodeJS.WritableStream;
   readonly tty?: boolean;
+  /** Leave the bundle's sigstore attachments out (`--remove-signatures`). */
+  readonly removeSignatures?: boolean;
 }
 
 export interface PushReport {
@@ -36,6 +39,8 @@ export interface PushReport {
   /** The release image by tag in the mirror (`mirror/…/ocp-release:4.16.3-x86_64`), written or found there. */
   readonly releaseTags: readonly string[];
   readonly tags: { written: number; present: number };
+  /** Sigstore attachments tagged next to their images, or found tagged there. */
+  readonly signatures: { written: number; present: number };
   readonly bytesUploaded: number;
   readonly seconds: number;
 }
@@ -54,14 +59,17 @@ interface ImageToPush {
   /** Platform manifests first, the manifest the pullspec names last. */
   readonly manifests: readonly ManifestToPush[];
   readonly blobs: readonly Descriptor[];
+  /** A sigstore attachment's tag (`sha256-<hex>.sig`), written once its manifest is there. */
+  readonly tag?: string;
 }
 
 export async function pushBundle(bundle: Bundle, client: PushClient, target: MirrorTarget, opts: PushOptions): Promise<PushReport> {
-  const images = await readImages(bundle, target);
-  const mirrored = images.map((i) => mirroredImage(i.pullSpec, target));
+  const images = (await readImages(bundle, target)).filter((i) => !(opts.removeSignatures && i.tag !== undefined));
+  // Attachments share their images' repositories: the mirror set and mapping name images only.
+  const mirrored = images.filter((i) => i.tag === undefined).map((i) => mirroredImage(i.pullSpec, target));
   repositoryMirrors(mirrored);
   const external = new Set(bundle.metadata.previous?.blobs.map((b) => b.digest) ?? []);
-  const report = { blobs: { uploaded: 0, mounted: 0, present: 0 }, manifests: { pushed: 0, present: 0 } };
+  const report = { blobs: { uploaded: 0, mounted: 0, present: 0 }, manifests: { pushed: 0, present: 0 }, signatures: { written: 0, present: 0 } };
   const repositories = [...new Set(images.map((i) => i.repository))];
   // Progress counts each blob once per repository: what the push checks, mounts or sends.
   const blobBytes = new Map(images.flatMap((i) => i.blobs.map((b) => [`${i.repository}@${b.digest}`, b.size] as const)));
@@ -153,6 +161,7 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
       await Promise.all(image.blobs.map((b) => blobOnce(image.repository, b)));
       // Registries check that a manifest's blobs and a list's manifests are there.
       for (const m of image.manifests) await manifestOnce(image.repository, m);
+      if (image.tag !== undefined) await step(() => tagAttachment(client, image, report.signatures));
       progress.imageDone(image.pullSpec, image.blobs.reduce((a, b) => a + b.size, 0));
     } catch (error) {
       failure ??= { error };
@@ -166,6 +175,17 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
   if (failure) throw failure.error;
   const tags = await pushReleaseTags(bundle, images, client);
   return { images: mirrored, ...report, ...tags, bytesUploaded: client.counters.bytesUploaded, seconds: progress.elapsedSeconds() };
+}
+
+/** An attachment is found by its tag alone: write it, unless the mirror has it on the same manifest. */
+async function tagAttachment(client: PushClient, image: ImageToPush, counts: { written: number; present: number }): Promise<void> {
+  const manifest = image.manifests.at(-1)!;
+  if ((await client.manifestDigest(image.repository, image.tag!)) === manifest.digest) {
+    counts.present++;
+    return;
+  }
+  await client.putManifest(image.repository, manifest.digest, manifest.bytes, manifest.mediaType, image.tag);
+  counts.written++;
 }
 
 /** Tag the release image once everything it names is in the mirror; a tag already there is left as is. */
@@ -209,9 +229,11 @@ async function readImages(bundle: Bundle, target: MirrorTarget): Promise<ImageTo
       }
     }
     const seen = new Set<string>();
+    const ref = parseReference(pullSpec);
     images.push({
       pullSpec,
-      repository: mirrorRepository(parseReference(pullSpec), target),
+      ...(signedDigestOfTag(ref.tag) !== undefined ? { tag: ref.tag } : {}),
+      repository: mirrorRepository(ref, target),
       manifests: [...children, { digest: entry.digest, mediaType: top.mediaType, bytes, partialList }],
       blobs: imageManifests.flatMap(manifestBlobs).filter((b) => !seen.has(b.digest) && seen.add(b.digest)),
     });

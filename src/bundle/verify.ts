@@ -9,12 +9,13 @@ import { join } from 'node:path';
 import pLimit from 'p-limit';
 import { BadInputError, PrestageError } from '../errors.js';
 import { parseManifest } from '../registry/manifest.js';
-import { isDigest } from '../registry/reference.js';
+import { isDigest, parseReference } from '../registry/reference.js';
+import { signedDigestOfTag } from '../signatures/sigstore.js';
 import { keptPlatforms, manifestBlobs } from './content.js';
 import { BLOBS_DIR, blobPath, REF_NAME, type Bundle } from './layout.js';
 
 /** `unreferenced`: a damaged file no image needs (it would still travel in an archive). */
-export type BlobRole = 'manifest' | 'config' | 'layer' | 'unreferenced';
+export type BlobRole = 'manifest' | 'config' | 'layer' | 'signature' | 'unreferenced';
 
 export interface BlobProblem {
   readonly digest: string;
@@ -114,12 +115,17 @@ export async function checkBundle(bundle: Pick<Bundle, 'index' | 'metadata'>, in
     }
   }
 
+  // The release's GPG signatures and the keys that verified them: blobs named in the metadata.
+  const gpg = metadata.signatures?.release;
+  for (const blob of [...(gpg?.signatures ?? []), ...(gpg?.keys ? [gpg.keys] : [])]) present(blob.digest, 'signature', `release ${metadata.release.version} signatures`);
+
   for (const digest of inventory.corrupt) {
     if (!problems.has(digest)) problems.set(digest, { problem: 'corrupt', role: 'unreferenced', neededBy: new Set() });
   }
 
   return {
-    images: bundle.index.manifests.length,
+    // Sigstore attachments are images of the layout, not of the release.
+    images: bundle.index.manifests.filter((m) => signedDigestOfTag(parseReference(m.annotations[REF_NAME]).tag) === undefined).length,
     blobs: inventory.verified.size,
     bytes: [...inventory.verified.values()].reduce((a, b) => a + b, 0),
     fromPrevious: fromPrevious.size,

@@ -15,7 +15,13 @@ import { planBlobs, previousBundleBlobs, readPlanFile } from '../bundle/inputs.j
 import { readBundle, type Bundle } from '../bundle/layout.js';
 import { parseMirrorTarget, renderImageDigestMirrorSet, renderMapping } from '../bundle/mirror.js';
 import { pushBundle } from '../bundle/push.js';
+import { renderSignatureConfigMap, signatureConfigMap } from '../bundle/signatures.js';
 import { checkBundle, describeProblem, inventoryOfDir } from '../bundle/verify.js';
+import { KubeClient } from '../cluster/kube.js';
+import { loadKubeconfig } from '../cluster/kubeconfig.js';
+import { applyServerSide } from '../install/apply.js';
+import { checkAttachmentsOrFail, checkReleaseSignaturesOrFail, signatureLines, unsignedWarning, verifiedReader } from './bundle-signatures.js';
+import { releaseSignaturesFor, signatureInputs, sigstoreKeyFrom, withCreateSignatureOptions, withSignatureKeyOptions } from './signature-options.js';
 import { BadInputError, EXIT_CODES_HELP } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
 import type { Plan } from '../plan/types.js';
@@ -32,6 +38,7 @@ import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOption
 
 const MAPPING_FILE = 'mapping.txt';
 const IDMS_FILE = 'image-digest-mirror-set.yaml';
+const SIGNATURE_CONFIGMAP_FILE = 'signature-configmap.yaml';
 const RELEASE_EXAMPLE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
 
 export function bundleCommand(ctx: CommandContext) {
@@ -53,7 +60,7 @@ function createCommand(ctx: CommandContext) {
     command: 'create <source>',
     describe: 'Write every image a plan needs (each blob once, digests verified) into an OCI layout; reruns resume',
     builder: (y: Argv) =>
-      withPlanOptions(withRegistryOptions(
+      withPlanOptions(withRegistryOptions(withCreateSignatureOptions(
         y
           .positional('source', { type: 'string', demandOption: true, describe: 'Release pullspec (planned as `prestage plan` does), or a plan file from `prestage plan -o json`' })
           .option('to', { type: 'string', demandOption: true, describe: 'Bundle directory (an OCI image layout)' })
@@ -63,24 +70,30 @@ function createCommand(ctx: CommandContext) {
           .option('parallel', { type: 'number', default: 32, coerce: integerAtLeast('parallel', 1), describe: 'Connections at once for manifests and blobs (small blobs need many in flight to fill a link; big blobs, one per Range part, get a quarter of them while small ones are left)' })
           .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --to' })
           .option('agent-image', { type: 'string', describe: 'Also carry the prestage agent image (`prestage image push`), e.g. registry.example.com/prestage:0.1.0; push mirrors it by digest' })
+          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --verification-key redhat-release.asc`, 'Bundle a release with its GPG signatures (verified with the key) and sigstore signatures'))
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))
           .example(...example('$0 bundle create plan.json --to ocp-4.16.3 --max-archive-size 4G', 'Bundle a plan file, also as 4 GiB tar parts in ocp-4.16.3.parts/'))
           .example(...example('$0 bundle create plan-4.16.4.json --to ocp-4.16.4 --since ocp-4.16.3', 'Carry only what the 4.16.3 bundle did not'))
           .epilogue(EXIT_CODES_HELP),
-      )),
+      ))),
     handler: async (args: any) => {
       const maxPartBytes = args['max-archive-size'] !== undefined ? parseSize(args['max-archive-size']) : undefined;
       const sourceIsFile = isFile(args.source);
       await ensureWritableDir(args.to, 'the bundle', 'choose another --to');
       if (maxPartBytes) await ensureWritableDir(archiveDirFor(args.to), 'the bundle parts', 'choose another --to');
+      const planFromFile = sourceIsFile ? await readPlanFile(args.source) : undefined;
+      const signing = await signatureInputs(args);
+      const sigstoreKey = await sigstoreKeyFrom(args);
       const client = registryClientFrom(args, (line) => ctx.log.warn(line), (line) => ctx.log.warn(line));
       // The bundle reads again the manifests its plan (or --since's) read.
       client.rememberManifests();
       try {
-        const planned = sourceIsFile ? await readPlanFile(args.source) : await buildPlan(client, planOptionsFrom(args, args.source));
+        const planned = planFromFile ?? await buildPlan(client, planOptionsFrom(args, args.source));
         const plan = args['agent-image'] ? await withAgentImage(client, planned, args['agent-image']) : planned;
         const previous = args.since !== undefined ? await previousBundle(args.since, client, args) : undefined;
         const namedBy = sourceIsFile ? undefined : parseReference(args.source).tag;
+        // Before any blob: a release the cluster would refuse is not worth gigabytes.
+        const releaseSignatures = await releaseSignaturesFor(plan.release, args, signing, (line) => ctx.stderr.write(`${line}\n`));
         const report = await createBundle(client, plan, {
           dir: args.to,
           force: args.force,
@@ -91,11 +104,15 @@ function createCommand(ctx: CommandContext) {
           concurrency: Math.min(args.parallel, args['max-concurrency']),
           ...(maxPartBytes ? { extraBytes: (layout: { bytes: number; files: number }) => tarBytes(layout.bytes, layout.files) } : {}),
           progressTo: ctx.stderr,
+          sigstore: !args['remove-signatures'],
+          releaseSignatures,
         });
         const again = [report.resumedBlobs ? `${report.resumedBlobs} resumed` : '', report.repairedBlobs ? `${report.repairedBlobs} damaged, fetched again` : ''].filter(Boolean).join(', ');
         const fetched = `fetched ${formatBytes(report.fetchedBytes)} in ${report.fetchedBlobs} blobs${again ? ` (${again})` : ''} in ${report.seconds.toFixed(1)} s`;
         const fromPrevious = report.previousBlobs ? `; ${report.previousBlobs} blobs left to the previous bundle` : '';
         ctx.stdout.write(`bundle ${args.to}: ${report.images} images, ${report.blobs} blobs, ${formatBytes(report.bytes)}; ${fetched}${fromPrevious}\n`);
+        for (const line of signatureLines(plan.release, report.signatures)) ctx.stdout.write(`${line}\n`);
+        if (sigstoreKey) ctx.stdout.write(`${await checkAttachmentsOrFail(await readBundle(args.to), verifiedReader(args.to), sigstoreKey, args['sigstore-key'], args.to, ctx)}\n`);
         if (maxPartBytes) {
           const archiveDir = archiveDirFor(args.to);
           const archive = await writeArchive(args.to, archiveDir, maxPartBytes);
@@ -113,7 +130,7 @@ function verifyCommand(ctx: CommandContext) {
     command: 'verify <bundle>',
     describe: 'Re-hash every blob and check every image is complete; exit 2 naming each missing or corrupt blob',
     builder: (y: Argv) =>
-      y
+      withSignatureKeyOptions(y)
         .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive' })
         .example(...example('$0 bundle verify ocp-4.16.3', 'Check a bundle directory'))
         .example(...example('$0 bundle verify /media/usb/ocp-4.16.3.parts', 'Check tar parts where they are, without unpacking'))
@@ -123,6 +140,7 @@ function verifyCommand(ctx: CommandContext) {
       const { bundle, inventory } = isArchive(path)
         ? await inventoryOfArchive(await openArchive(path))
         : { bundle: await readBundle(path), inventory: await inventoryOfDir(path) };
+      const sigstoreKey = await sigstoreKeyFrom(args);
       const report = await checkBundle(bundle, inventory);
       for (const problem of report.problems) ctx.stdout.write(`${describeProblem(problem)}\n`);
       if (report.problems.length > 0) {
@@ -131,6 +149,11 @@ function verifyCommand(ctx: CommandContext) {
       }
       const fromPrevious = report.fromPrevious ? `; ${report.fromPrevious} blobs provided by the previous bundle (${bundle.metadata.previous?.source})` : '';
       ctx.stdout.write(`bundle ${path}: ${report.images} images, ${report.blobs} blobs, ${formatBytes(report.bytes)} verified${fromPrevious}\n`);
+      const warning = unsignedWarning(bundle, path);
+      if (warning) ctx.stderr.write(`${warning}\n`);
+      const gpg = await checkReleaseSignaturesOrFail(bundle, inventory.read, args['verification-key'], path);
+      if (gpg) ctx.stdout.write(`${gpg}\n`);
+      if (sigstoreKey) ctx.stdout.write(`${await checkAttachmentsOrFail(bundle, inventory.read, sigstoreKey, args['sigstore-key'], path, ctx)}\n`);
     },
   };
 }
@@ -147,6 +170,11 @@ function pushCommand(ctx: CommandContext) {
           .option('output-dir', { type: 'string', default: '.', describe: `Where to write ${MAPPING_FILE} and ${IDMS_FILE}` })
           .option('work-dir', { type: 'string', describe: 'Where to unpack tar parts (into DIR/<name>) when they sit on read-only media; default: beside parts.json' })
           .option('parallel', { type: 'number', default: 8, coerce: integerAtLeast('parallel', 1), describe: 'Blob and manifest operations at once' })
+          .option('remove-signatures', { type: 'boolean', default: false, describe: 'Do not push the bundle\'s sigstore signatures (<repo>:sha256-<hex>.sig); a cluster that enforces them (4.21+) then cannot pull from the mirror' })
+          .option('verification-key', { type: 'string', array: true, default: [] as string[], describe: 'Verify the bundle\'s release signatures with this key before pushing (default: the keys recorded at create)' })
+          .option('apply', { type: 'boolean', default: false, describe: `Also apply ${SIGNATURE_CONFIGMAP_FILE} to the cluster (server-side), so \`oc adm upgrade --to-image\` needs no --force` })
+          .option('kubeconfig', { type: 'string', describe: 'Kubeconfig for --apply' })
+          .option('context', { type: 'string', describe: 'Kubeconfig context for --apply' })
           .example(...example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file ca.pem', 'Push under a prefix; plan from it with --mirror quay.io=mirror.example.com:5000/ocp'))
           .example(...example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Push where the same --mirror rule reads, e.g. ocp/ocp-release:4.16.3-x86_64'))
           .example(...example('$0 bundle push /media/dvd/ocp.parts mirror.example.com:5000/ocp --work-dir /var/tmp', 'Parts on read-only media: unpack them on a writable disk, then push'))
@@ -157,9 +185,20 @@ function pushCommand(ctx: CommandContext) {
       const target = parseMirrorTarget(args.target);
       await checkOutputDir(args['output-dir']);
       const bundle = await openForPush(args.bundle, args['work-dir'], ctx);
+      const warning = unsignedWarning(bundle, args.bundle);
+      if (warning) ctx.stderr.write(`${warning}\n`);
+      // Before anything is sent: altered signatures must not reach the mirror or the cluster.
+      const read = verifiedReader(bundle.dir);
+      const gpg = await checkReleaseSignaturesOrFail(bundle, read, args['verification-key'], args.bundle);
+      const releaseSignatures = bundle.metadata.signatures?.release;
+      const configMap = releaseSignatures && releaseSignatures.signatures.length > 0
+        ? signatureConfigMap(releaseSignatures.digest, await Promise.all(releaseSignatures.signatures.map((b) => read(b.digest))))
+        : undefined;
+      const cluster = args.apply ? new KubeClient(await loadKubeconfig(args)) : undefined;
+      if (args.apply && !configMap) throw new BadInputError(`--apply: bundle ${args.bundle} carries no release signature to apply; create it again with its signatures`);
       const client = new PushClient(target.registry, transportOptionsFrom(args, (e) => { if (e.kind === 'retry') ctx.log.warn(retryLine(e)); }, (line) => ctx.log.warn(line)));
       try {
-        const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr });
+        const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr, removeSignatures: args['remove-signatures'] });
         const name = `prestage-${bundle.metadata.release.version}`;
         await writeFileAtomic(join(args['output-dir'], MAPPING_FILE), renderMapping(report.images));
         await writeFileAtomic(join(args['output-dir'], IDMS_FILE), renderImageDigestMirrorSet(name, report.images));
@@ -168,6 +207,16 @@ function pushCommand(ctx: CommandContext) {
         ctx.stdout.write(`pushed ${report.images.length} images to ${args.target}: blobs ${blobs.uploaded} uploaded (${formatBytes(report.bytesUploaded)}), ${blobs.mounted} mounted, ${blobs.present} present; manifests ${manifests.pushed} pushed, ${manifests.present} present; tags ${tags.written} written, ${tags.present} present; in ${report.seconds.toFixed(1)} s\n`);
         if (report.releaseTags.length > 0) ctx.stdout.write(`release ${report.releaseTags.join(' ')}\n`);
         ctx.stdout.write(`wrote ${join(args['output-dir'], MAPPING_FILE)} and ${join(args['output-dir'], IDMS_FILE)} (ImageDigestMirrorSet ${name})\n`);
+        if (!args['remove-signatures']) ctx.stdout.write(`sigstore signatures: ${report.signatures.written} tagged, ${report.signatures.present} present\n`);
+        if (gpg) ctx.stdout.write(`${gpg}\n`);
+        if (configMap) {
+          await writeFileAtomic(join(args['output-dir'], SIGNATURE_CONFIGMAP_FILE), renderSignatureConfigMap(configMap));
+          ctx.stdout.write(`wrote ${join(args['output-dir'], SIGNATURE_CONFIGMAP_FILE)} (ConfigMap ${configMap.metadata.namespace}/${configMap.metadata.name}, ${Object.keys(configMap.binaryData).length} signatures)\n`);
+        }
+        if (cluster && configMap) {
+          await applyServerSide(cluster, [configMap]);
+          ctx.stdout.write(`applied ConfigMap ${configMap.metadata.namespace}/${configMap.metadata.name}: the cluster verifies release ${bundle.metadata.release.version} without --force\n`);
+        }
       } finally {
         await client.close();
       }

@@ -31,6 +31,20 @@ export interface CrioOptions {
    * kubelet's `/var/lib/kubelet/config.json`). Read at each pull; a missing file means none.
    */
   readonly authFile?: string;
+  /** Signature checks CRI-O enforces on every pull; default: accept anything. */
+  readonly signatures?: SignatureConfig;
+}
+
+/**
+ * What a node's containers/image reads to judge signatures: policy.json, and registries.d
+ * files (`docker: {<scope>: {use-sigstore-attachments: true}}`, as MCO writes them for the
+ * ClusterImagePolicy scopes). CRI-O sets no registries.d path of its own, so containers/image
+ * takes `$HOME/.config/containers/registries.d` when it exists: each node's HOME is its own dir.
+ */
+export interface SignatureConfig {
+  readonly policy: object;
+  /** File name → YAML text. */
+  readonly registriesD: Readonly<Record<string, string>>;
 }
 
 export class CrioNode {
@@ -131,6 +145,7 @@ export class CrioNode {
         TMPDIR: join(this.diskDir, 'tmp'),
         // containers/storage reads its defaults from here, not from /etc/containers/storage.conf.
         CONTAINERS_STORAGE_CONF: join(dir, 'storage.conf'),
+        HOME: join(dir, 'home'),
       },
     });
     const daemon = this.daemon;
@@ -215,7 +230,10 @@ enable_nri = false
       path('storage.conf'),
       `[storage]\ndriver = "vfs"\nrunroot = ${toml(this.runroot)}\ngraphroot = ${toml(this.root)}\n`,
     );
-    await writeFile(path('policy.json'), JSON.stringify({ default: [{ type: 'insecureAcceptAnything' }] }));
+    await writeFile(path('policy.json'), JSON.stringify(this.options.signatures?.policy ?? { default: [{ type: 'insecureAcceptAnything' }] }));
+    const registriesD = path('home', '.config', 'containers', 'registries.d');
+    if (this.options.signatures) await mkdir(registriesD, { recursive: true });
+    for (const [name, text] of Object.entries(this.options.signatures?.registriesD ?? {})) await writeFile(join(registriesD, name), text);
     await writeFile(path('registries.conf'), registriesConf(registries));
   }
 }

@@ -1,0 +1,123 @@
+/**
+ * Signatures a bundle carries so the disconnected cluster accepts what it brings:
+ * - the release's GPG signatures (for the CVO), as blobs of the layout named in
+ *   prestage-bundle.json, with the armored keys that verified them; `push` turns them into the
+ *   ConfigMap the CVO reads in a disconnected cluster;
+ * - the sigstore attachments (`<repo>:sha256-<hex>.sig`, for CRI-O), as ordinary images of the
+ *   layout named by their tag, pushed next to the images they sign.
+ */
+import type { KeyObject } from 'node:crypto';
+import yaml from 'js-yaml';
+import { ManifestNotFoundError, type RegistryClient } from '../registry/client.js';
+import { parseManifest } from '../registry/manifest.js';
+import { formatReference, parseReference, type ImageReference } from '../registry/reference.js';
+import { readVerificationKeys, verifyReleaseSignature, type VerificationKeys } from '../signatures/release-gpg.js';
+import { SIGSTORE_PAYLOAD_MEDIA_TYPE, signedDigestOfTag, sigstoreTag, verifySigstoreSignature } from '../signatures/sigstore.js';
+import { manifestBlobs, type BundleImage } from './content.js';
+import { REF_NAME, type Bundle, type IndexEntry, type ReleaseSignatureRecord } from './layout.js';
+
+/**
+ * The attachment that signs `digest` in `image`'s repository, as an image of the bundle; none
+ * when the source has no such tag (releases older than the ClusterImagePolicy scopes).
+ */
+export async function collectSigstoreAttachment(client: RegistryClient, image: ImageReference, digest: string): Promise<BundleImage | undefined> {
+  const tag = sigstoreTag(digest);
+  const repository = { registry: image.registry, repository: image.repository };
+  let fetched;
+  try {
+    fetched = await client.fetchManifest(repository, tag);
+  } catch (err) {
+    if (err instanceof ManifestNotFoundError) return undefined;
+    throw err;
+  }
+  const where = `${formatReference(repository)}:${tag}`;
+  const manifest = parseManifest(fetched.bytes, undefined, where);
+  // containers/image reads an attachment only as an OCI image manifest; anything else it refuses too.
+  if (manifest.kind !== 'image') return undefined;
+  return {
+    pullSpec: where,
+    ref: { ...repository, tag, digest: fetched.digest },
+    manifests: [{ digest: fetched.digest, mediaType: manifest.mediaType, bytes: fetched.bytes }],
+    blobs: manifestBlobs(manifest),
+    signs: digest,
+  };
+}
+
+/** The index entries that are sigstore attachments, with the digest each signs. */
+export function attachmentEntries(bundle: Pick<Bundle, 'index'>): Array<{ entry: IndexEntry; signs: string }> {
+  return bundle.index.manifests.flatMap((entry) => {
+    const signs = signedDigestOfTag(parseReference(entry.annotations[REF_NAME]).tag);
+    return signs === undefined ? [] : [{ entry, signs }];
+  });
+}
+
+export interface SigstoreCheck {
+  readonly attachments: number;
+  readonly signatures: number;
+  /** One line per signature that does not verify. */
+  readonly problems: readonly string[];
+}
+
+/** Every attachment's signatures checked against `key` (`--sigstore-key`), from the layout's verified blobs. */
+export async function checkSigstoreAttachments(bundle: Pick<Bundle, 'index'>, read: (digest: string) => Promise<Buffer>, key: KeyObject): Promise<SigstoreCheck> {
+  const problems: string[] = [];
+  let signatures = 0;
+  const attachments = attachmentEntries(bundle);
+  for (const { entry, signs } of attachments) {
+    const where = entry.annotations[REF_NAME];
+    const manifest = parseManifest(await read(entry.digest), undefined, where);
+    const layers = manifest.kind === 'image' ? manifest.layers.filter((l) => l.mediaType === SIGSTORE_PAYLOAD_MEDIA_TYPE) : [];
+    if (layers.length === 0) problems.push(`${where}: holds no ${SIGSTORE_PAYLOAD_MEDIA_TYPE} layer`);
+    for (const layer of layers) {
+      signatures++;
+      const verdict = verifySigstoreSignature(await read(layer.digest), layer.annotations, signs, key);
+      if (!verdict.ok) problems.push(`${where}: signature ${layer.digest}: ${verdict.detail}`);
+    }
+  }
+  return { attachments: attachments.length, signatures, problems };
+}
+
+export interface ReleaseSignatureCheck {
+  readonly verified: number;
+  readonly keys: VerificationKeys;
+  readonly problems: readonly string[];
+}
+
+/**
+ * The release signatures a bundle carries, verified again: against `keys` when the user gave
+ * some, else the keys the bundle recorded (that proves the files were not altered since).
+ */
+export async function checkReleaseSignatures(record: ReleaseSignatureRecord, read: (digest: string) => Promise<Buffer>, keys?: VerificationKeys): Promise<ReleaseSignatureCheck> {
+  const trusted = keys ?? (record.keys ? await readVerificationKeys([{ text: (await read(record.keys.digest)).toString('utf8'), where: `the bundle's verification keys (${record.keys.digest})` }]) : { keys: [], names: [] });
+  const problems: string[] = [];
+  let verified = 0;
+  for (const [i, blob] of record.signatures.entries()) {
+    const verdict = await verifyReleaseSignature(await read(blob.digest), record.digest, trusted);
+    if (verdict.ok) verified++;
+    else problems.push(`release signature ${i + 1} (${blob.digest}): ${verdict.detail}`);
+  }
+  return { verified, keys: trusted, problems };
+}
+
+/** The ConfigMap label the CVO lists signatures by in a disconnected cluster. */
+export const SIGNATURES_LABEL = 'release.openshift.io/verification-signatures';
+export const SIGNATURES_NAMESPACE = 'openshift-config-managed';
+
+/**
+ * The ConfigMap holding a release's signatures for the CVO: `binaryData` keys
+ * `sha256-<hex>-1..N`, named `sha256-<hex>` as `oc adm release mirror` names it, so the
+ * ConfigMaps of several releases live side by side.
+ */
+export function signatureConfigMap(digest: string, signatures: readonly Buffer[]): { apiVersion: 'v1'; kind: 'ConfigMap'; metadata: { name: string; namespace: string; labels: Record<string, string> }; binaryData: Record<string, string> } {
+  const name = digest.replace(':', '-');
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, namespace: SIGNATURES_NAMESPACE, labels: { [SIGNATURES_LABEL]: '' } },
+    binaryData: Object.fromEntries(signatures.map((bytes, i) => [`${name}-${i + 1}`, bytes.toString('base64')])),
+  };
+}
+
+export function renderSignatureConfigMap(configMap: ReturnType<typeof signatureConfigMap>): string {
+  return yaml.dump(configMap, { lineWidth: -1 });
+}

@@ -1,0 +1,107 @@
+/**
+ * Signature flags of `bundle create|verify|push`: where the release's GPG signatures come from,
+ * which keys judge them, and the sigstore key that judges the attachments.
+ */
+import { readFile } from 'node:fs/promises';
+import type { KeyObject } from 'node:crypto';
+import type { Argv } from 'yargs';
+import { clusterVerification } from '../cluster/verification-keys.js';
+import { KubeClient } from '../cluster/kube.js';
+import { loadKubeconfig } from '../cluster/kubeconfig.js';
+import { BadInputError } from '../errors.js';
+import { createDispatcher } from '../net/dispatcher.js';
+import type { PlanRelease } from '../plan/types.js';
+import { gatherReleaseSignatures, type GatheredSignatures, type TrustedKeys } from '../signatures/gather.js';
+import { readVerificationKeys } from '../signatures/release-gpg.js';
+import { dispatcherFetch, parseSignatureStore, RED_HAT_SIGNATURE_STORES } from '../signatures/release-stores.js';
+import { readSigstoreKey } from '../signatures/sigstore.js';
+import { transportOptionsFrom, type RegistryFlags } from './registry-options.js';
+
+export interface SignatureFlags {
+  'verification-key': string[];
+  'sigstore-key'?: string;
+}
+
+export interface CreateSignatureFlags extends SignatureFlags, RegistryFlags {
+  'signature-store': string[];
+  'signatures-from'?: string;
+  'allow-unsigned': boolean;
+  'remove-signatures': boolean;
+  kubeconfig?: string;
+  context?: string;
+}
+
+/** `--verification-key` and `--sigstore-key`: every command that judges signatures. */
+export function withSignatureKeyOptions<T>(y: Argv<T>): Argv<T & SignatureFlags> {
+  return y
+    .option('verification-key', { type: 'string', array: true, default: [] as string[], describe: 'ASCII-armored OpenPGP public key that release signatures must be made with (repeatable), e.g. Red Hat\'s release key' })
+    .option('sigstore-key', { type: 'string', describe: 'PEM public key the images\' sigstore signatures (<repo>:sha256-<hex>.sig) must verify with: the key of the cluster\'s ClusterImagePolicy' }) as unknown as Argv<T & SignatureFlags>;
+}
+
+export function withCreateSignatureOptions<T>(y: Argv<T>): Argv<T & Omit<CreateSignatureFlags, keyof RegistryFlags>> {
+  return withSignatureKeyOptions(y)
+    .option('signature-store', { type: 'string', array: true, default: [] as string[], describe: `Release signature store URL (repeatable, tried in order; default: the cluster's stores with --kubeconfig, else ${RED_HAT_SIGNATURE_STORES.join(' and ')})` })
+    .option('signatures-from', { type: 'string', describe: 'Directory of release signatures already downloaded (store layout sha256=<hex>/signature-N, files sha256-<hex>-N, or the ConfigMaps oc adm release mirror / oc-mirror write) instead of the stores' })
+    .option('allow-unsigned', { type: 'boolean', default: false, describe: 'Bundle a release whose signature cannot be found or verified (the cluster will then need oc adm upgrade --force); said in the bundle and by every command that reads it' })
+    .option('remove-signatures', { type: 'boolean', default: false, describe: 'Do not copy sigstore signatures (<repo>:sha256-<hex>.sig); a cluster that enforces them (4.21+) then cannot pull from the mirror' })
+    .option('kubeconfig', { type: 'string', describe: 'Verify the release signatures with the keys (and stores) the cluster trusts now: its current release\'s verifier ConfigMap' })
+    .option('context', { type: 'string', describe: 'Kubeconfig context (with --kubeconfig)' }) as unknown as Argv<T & Omit<CreateSignatureFlags, keyof RegistryFlags>>;
+}
+
+/** The keys `--verification-key` names, read and checked (undefined when none is named). */
+export async function keysFromFiles(files: readonly string[]): Promise<TrustedKeys | undefined> {
+  if (files.length === 0) return undefined;
+  const inputs = await Promise.all(files.map(async (file) => ({ text: await readText(file, '--verification-key'), where: file })));
+  return { keys: await readVerificationKeys(inputs), text: inputs.map((i) => i.text.trim()).join('\n'), where: `--verification-key ${files.join(', ')}` };
+}
+
+export async function sigstoreKeyFrom(flags: SignatureFlags): Promise<KeyObject | undefined> {
+  const file = flags['sigstore-key'];
+  return file === undefined ? undefined : readSigstoreKey(await readText(file, '--sigstore-key'), `--sigstore-key ${file}`);
+}
+
+/**
+ * Checked before anything is fetched, so a bundle never transfers gigabytes to fail at the end
+ * for want of a key: the stores parse, and there is a key to verify with (or `--allow-unsigned`).
+ */
+export async function signatureInputs(flags: CreateSignatureFlags): Promise<{ trusted?: TrustedKeys; stores: string[] }> {
+  const stores = flags['signature-store'].map(parseSignatureStore);
+  const fromFiles = await keysFromFiles(flags['verification-key']);
+  if (fromFiles) return { trusted: fromFiles, stores: stores.length > 0 ? stores : [...RED_HAT_SIGNATURE_STORES] };
+  if (flags.kubeconfig !== undefined) {
+    const cluster = await clusterVerification(new KubeClient(await loadKubeconfig(flags)));
+    const trusted = { keys: await readVerificationKeys(cluster.keys), text: cluster.keys.map((k) => k.text.trim()).join('\n'), where: `the cluster's ${cluster.configMaps.join(', ')}` };
+    return { trusted, stores: stores.length > 0 ? stores : cluster.stores.length > 0 ? [...cluster.stores] : [...RED_HAT_SIGNATURE_STORES] };
+  }
+  if (!flags['allow-unsigned']) {
+    throw new BadInputError('no key to verify the release signatures with: pass --verification-key FILE (Red Hat\'s release key), or --kubeconfig to use the keys the cluster trusts now, or --allow-unsigned');
+  }
+  return { stores: stores.length > 0 ? stores : [...RED_HAT_SIGNATURE_STORES] };
+}
+
+/** The release's signatures for the bundle, through the same proxy and CA settings as the registries. */
+export async function releaseSignaturesFor(release: PlanRelease, flags: CreateSignatureFlags, inputs: { trusted?: TrustedKeys; stores: string[] }, warn: (line: string) => void): Promise<GatheredSignatures> {
+  const dispatcher = createDispatcher(transportOptionsFrom(flags, undefined, () => undefined));
+  try {
+    return await gatherReleaseSignatures({
+      digest: release.digest,
+      release: `${release.version} (${release.digest})`,
+      ...(inputs.trusted ? { trusted: inputs.trusted } : {}),
+      stores: inputs.stores,
+      ...(flags['signatures-from'] !== undefined ? { dir: flags['signatures-from'] } : {}),
+      get: dispatcherFetch(dispatcher),
+      allowUnsigned: flags['allow-unsigned'],
+      warn,
+    });
+  } finally {
+    await dispatcher.destroy();
+  }
+}
+
+async function readText(file: string, flag: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    throw new BadInputError(`cannot read ${flag} ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+}

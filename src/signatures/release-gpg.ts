@@ -1,0 +1,261 @@
+/**
+ * OpenShift release signatures, verified as the cluster-version operator does (library-go
+ * pkg/verify): an OpenPGP signed message by a trusted key whose literal data is an "atomic
+ * container signature" naming the release digest. openpgp.js reads keys and v4 signatures;
+ * Red Hat's signing service writes v3 signature packets, which openpgp.js drops unread, so
+ * those are checked here (RSA over node:crypto), as Go's x/crypto/openpgp accepts them.
+ */
+import { createPublicKey, verify as cryptoVerify } from 'node:crypto';
+import { inflateRawSync, inflateSync } from 'node:zlib';
+import * as openpgp from 'openpgp';
+import type { PublicKey, Subkey } from 'openpgp';
+import { BadInputError } from '../errors.js';
+
+export interface VerificationKeys {
+  readonly keys: readonly PublicKey[];
+  /** one per key: "<40-hex fingerprint> <first user id>" */
+  readonly names: readonly string[];
+}
+
+export type SignatureProblem = 'not-a-signature' | 'unknown-key' | 'bad-signature' | 'wrong-type' | 'wrong-digest' | 'no-identity';
+
+export type SignatureVerdict =
+  | { readonly ok: true; readonly identity: string; readonly signedBy: string }
+  | { readonly ok: false; readonly problem: SignatureProblem; readonly detail: string };
+
+const KEY_EXAMPLE = "Red Hat's https://access.redhat.com/security/data/fd431d51.txt or a verifier-public-key-* value of the release's verification ConfigMap";
+
+/** Parses ASCII-armored public keys; `where` names each input in messages. */
+export async function readVerificationKeys(inputs: ReadonlyArray<{ text: string; where: string }>): Promise<VerificationKeys> {
+  const keys: PublicKey[] = [];
+  for (const { text, where } of inputs) {
+    const refuse = (reason: string): BadInputError => new BadInputError(`${where} is not an ASCII-armored OpenPGP public key (${reason}); pass the release key file, e.g. ${KEY_EXAMPLE}`);
+    if (!text.trim()) throw refuse('it is empty');
+    // A private key would parse, but nobody should hand one over to check signatures.
+    if (text.includes('-----BEGIN PGP PRIVATE KEY BLOCK-----')) throw refuse('it is a private key');
+    if (!text.includes('-----BEGIN PGP PUBLIC KEY BLOCK-----')) throw refuse('no BEGIN PGP PUBLIC KEY BLOCK line');
+    let read: PublicKey[];
+    try {
+      read = await openpgp.readKeys({ armoredKeys: text });
+    } catch (err) {
+      throw refuse(/Error during parsing/.test(firstLine(err)) ? 'its armor holds no OpenPGP key' : firstLine(err));
+    }
+    for (const key of read) if (!keys.some((k) => k.getFingerprint() === key.getFingerprint())) keys.push(key);
+  }
+  return { keys, names: keys.map((k) => `${k.getFingerprint().toUpperCase()} ${k.getUserIDs()[0] ?? '(no user id)'}`) };
+}
+
+/** The verdict on one signature for `releaseDigest`; bad bytes are a verdict, never a throw. */
+export async function verifyReleaseSignature(bytes: Uint8Array, releaseDigest: string, keys: VerificationKeys): Promise<SignatureVerdict> {
+  let binary: Uint8Array;
+  let verified: { data: Uint8Array; signatures: ReadonlyArray<{ keyID: openpgp.KeyID; verified: Promise<true> }> };
+  try {
+    binary = await dearmor(bytes);
+    const message = await openpgp.readMessage({ binaryMessage: binary });
+    verified = await openpgp.verify({ message, verificationKeys: [...keys.keys], expectSigned: false, format: 'binary' });
+  } catch (err) {
+    return unreadable(bytes, err);
+  }
+  if (verified.signatures.length === 0) return verifyV3(binary, releaseDigest, keys);
+  const known = verified.signatures.find((s) => keyIndex(keys, s.keyID.toHex()) >= 0);
+  if (!known) return unknownKey(verified.signatures[0]!.keyID.toHex());
+  try {
+    await known.verified;
+  } catch (err) {
+    return fail('bad-signature', `its signature by key ${known.keyID.toHex().toUpperCase()} does not verify (${firstLine(err)})`);
+  }
+  return checkPayload(verified.data, releaseDigest, keys.names[keyIndex(keys, known.keyID.toHex())]!);
+}
+
+function fail(problem: SignatureProblem, detail: string): SignatureVerdict {
+  return { ok: false, problem, detail };
+}
+
+function unknownKey(keyId: string): SignatureVerdict {
+  return fail('unknown-key', `signed by key ${keyId.toUpperCase()}, which is not a verification key`);
+}
+
+/** Why bytes are no signed message, in a few words: often an HTML error page or a cut download. */
+function unreadable(bytes: Uint8Array, err: unknown): SignatureVerdict {
+  const text = Buffer.from(bytes.subarray(0, 24)).toString('latin1');
+  const message = firstLine(err);
+  const reason =
+    bytes.length === 0 ? 'it is empty'
+    : /^[\x20-\x7e\r\n\t]+$/.test(text) && !text.startsWith('-----BEGIN PGP') ? `it is text: ${JSON.stringify(text.trim())}${bytes.length > 24 ? '...' : ''}`
+    : /unexpected end of (file|data)|end of packet data/i.test(message) ? 'it ends early: truncated?'
+    : /Error during parsing/.test(message) ? 'no OpenPGP packet structure'
+    : `${message.replace(/^Parsing (\w+)Packet failed: /, '$1 packet: ')}; corrupt?`;
+  return fail('not-a-signature', `not an OpenPGP signed message (${reason})`);
+}
+
+function firstLine(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split('\n')[0]!.replace(/^Error (verifying|reading) [^:]*: /, '');
+}
+
+/** Binary bytes of an armored message, else the bytes themselves. */
+async function dearmor(bytes: Uint8Array): Promise<Uint8Array> {
+  const head = Buffer.from(bytes.subarray(0, 64)).toString('latin1').trimStart();
+  if (!head.startsWith('-----BEGIN PGP MESSAGE-----')) return bytes;
+  const { data } = await openpgp.unarmor(Buffer.from(bytes).toString('utf8'));
+  if (!(data instanceof Uint8Array)) throw new Error('armor did not decode');
+  return data;
+}
+
+/** The index in `keys` of the key (or subkey) with the 16-hex key id, or -1. */
+function keyIndex(keys: VerificationKeys, keyId: string): number {
+  return keys.keys.findIndex((k) => k.getKeys().some((sub) => sub.getKeyID().toHex() === keyId));
+}
+
+/** The checks of library-go's verifyAtomicContainerSignature (which also refuses unknown fields). */
+function checkPayload(data: Uint8Array, releaseDigest: string, signedBy: string): SignatureVerdict {
+  let payload: unknown;
+  try {
+    payload = JSON.parse(Buffer.from(data).toString('utf8'));
+  } catch {
+    return fail('wrong-type', 'its signed payload is not JSON, so not an atomic container signature');
+  }
+  const shape = shapeError(payload, PAYLOAD_SHAPE, '');
+  if (shape) return fail('wrong-type', `its signed payload ${shape}, which the CVO refuses`);
+  const critical = field(payload, 'critical');
+  const type = field(critical, 'type');
+  if (type !== 'atomic container signature') return fail('wrong-type', `its type is ${JSON.stringify(type ?? '')}, not "atomic container signature"`);
+  const digest = field(field(critical, 'image'), 'docker-manifest-digest');
+  if (digest !== releaseDigest) return fail('wrong-digest', `it signs ${digest || 'no digest'}, not ${releaseDigest}`);
+  const identity = field(field(critical, 'identity'), 'docker-reference');
+  if (typeof identity !== 'string' || !identity) return fail('no-identity', 'it names no identity (critical.identity.docker-reference is empty)');
+  return { ok: true, identity, signedBy };
+}
+
+type Shape = 'string' | 'integer' | { readonly [field: string]: Shape };
+
+/** The Go struct the CVO decodes into: other fields fail its DisallowUnknownFields decoder. */
+const PAYLOAD_SHAPE: Shape = {
+  critical: { type: 'string', image: { 'docker-manifest-digest': 'string' }, identity: { 'docker-reference': 'string' } },
+  optional: { creator: 'string', timestamp: 'integer' },
+};
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A member as Go's encoding/json finds it: the exact name, else any case. */
+function field(value: unknown, name: string): unknown {
+  if (!isObject(value)) return undefined;
+  if (name in value) return value[name];
+  const key = Object.keys(value).find((k) => k.toLowerCase() === name);
+  return key === undefined ? undefined : value[key];
+}
+
+function shapeError(value: unknown, shape: Shape, path: string): string | undefined {
+  if (value === null) return undefined; // Go decodes null into anything as "no value"
+  if (shape === 'string') return typeof value === 'string' ? undefined : `has a non-string ${path}`;
+  if (shape === 'integer') return Number.isInteger(value) ? undefined : `has a non-integer ${path}`;
+  if (!isObject(value)) return path ? `has a non-object ${path}` : 'is not a JSON object';
+  for (const [key, inner] of Object.entries(value)) {
+    const name = Object.keys(shape).find((k) => k === key.toLowerCase());
+    if (!name) return `has the unknown field ${path ? `${path}.` : ''}${key}`;
+    const error = shapeError(inner, shape[name]!, path ? `${path}.${name}` : name);
+    if (error) return error;
+  }
+  return undefined;
+}
+
+// ---- v3 signature packets (RFC 4880 5.2.2), which openpgp.js no longer reads ----
+
+interface Packet {
+  readonly tag: number;
+  readonly body: Buffer;
+}
+
+/** Signatures are at most 50 KiB; what they inflate to stays small too. */
+const MAX_INFLATED = 1024 * 1024;
+const HASHES: Readonly<Record<number, string>> = { 8: 'sha256', 9: 'sha384', 10: 'sha512', 11: 'sha224' };
+
+/** The packets of a message, compressed packets opened (throws on a malformed message). */
+function packetsOf(bytes: Buffer, depth = 0): Packet[] {
+  const out: Packet[] = [];
+  let at = 0;
+  const take = (n: number): Buffer => {
+    if (at + n > bytes.length) throw new Error('unexpected end of packet data');
+    at += n;
+    return bytes.subarray(at - n, at);
+  };
+  while (at < bytes.length) {
+    const head = take(1)[0]!;
+    if (!(head & 0x80)) throw new Error('not an OpenPGP packet');
+    let tag: number;
+    const parts: Buffer[] = [];
+    if (head & 0x40) {
+      tag = head & 0x3f;
+      for (let partial = true; partial; ) {
+        const b = take(1)[0]!;
+        partial = b >= 224 && b < 255;
+        const length = b < 192 ? b : b < 224 ? ((b - 192) << 8) + take(1)[0]! + 192 : b === 255 ? take(4).readUInt32BE(0) : 1 << (b & 0x1f);
+        parts.push(take(length));
+      }
+    } else {
+      tag = (head >> 2) & 0x0f;
+      const type = head & 3;
+      parts.push(take(type === 3 ? bytes.length - at : take(1 << type).readUIntBE(0, 1 << type)));
+    }
+    const body = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+    if (tag === 8 && depth < 2) out.push(...packetsOf(inflate(body), depth + 1));
+    else out.push({ tag, body });
+  }
+  return out;
+}
+
+function inflate(body: Buffer): Buffer {
+  const data = body.subarray(1);
+  if (body[0] === 0) return data;
+  if (body[0] === 1) return inflateRawSync(data, { maxOutputLength: MAX_INFLATED });
+  if (body[0] === 2) return inflateSync(data, { maxOutputLength: MAX_INFLATED });
+  throw new Error(`compression algorithm ${body[0]} is not supported`);
+}
+
+async function verifyV3(binary: Uint8Array, releaseDigest: string, keys: VerificationKeys): Promise<SignatureVerdict> {
+  let literal: Buffer;
+  let sig: Buffer;
+  try {
+    const packets = packetsOf(Buffer.from(binary));
+    const signature = packets.find((p) => p.tag === 2);
+    const data = packets.find((p) => p.tag === 11);
+    if (!signature || !data) return fail('not-a-signature', 'an OpenPGP message without a signature or without signed data');
+    if (signature.body[0] !== 3) return fail('not-a-signature', `its signature packet (version ${signature.body[0]}) is not supported`);
+    sig = signature.body;
+    if (sig.length < 22 || sig[1] !== 5) throw new Error('malformed v3 signature packet');
+    literal = data.body.subarray(2 + data.body[1]! + 4);
+  } catch (err) {
+    return unreadable(binary, err);
+  }
+  const keyId = sig.subarray(7, 15).toString('hex');
+  const index = keyIndex(keys, keyId);
+  if (index < 0) return unknownKey(keyId);
+  const reason = await v3Failure(keys.keys[index]!, keyId, sig, literal);
+  if (reason) return fail('bad-signature', `its v3 signature by key ${keyId.toUpperCase()} does not verify (${reason})`);
+  return checkPayload(literal, releaseDigest, keys.names[index]!);
+}
+
+/** Why a v3 signature over `literal` fails, or undefined when it is valid. */
+async function v3Failure(key: PublicKey, keyId: string, sig: Buffer, literal: Buffer): Promise<string | undefined> {
+  const [sigClass, pkAlgorithm, hashAlgorithm] = [sig[2]!, sig[15]!, sig[16]!];
+  const hash = HASHES[hashAlgorithm];
+  if (!hash) return `hash algorithm ${hashAlgorithm} is not accepted`;
+  if (pkAlgorithm !== 1 && pkAlgorithm !== 3) return `public-key algorithm ${pkAlgorithm} is not supported in v3 signatures`;
+  if (sigClass !== 0 && sigClass !== 1) return `signature class ${sigClass} does not sign a document`;
+  let signer: PublicKey | Subkey;
+  try {
+    signer = await key.getSigningKey(key.getKeys().find((k) => k.getKeyID().toHex() === keyId)!.getKeyID(), null);
+  } catch (err) {
+    return firstLine(err);
+  }
+  const { n, e } = signer.keyPacket.publicParams as { n?: Uint8Array; e?: Uint8Array };
+  if (!n || !e) return 'the key is not an RSA key';
+  const bits = sig.readUInt16BE(19);
+  const mpi = sig.subarray(21, 21 + Math.ceil(bits / 8));
+  if (mpi.length > n.length) return 'malformed signature value';
+  const signed = Buffer.concat([sigClass === 1 ? Buffer.from(literal.toString('latin1').replace(/\r?\n/g, '\r\n'), 'latin1') : literal, sig.subarray(2, 7)]);
+  const publicKey = createPublicKey({ key: { kty: 'RSA', n: Buffer.from(n).toString('base64url'), e: Buffer.from(e).toString('base64url') }, format: 'jwk' });
+  const value = Buffer.concat([Buffer.alloc(n.length - mpi.length), mpi]);
+  return cryptoVerify(hash, signed, publicKey, value) ? undefined : 'Signed digest did not match';
+}

@@ -1,0 +1,82 @@
+/**
+ * Sigstore signatures as CRI-O finds them (containers/image with `use-sigstore-attachments`):
+ * the tag `<repo>:sha256-<hex>.sig` next to the image, ON THE REGISTRY THE NODE PULLS FROM, an
+ * OCI image manifest whose layers are simple-signing payloads, each signed in the layer
+ * annotation `dev.cosignproject.cosign/signature`. A mirror that lacks the tag fails every pull
+ * that a `sigstoreSigned` policy covers (the `openshift` ClusterImagePolicy from 4.21).
+ */
+import { createPublicKey, verify, type KeyObject } from 'node:crypto';
+import { BadInputError } from '../errors.js';
+import { isDigest } from '../registry/reference.js';
+
+export const SIGSTORE_PAYLOAD_MEDIA_TYPE = 'application/vnd.dev.cosign.simplesigning.v1+json';
+export const SIGSTORE_SIGNATURE_ANNOTATION = 'dev.cosignproject.cosign/signature';
+/** containers/image accepts this payload type only (signature/internal/sigstore_payload.go). */
+export const SIGSTORE_PAYLOAD_TYPE = 'cosign container image signature';
+
+const TAG = /^sha256-([0-9a-f]{64})\.sig$/;
+
+/** The attachment tag of an image digest: `sha256:<hex>` → `sha256-<hex>.sig`. */
+export function sigstoreTag(digest: string): string {
+  if (!isDigest(digest)) throw new BadInputError(`${digest} is not a sha256 digest`);
+  return `${digest.replace(':', '-')}.sig`;
+}
+
+/** The digest an attachment tag signs, or undefined for any other tag. */
+export function signedDigestOfTag(tag: string | undefined): string | undefined {
+  const hex = tag === undefined ? undefined : TAG.exec(tag)?.[1];
+  return hex === undefined ? undefined : `sha256:${hex}`;
+}
+
+/**
+ * A `--sigstore-key` file: a PEM public key (ECDSA as cosign makes, RSA as Red Hat's
+ * ClusterImagePolicy carries, or Ed25519), the `keyPath` of a `sigstoreSigned` policy.
+ */
+export function readSigstoreKey(text: string, where: string): KeyObject {
+  const fix = 'pass the PEM public key the ClusterImagePolicy trusts (-----BEGIN PUBLIC KEY-----)';
+  if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(text)) throw new BadInputError(`${where} is a private key; ${fix}`);
+  let key: KeyObject;
+  try {
+    key = createPublicKey(text);
+  } catch {
+    throw new BadInputError(`${where} is not a PEM public key; ${fix}`);
+  }
+  if (!['ec', 'rsa', 'ed25519'].includes(key.asymmetricKeyType ?? '')) {
+    throw new BadInputError(`${where} is a ${key.asymmetricKeyType} key; sigstore keys are ECDSA, RSA or Ed25519: ${fix}`);
+  }
+  return key;
+}
+
+export type SigstoreVerdict =
+  | { readonly ok: true; readonly identity: string }
+  | { readonly ok: false; readonly detail: string };
+
+/**
+ * One signature of an attachment, checked as containers/image's policy does for a public key:
+ * the signature over the payload's exact bytes, then the payload's type, and that it signs
+ * `imageDigest`. The identity (`docker-reference`) is returned, not judged: the policy's
+ * `signedIdentity` compares it with the name the node pulls by, which a mirror does not change.
+ */
+export function verifySigstoreSignature(payload: Buffer, annotations: Readonly<Record<string, string>> | undefined, imageDigest: string, key: KeyObject): SigstoreVerdict {
+  const encoded = annotations?.[SIGSTORE_SIGNATURE_ANNOTATION];
+  if (!encoded) return { ok: false, detail: `the layer has no ${SIGSTORE_SIGNATURE_ANNOTATION} annotation` };
+  const signature = Buffer.from(encoded, 'base64');
+  let valid = false;
+  try {
+    valid = verify(key.asymmetricKeyType === 'ed25519' ? null : 'sha256', payload, key, signature);
+  } catch {
+    valid = false;
+  }
+  if (!valid) return { ok: false, detail: 'the signature does not match the payload under the given key (another key signed it, or it was altered)' };
+  let critical: { type?: unknown; image?: { 'docker-manifest-digest'?: unknown }; identity?: { 'docker-reference'?: unknown } } | undefined;
+  try {
+    critical = (JSON.parse(payload.toString('utf8')) as { critical?: typeof critical }).critical;
+  } catch {
+    return { ok: false, detail: 'the signed payload is not JSON' };
+  }
+  if (critical?.type !== SIGSTORE_PAYLOAD_TYPE) return { ok: false, detail: `the payload's type is ${JSON.stringify(critical?.type)}, not "${SIGSTORE_PAYLOAD_TYPE}"` };
+  const signed = critical.image?.['docker-manifest-digest'];
+  if (signed !== imageDigest) return { ok: false, detail: `it signs ${String(signed)}, not ${imageDigest}` };
+  const identity = critical.identity?.['docker-reference'];
+  return { ok: true, identity: typeof identity === 'string' ? identity : '' };
+}
