@@ -14,11 +14,16 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Plan } from '../src/plan/types.js';
 import { KubeClient } from '../src/cluster/kube.js';
 import { CriClient } from '../src/cri/client.js';
+import { LeaseCacheWarmer } from '../src/agent/cache-warm.js';
+import { parseReference } from '../src/registry/reference.js';
 import { readVerificationKeys, verifyReleaseSignature } from '../src/signatures/release-gpg.js';
+import { readSigstoreKey, sigstoreTag, verifySigstoreSignature } from '../src/signatures/sigstore.js';
+import { createLogger } from '../src/telemetry/log.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import type { Daemon } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { pinState, startNodeAgent } from './support/agent-bed.js';
+import { ProxyCache } from './support/cache-bed.js';
 import { expectOneLineError } from './support/bundle-files.js';
 import { runCli } from './support/cli.js';
 import { generateGpgKey, signRelease, startSignatureStore, type GpgKey, type SignatureStore } from './support/release-signing.js';
@@ -95,7 +100,14 @@ beforeAll(async () => {
   cluster = await startCluster({ workers: 1, registryMirrors: { 'quay.io': mirror.host }, insecureRegistries: [mirror.host], crioSignatures: { policy, registriesD } });
   kube = ['--kubeconfig', cluster.kubeconfigPath];
   // Where OpenShift keeps the CVO's inputs; the test bed's API server has no such namespace of its own.
-  await new KubeClient(cluster.kubeConfig).apply('/api/v1/namespaces/openshift-config-managed', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'openshift-config-managed' } } as never, { fieldManager: 'test' });
+  const client = new KubeClient(cluster.kubeConfig);
+  await client.apply('/api/v1/namespaces/openshift-config-managed', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'openshift-config-managed' } } as never, { fieldManager: 'test' });
+  // What the CVO applies from the release the cluster runs: its verifier ConfigMap (keys, stores).
+  await client.apply('/api/v1/namespaces/openshift-config-managed/configmaps/release-verification', {
+    apiVersion: 'v1', kind: 'ConfigMap',
+    metadata: { name: 'release-verification', namespace: 'openshift-config-managed', annotations: { 'release.openshift.io/verification-config-map': '' } },
+    data: { 'verifier-public-key-test': trusted.publicArmored, 'store-test': store.url('good') },
+  } as never, { fieldManager: 'cluster-version-operator' });
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
@@ -165,6 +177,20 @@ describe('a bundle that carries both kinds', () => {
     const index = JSON.parse(await readFile(join(bundleDir(), 'index.json'), 'utf8')) as { manifests: Array<{ annotations: Record<string, string> }> };
     const names = index.manifests.map((m) => m.annotations['org.opencontainers.image.ref.name']!);
     for (const image of signedImages) expect(names).toContain(`${image.split('@')[0]}:${image.split('@')[1]!.replace(':', '-')}.sig`);
+  });
+
+  it('an incremental bundle (--since) carries the signatures again: attachment manifests always, their blobs left to the previous bundle', async () => {
+    const next = join(work, 'incremental');
+    const r = await create(next, '--since', bundleDir(), '--signature-store', store.url('good'), '--verification-key', trusted.publicKeyFile);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`sigstore signatures: ${signedImages.length} of ${signedImages.length} image manifests signed\n`);
+    const metadata = JSON.parse(await readFile(join(next, 'prestage-bundle.json'), 'utf8'));
+    expect(metadata.signatures.sigstore.found).toBe(signedImages.length);
+    expect(metadata.signatures.release.signatures).toHaveLength(1);
+    const verified = await runCli(['bundle', 'verify', next, '--sigstore-key', cosignPub]);
+    // The attachments' payloads came with the previous bundle: checked there, and said so.
+    expect(verified.code, verified.stdout + verified.stderr).toBe(0);
+    expect(verified.stdout).toContain(`sigstore signatures: 0 in ${signedImages.length} attachments verified with ${cosignPub} (${signedImages.length} more with the previous bundle, ${bundleDir()})\n`);
   });
 
   it('verify checks them again; another sigstore key is refused image by image', async () => {
@@ -244,8 +270,10 @@ describe('the site: CRI-O enforces sigstore signatures on every pull from the mi
     expect(await verifyReleaseSignature(signatures[0]!, RELEASE_DIGEST, keys)).toMatchObject({ ok: true });
     expect(yaml.load(await readFile(join(work, 'signature-configmap.yaml'), 'utf8'))).toMatchObject({ kind: 'ConfigMap', metadata: { labels: { 'release.openshift.io/verification-signatures': '' } } });
 
-    const staged = await runCli(['stage', RELEASE, '--mirror', `quay.io=${mirror.host}`, '--insecure-registry', mirror.host, '--timeout', '10m', ...kube]);
+    // From the files push wrote, verified with the keys the cluster trusts now, applied again.
+    const staged = await runCli(['stage', RELEASE, '--mirror', `quay.io=${mirror.host}`, '--insecure-registry', mirror.host, '--timeout', '10m', '--signatures-from', work, ...kube]);
     expect(staged.code, staged.stderr).toBe(0);
+    expect(staged.stdout).toMatch(new RegExp(`^release signatures: 1 from ${work} verified with ${trusted.fingerprint} .*; applied ConfigMap openshift-config-managed/sha256-${RELEASE_DIGEST.slice(7)}$`, 'm'));
     for (const node of cluster.nodes) {
       const sets = plan.sets.filter((set) => (node.role === 'control-plane' ? set.role !== 'worker' : set.role === 'worker'));
       const images = [...new Set(sets.flatMap((set) => set.images))];
@@ -255,17 +283,51 @@ describe('the site: CRI-O enforces sigstore signatures on every pull from the mi
     }
   }, 900_000);
 
+  it('plan --signatures-from writes the ConfigMap with the sets for GitOps; a signature no key verifies is refused', async () => {
+    const out = join(work, 'gitops');
+    const planned = await runCli(['plan', RELEASE, '--mirror', `quay.io=${mirror.host}`, '--insecure-registry', mirror.host, '--signatures-from', work, '--verification-key', trusted.publicKeyFile, '--output-dir', out]);
+    expect(planned.code, planned.stderr).toBe(0);
+    expect(planned.stderr).toMatch(/^release signatures: 1 from .* verified with /m);
+    const kustomization = yaml.load(await readFile(join(out, 'kustomization.yaml'), 'utf8')) as { resources: string[] };
+    expect(kustomization.resources).toContain('signature-configmap.yaml');
+    expect(await readFile(join(out, 'signature-configmap.yaml'), 'utf8')).toBe(await readFile(join(work, 'signature-configmap.yaml'), 'utf8'));
+    expectOneLineError(await runCli(['plan', RELEASE, '--mirror', `quay.io=${mirror.host}`, '--insecure-registry', mirror.host, '--signatures-from', work, '--verification-key', stranger.publicKeyFile, '-o', 'yaml']), 2, /has no signature that --verification-key .* verifies: .*signature-configmap\.yaml.*not a verification key/);
+  });
+
   it('with cluster access, the keys (and stores) come from the verifier ConfigMap of the release the cluster runs', async () => {
-    const client = new KubeClient(cluster.kubeConfig);
-    await client.apply('/api/v1/namespaces/openshift-config-managed/configmaps/release-verification', {
-      apiVersion: 'v1', kind: 'ConfigMap',
-      metadata: { name: 'release-verification', namespace: 'openshift-config-managed', annotations: { 'release.openshift.io/verification-config-map': '' } },
-      data: { 'verifier-public-key-test': trusted.publicArmored, 'store-test': store.url('good') },
-    } as never, { fieldManager: 'cluster-version-operator' });
     const before = store.requests.length;
     const r = await create(join(work, 'from-cluster'), '--remove-signatures', ...kube);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(new RegExp(`^release signatures: 1 verified with ${trusted.fingerprint}`, 'm'));
     expect(store.requests.slice(before).some((path) => path.startsWith('/good/'))).toBe(true);
+  });
+});
+
+describe('the in-cluster cache', () => {
+  it('a warm fills it with the images\' sigstore attachments too, which it then serves with the link down', async () => {
+    const upstream = await startRegistry({ storageDir: join(work, 'source') });
+    const cache = await ProxyCache.start({ dir: join(work, 'cache'), remoteUrl: upstream.url });
+    const warmer = new LeaseCacheWarmer(new KubeClient(cluster.kubeConfig), { namespace: NAMESPACE, holder: 'master-0', mirrors: [{ source: 'quay.io', location: cache.host }], log: createLogger('silent') });
+    const images = signedImages.slice(0, 6);
+    try {
+      const warmed = await warmer.fill(images.map(parseReference), 'amd64');
+      expect(warmed.failures).toEqual([]);
+      // Each image's two blobs at least, and each attachment's config and payload.
+      expect(warmed.blobs).toBeGreaterThanOrEqual(images.length * 4);
+      await upstream.stop();
+      for (const image of images) {
+        const [name, digest] = image.split('@') as [string, string];
+        const repository = name.slice('quay.io/'.length);
+        const manifest = await fetch(`http://${cache.host}/v2/${repository}/manifests/${sigstoreTag(digest)}`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } });
+        expect(manifest.status, image).toBe(200);
+        const layer = ((await manifest.json()) as { layers: Array<{ digest: string; annotations: Record<string, string> }> }).layers[0]!;
+        const payload = Buffer.from(await (await fetch(`http://${cache.host}/v2/${repository}/blobs/${layer.digest}`)).arrayBuffer());
+        expect(verifySigstoreSignature(payload, layer.annotations, digest, readSigstoreKey(cosign.publicPem, 'cosign.pub'))).toEqual({ ok: true, identity: name });
+      }
+    } finally {
+      await warmer.close();
+      await cache.stop();
+      await upstream.stop();
+    }
   });
 });

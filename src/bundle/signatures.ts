@@ -7,7 +7,6 @@
  *   layout named by their tag, pushed next to the images they sign.
  */
 import type { KeyObject } from 'node:crypto';
-import yaml from 'js-yaml';
 import { ManifestNotFoundError, type RegistryClient } from '../registry/client.js';
 import { parseManifest } from '../registry/manifest.js';
 import { formatReference, parseReference, type ImageReference } from '../registry/reference.js';
@@ -54,14 +53,18 @@ export function attachmentEntries(bundle: Pick<Bundle, 'index'>): Array<{ entry:
 export interface SigstoreCheck {
   readonly attachments: number;
   readonly signatures: number;
+  /** Payloads a previous bundle (`--since`) carries: checked when that bundle was. */
+  readonly previous: number;
   /** One line per signature that does not verify. */
   readonly problems: readonly string[];
 }
 
 /** Every attachment's signatures checked against `key` (`--sigstore-key`), from the layout's verified blobs. */
-export async function checkSigstoreAttachments(bundle: Pick<Bundle, 'index'>, read: (digest: string) => Promise<Buffer>, key: KeyObject): Promise<SigstoreCheck> {
+export async function checkSigstoreAttachments(bundle: Pick<Bundle, 'index' | 'metadata'>, read: (digest: string) => Promise<Buffer>, key: KeyObject): Promise<SigstoreCheck> {
+  const external = new Set(bundle.metadata.previous?.blobs.map((b) => b.digest) ?? []);
   const problems: string[] = [];
   let signatures = 0;
+  let previous = 0;
   const attachments = attachmentEntries(bundle);
   for (const { entry, signs } of attachments) {
     const where = entry.annotations[REF_NAME];
@@ -69,12 +72,16 @@ export async function checkSigstoreAttachments(bundle: Pick<Bundle, 'index'>, re
     const layers = manifest.kind === 'image' ? manifest.layers.filter((l) => l.mediaType === SIGSTORE_PAYLOAD_MEDIA_TYPE) : [];
     if (layers.length === 0) problems.push(`${where}: holds no ${SIGSTORE_PAYLOAD_MEDIA_TYPE} layer`);
     for (const layer of layers) {
+      if (external.has(layer.digest)) {
+        previous++;
+        continue;
+      }
       signatures++;
       const verdict = verifySigstoreSignature(await read(layer.digest), layer.annotations, signs, key);
       if (!verdict.ok) problems.push(`${where}: signature ${layer.digest}: ${verdict.detail}`);
     }
   }
-  return { attachments: attachments.length, signatures, problems };
+  return { attachments: attachments.length, signatures, previous, problems };
 }
 
 export interface ReleaseSignatureCheck {
@@ -97,27 +104,4 @@ export async function checkReleaseSignatures(record: ReleaseSignatureRecord, rea
     else problems.push(`release signature ${i + 1} (${blob.digest}): ${verdict.detail}`);
   }
   return { verified, keys: trusted, problems };
-}
-
-/** The ConfigMap label the CVO lists signatures by in a disconnected cluster. */
-export const SIGNATURES_LABEL = 'release.openshift.io/verification-signatures';
-export const SIGNATURES_NAMESPACE = 'openshift-config-managed';
-
-/**
- * The ConfigMap holding a release's signatures for the CVO: `binaryData` keys
- * `sha256-<hex>-1..N`, named `sha256-<hex>` as `oc adm release mirror` names it, so the
- * ConfigMaps of several releases live side by side.
- */
-export function signatureConfigMap(digest: string, signatures: readonly Buffer[]): { apiVersion: 'v1'; kind: 'ConfigMap'; metadata: { name: string; namespace: string; labels: Record<string, string> }; binaryData: Record<string, string> } {
-  const name = digest.replace(':', '-');
-  return {
-    apiVersion: 'v1',
-    kind: 'ConfigMap',
-    metadata: { name, namespace: SIGNATURES_NAMESPACE, labels: { [SIGNATURES_LABEL]: '' } },
-    binaryData: Object.fromEntries(signatures.map((bytes, i) => [`${name}-${i + 1}`, bytes.toString('base64')])),
-  };
-}
-
-export function renderSignatureConfigMap(configMap: ReturnType<typeof signatureConfigMap>): string {
-  return yaml.dump(configMap, { lineWidth: -1 });
 }

@@ -66,11 +66,12 @@ export async function checkReleaseSignaturesOrFail(bundle: Pick<Bundle, 'metadat
 }
 
 /** `--sigstore-key`: every attachment's signatures, one line per failure on stdout, then exit 2. */
-export async function checkAttachmentsOrFail(bundle: Pick<Bundle, 'index'>, read: (digest: string) => Promise<Buffer>, key: KeyObject, keyFile: string, where: string, ctx: CommandContext): Promise<string> {
+export async function checkAttachmentsOrFail(bundle: Pick<Bundle, 'index' | 'metadata'>, read: (digest: string) => Promise<Buffer>, key: KeyObject, keyFile: string, where: string, ctx: CommandContext): Promise<string> {
   const check = await checkSigstoreAttachments(bundle, read, key);
   for (const problem of check.problems) ctx.stdout.write(`${problem}\n`);
   if (check.problems.length > 0) {
     throw new BadInputError(`bundle ${where}: ${check.problems.length} sigstore signatures do not verify with --sigstore-key ${keyFile} (listed on stdout); CRI-O will refuse those images`);
   }
-  return `sigstore signatures: ${check.signatures} in ${check.attachments} attachments verified with ${keyFile}`;
+  const previous = check.previous > 0 ? ` (${check.previous} more with the previous bundle, ${bundle.metadata.previous?.source})` : '';
+  return `sigstore signatures: ${check.signatures} in ${check.attachments} attachments verified with ${keyFile}${previous}`;
 }

@@ -15,7 +15,7 @@ import { planBlobs, previousBundleBlobs, readPlanFile } from '../bundle/inputs.j
 import { readBundle, type Bundle } from '../bundle/layout.js';
 import { parseMirrorTarget, renderImageDigestMirrorSet, renderMapping } from '../bundle/mirror.js';
 import { pushBundle } from '../bundle/push.js';
-import { renderSignatureConfigMap, signatureConfigMap } from '../bundle/signatures.js';
+import { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE, signatureConfigMap } from '../signatures/configmap.js';
 import { checkBundle, describeProblem, inventoryOfDir } from '../bundle/verify.js';
 import { KubeClient } from '../cluster/kube.js';
 import { loadKubeconfig } from '../cluster/kubeconfig.js';
@@ -38,7 +38,6 @@ import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOption
 
 const MAPPING_FILE = 'mapping.txt';
 const IDMS_FILE = 'image-digest-mirror-set.yaml';
-const SIGNATURE_CONFIGMAP_FILE = 'signature-configmap.yaml';
 const RELEASE_EXAMPLE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
 
 export function bundleCommand(ctx: CommandContext) {

@@ -10,11 +10,15 @@ import { planOptionsFrom, releaseToPlan, withLiveOptions, withPlanOptions, withT
 import { RetrySummary } from '../registry/retry-summary.js';
 import { planProgress } from './plan-progress.js';
 import { registryClientFrom, withRegistryOptions } from './registry-options.js';
+import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
+import { KubeClient } from '../cluster/kube.js';
+import { loadKubeconfig } from '../cluster/kubeconfig.js';
+import { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE } from '../signatures/configmap.js';
 
 export function planCommand(ctx: CommandContext) {
   return {
     builder: (y: Argv) =>
-      withRegistryOptions(withLiveOptions(withPlanOptions(withToOptions(
+      withRegistryOptions(withLiveOptions(withPlanOptions(withToOptions(withSignaturesFromOptions(
         y
           .positional('release', { type: 'string', describe: 'Release pullspec, e.g. quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64 (or --to VERSION)' })
           .option('output', { alias: 'o', choices: ['table', 'wide', 'json', 'yaml'] as const, default: 'table' as const, describe: 'Output format' })
@@ -28,7 +32,7 @@ export function planCommand(ctx: CommandContext) {
           .option('kubeconfig', { type: 'string', describe: 'Plan the upgrade of this cluster (live; default kubeconfig: $KUBECONFIG, ~/.kube/config, in-cluster)' })
           .option('context', { type: 'string', describe: 'Kubeconfig context of the live cluster' })
           .epilogue(LIVE_CLUSTER_HELP),
-      )), 'with --kubeconfig, --context or --to')),
+      ))), 'with --kubeconfig, --context or --to')),
     handler: async (args: any) => {
       // Found now, not after minutes of registry reads.
       if (args['output-dir'] !== undefined) await checkOutputDir(args['output-dir']);
@@ -48,8 +52,12 @@ export function planCommand(ctx: CommandContext) {
         if ((args['output-dir'] || args.output === 'yaml') && args.api !== 'prestage') checkMcoNames(plan.sets.flatMap((s) => s.images));
         // Sets are rendered by a module (and cluster modules) loaded only to render them.
         const sets = args['output-dir'] || args.output === 'yaml' ? await import('../render/pinned-image-sets.js') : undefined;
+        const clusterAccess = args.kubeconfig !== undefined || args.context !== undefined;
+        const signed = await signatureConfigMapFrom(plan.release, args, clusterAccess ? async () => new KubeClient(await loadKubeconfig(args)) : undefined);
+        if (signed) ctx.stderr.write(`${signed.line}\n`);
+        const signatureFile = signed ? new Map([[SIGNATURE_CONFIGMAP_FILE, renderSignatureConfigMap(signed.configMap)]]) : new Map<string, string>();
         if (args['output-dir']) {
-          const files = await sets!.writeGitOpsDir(plan, args['output-dir'], args.api);
+          const files = await sets!.writeGitOpsDir(plan, args['output-dir'], args.api, signatureFile);
           ctx.stderr.write(`wrote ${files.map((f) => `${args['output-dir']}/${f}`).join(', ')}\n`);
         }
         switch (args.output) {
@@ -58,6 +66,7 @@ export function planCommand(ctx: CommandContext) {
             break;
           case 'yaml':
             ctx.stdout.write(sets!.renderYaml(plan, args.api));
+            if (signed) ctx.stdout.write(`---\n${renderSignatureConfigMap(signed.configMap)}`);
             break;
           default:
             ctx.stdout.write(renderPlanTable(plan, args.output === 'wide'));

@@ -14,6 +14,7 @@ import type { PlanRelease } from '../plan/types.js';
 import { gatherReleaseSignatures, type GatheredSignatures, type TrustedKeys } from '../signatures/gather.js';
 import { readVerificationKeys } from '../signatures/release-gpg.js';
 import { dispatcherFetch, parseSignatureStore, RED_HAT_SIGNATURE_STORES } from '../signatures/release-stores.js';
+import { signatureConfigMap } from '../signatures/configmap.js';
 import { readSigstoreKey } from '../signatures/sigstore.js';
 import { transportOptionsFrom, type RegistryFlags } from './registry-options.js';
 
@@ -104,4 +105,44 @@ async function readText(file: string, flag: string): Promise<string> {
   } catch (err) {
     throw new BadInputError(`cannot read ${flag} ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
   }
+}
+
+export interface SignaturesFromFlags {
+  'signatures-from'?: string;
+  'verification-key': string[];
+}
+
+/** `plan`/`stage --signatures-from DIR`: release signatures already downloaded, for a mirror's cluster. */
+export function withSignaturesFromOptions<T>(y: Argv<T>): Argv<T & SignaturesFromFlags> {
+  return y
+    .option('signatures-from', { type: 'string', describe: 'Directory of the release\'s signatures (the store layout sha256=<hex>/signature-N, files sha256-<hex>-N, or ConfigMaps from bundle push, oc adm release mirror or oc-mirror): verified, then written as signature-configmap.yaml (plan --output-dir, -o yaml) or applied (stage), so the CVO accepts the upgrade without --force' })
+    .option('verification-key', { type: 'string', array: true, default: [] as string[], describe: 'ASCII-armored OpenPGP public key the --signatures-from signatures must be made with (repeatable; default with cluster access: the keys the cluster trusts now)' }) as unknown as Argv<T & SignaturesFromFlags>;
+}
+
+/**
+ * The CVO's ConfigMap for `release` from `--signatures-from`, every signature verified first
+ * (with `--verification-key`, else the keys of the cluster `cluster` reaches): one line, exit
+ * 2, when none verifies. Undefined without `--signatures-from`.
+ */
+export async function signatureConfigMapFrom(release: PlanRelease, flags: SignaturesFromFlags, cluster: (() => Promise<KubeClient>) | undefined): Promise<{ configMap: ReturnType<typeof signatureConfigMap>; line: string } | undefined> {
+  const dir = flags['signatures-from'];
+  if (dir === undefined) return undefined;
+  let trusted = await keysFromFiles(flags['verification-key']);
+  if (!trusted && cluster) {
+    const verification = await clusterVerification(await cluster());
+    trusted = { keys: await readVerificationKeys(verification.keys), text: '', where: `the cluster's ${verification.configMaps.join(', ')}` };
+  }
+  if (!trusted) throw new BadInputError('--signatures-from: no key to verify the signatures with: pass --verification-key FILE, or --kubeconfig to use the keys the cluster trusts now');
+  const gathered = await gatherReleaseSignatures({
+    digest: release.digest,
+    release: `${release.version} (${release.digest})`,
+    trusted,
+    stores: [],
+    dir,
+    get: () => Promise.reject(new Error('--signatures-from reads no store')),
+    allowUnsigned: false,
+    warn: () => undefined,
+  });
+  const configMap = signatureConfigMap(release.digest, gathered.signatures);
+  return { configMap, line: `release signatures: ${gathered.signatures.length} from ${dir} verified with ${gathered.verifiedWith.join(', ')}` };
 }

@@ -23,6 +23,8 @@ import { AGENT_NAME } from '../install/manifests.js';
 import { checkMcoPreflight } from '../cluster/mco/preflight.js';
 import { OS_IMAGE_VIA_MCO_HELP, stageOsImage } from '../cluster/os-image-via-mco.js';
 import { parseQuantity } from '../cluster/quantity.js';
+import { applyServerSide } from '../install/apply.js';
+import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
 
 /**
  * Bytes each target node must hold, summed over the sets it gets; throws when one cannot. A node
@@ -60,7 +62,7 @@ function sameSets(a: readonly string[], b: readonly string[]): boolean {
 export function stageCommand(ctx: CommandContext, scriptName: string) {
   return {
     builder: (y: Argv) =>
-      withToOptions(withLiveOptions(withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', describe: 'Release pullspec (or --to VERSION)' })))), 'on; a cluster without ClusterVersion is planned from the release alone'))
+      withSignaturesFromOptions(withToOptions(withLiveOptions(withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', describe: 'Release pullspec (or --to VERSION)' })))), 'on; a cluster without ClusterVersion is planned from the release alone')))
         .option('prune', { type: 'boolean', default: false, describe: 'Once every set is ready, delete the prestage sets of releases older than the one the cluster runs (as prune does)' })
         .option('force', { type: 'boolean', default: false, describe: 'Apply even when MCO\'s own disk check would refuse a set (it is checked first on the MCO backend)' })
         .option('os-image-via-mco', { type: 'boolean', default: false, describe: OS_IMAGE_VIA_MCO_HELP })
@@ -84,6 +86,12 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       }
       await checkNodeDisks(client, backend, sets, plan.nodes);
       await checkMcoPreflight(client, backend, sets, { version: observed?.release.version, force: args.force === true, warn: (line) => ctx.log.warn(line) });
+      // The release's signatures for the CVO (a mirror's cluster), verified with the keys it trusts now.
+      const signed = await signatureConfigMapFrom(plan.release, args, async () => client);
+      if (signed) {
+        await applyServerSide(client, [signed.configMap]);
+        (args.output === 'json' ? ctx.stderr : ctx.stdout).write(`${signed.line}; applied ConfigMap ${signed.configMap.metadata.namespace}/${signed.configMap.metadata.name}\n`);
+      }
       const osImage = await stageOsImage(client, backend, plan, { viaMco: args['os-image-via-mco'] === true, dryRun: false, warn: (line) => ctx.log.warn(line) });
       const applied = renderApplyOutcomes([...(await backend.apply(sets, { dryRun: false })), ...osImage], false);
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(applied);

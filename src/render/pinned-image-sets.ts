@@ -71,8 +71,9 @@ export function renderYaml(plan: Plan, api: SetApi = 'mco'): string {
  * One file per set plus kustomization.yaml; returns the files written. All of them are written
  * to a staging directory first, so a failure (a full disk) leaves the directory as it was.
  */
-export async function writeGitOpsDir(plan: Plan, dir: string, api: SetApi = 'mco'): Promise<string[]> {
-  const files = new Map(plan.sets.map((set) => [`${set.name}.yaml`, dump(setObjectFor(plan, set, api))]));
+export async function writeGitOpsDir(plan: Plan, dir: string, api: SetApi = 'mco', extra: ReadonlyMap<string, string> = new Map()): Promise<string[]> {
+  // Extra objects (the release's signature ConfigMap) go with the sets, in the kustomization too.
+  const files = new Map([...plan.sets.map((set) => [`${set.name}.yaml`, dump(setObjectFor(plan, set, api))] as const), ...extra]);
   files.set('kustomization.yaml', dump({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: [...files.keys()] }));
   let created: string | undefined;
   let staging: string | undefined;
