@@ -15,6 +15,11 @@
  * Registry storage is in RAM where possible; bundles are written to the disk as users do.
  * BENCH_BUSY=N keeps N more processes spinning on the CPU through the rounds: a busier or
  * slower machine, where per-request CPU decides how busy the link is.
+ * Signatures on, as a 4.21+ release has them: every image of the fixture carries a sigstore
+ * attachment at the source (made with a key generated here), and the release a GPG signature in
+ * a local store. This build copies and verifies them (and looks up an attachment for every
+ * image manifest of the big-blob plan, which has none); a build from before signatures carries
+ * none. The rows say how many each carried. BENCH_SIGNATURES=off: this build carries none either.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -30,6 +35,8 @@ import type { Plan, PlannedImage } from '../src/plan/types.js';
 import { MediaType } from '../src/registry/manifest.js';
 import { PushClient } from '../src/registry/upload.js';
 import { startFaultProxy, startRegistry, type FaultProxy } from '../test/harness/index.js';
+import { generateGpgKey, signRelease, startSignatureStore } from '../test/support/release-signing.js';
+import { generateSigstoreKeys, pushAttachments, signAttachment } from '../test/support/sigstore-signing.js';
 import { CURRENT, previousBuild, type Build } from './previous-build.js';
 
 const run = promisify(execFile);
@@ -97,9 +104,12 @@ async function measured(fn: () => Promise<{ cpuS: number }>, p: FaultProxy | und
   };
 }
 
+/** Flags that give a build the release's signatures to carry: none for a build from before them. */
+let signatureFlags: (build: Build) => string[] = () => [];
+
 /** `bundle create` as a child process; its CPU time from /usr/bin/time's format. */
 async function bundleCreate(build: Build, planFile: string, dir: string, host: string): Promise<{ cpuS: number }> {
-  const { stderr } = await run('/usr/bin/time', ['-f', 'cpu %U %S', process.execPath, build.bin, 'bundle', 'create', planFile, '--to', dir, '--mirror', `quay.io=${host}`, ...build.insecure(host)], { maxBuffer: 64 * MiB });
+  const { stderr } = await run('/usr/bin/time', ['-f', 'cpu %U %S', process.execPath, build.bin, 'bundle', 'create', planFile, '--to', dir, '--mirror', `quay.io=${host}`, ...build.insecure(host), ...signatureFlags(build)], { maxBuffer: 64 * MiB });
   const m = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(stderr);
   return { cpuS: m ? Number(m[1]) + Number(m[2]) : NaN };
 }
@@ -153,10 +163,31 @@ const stopSpinners = (): void => {
   for (const spinner of spinners.splice(0)) spinner.kill();
 };
 const builds: Build[] = [await previousBuild(), CURRENT];
+let storeStop: (() => Promise<void>) | undefined;
 try {
   const { stdout } = await run(process.execPath, [CURRENT.bin, 'plan', release, '--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host, '-o', 'json'], { maxBuffer: 64 * MiB });
   const smallPlan = join(root, 'small.json');
   await writeFile(smallPlan, stdout);
+  // Signatures on: an attachment for every image at the source, a GPG signature in a store.
+  const small = JSON.parse(stdout) as Plan;
+  const cosign = generateSigstoreKeys();
+  const signed = new Map<string, Array<{ digest: string; attachment: ReturnType<typeof signAttachment> }>>();
+  for (const { pullSpec } of [...small.images, ...small.skipped]) {
+    const [name, digest] = pullSpec.split('@') as [string, string];
+    const repository = name.slice('quay.io/'.length);
+    signed.set(repository, [...(signed.get(repository) ?? []), { digest, attachment: signAttachment(cosign, digest, name) }]);
+  }
+  for (const [repository, attachments] of signed) await pushAttachments(registry.host, repository, attachments);
+  const gpg = await generateGpgKey('Bench Signer');
+  const store = await startSignatureStore({ release: { [small.release.digest]: [await signRelease(gpg, small.release.digest, release)] } });
+  storeStop = () => store.stop();
+  const cosignPub = join(root, 'cosign.pub');
+  await writeFile(cosignPub, cosign.publicPem);
+  const supportsSignatures = async (build: Build) => (await run(process.execPath, [build.bin, 'bundle', 'create', '--help'])).stdout.includes('--signature-store');
+  const signing = new Set(await Promise.all(builds.map(async (b) => ((await supportsSignatures(b)) ? b.name : ''))));
+  // BENCH_SIGNATURES=off: this build carries none either, the transfer path alone beside the previous one.
+  const signaturesOff = process.env.BENCH_SIGNATURES === 'off';
+  signatureFlags = (build) => (!signing.has(build.name) ? [] : signaturesOff ? ['--allow-unsigned', '--remove-signatures'] : ['--signature-store', store.url('release'), '--verification-key', gpg.publicKeyFile, '--sigstore-key', cosignPub]);
   const bigPlan = join(root, 'big.json');
   await writeFile(bigPlan, JSON.stringify(await pushBigImages(JSON.parse(stdout) as Plan)));
 
@@ -164,13 +195,18 @@ try {
   const fresh = () => join(root, `bundle-${n++}`);
   type Runs = { small: Measured; bigUncapped: Measured; bigCapped: Measured; bigFlows: Measured };
   const runs = new Map<string, Runs[]>(builds.map((b) => [b.name, []]));
+  /** Sigstore attachments + release signatures the small bundle carried, per build. */
+  const carried = new Map<string, string>();
   for (let i = 0; i < BUSY; i++) spinners.push(spawn(process.execPath, ['-e', 'for (;;);'], { stdio: 'ignore' }));
   const loadBefore = loadavg();
   // Rounds alternate which build goes first, so a load that changes over the run favours neither.
   const order = Array.from({ length: RUNS }, (_, round) => (round % 2 === 0 ? builds : [...builds].reverse())).flat();
   for (const build of order) {
     proxy.setBandwidth(CAP);
-    const small = await measured(() => bundleCreate(build, smallPlan, fresh(), proxy.host), proxy);
+    const smallDir = fresh();
+    const small = await measured(() => bundleCreate(build, smallPlan, smallDir, proxy.host), proxy);
+    const metadata = JSON.parse(readFileSync(join(smallDir, 'prestage-bundle.json'), 'utf8')) as { signatures?: { sigstore?: { found?: number }; release?: { signatures: unknown[] } } };
+    carried.set(build.name, `${metadata.signatures?.sigstore?.found ?? 0} + ${metadata.signatures?.release?.signatures.length ?? 0}`);
     const bigCapped = await measured(() => bundleCreate(build, bigPlan, fresh(), proxy.host), proxy);
     proxy.setBandwidth(null);
     proxy.setFlowBandwidth(FLOW_CAP);
@@ -203,6 +239,7 @@ try {
     ['small blobs capped: wall s', (before.small.ms / 1000).toFixed(1), (after.small.ms / 1000).toFixed(1), (after.small.ms / before.small.ms).toFixed(2)],
     ['small blobs capped: transfer s (first to last body byte)', (before.small.transferMs / 1000).toFixed(2), (after.small.transferMs / 1000).toFixed(2), (after.small.transferMs / before.small.transferMs).toFixed(2)],
     ['small blobs capped: requests', String(before.small.requests), String(after.small.requests), (after.small.requests / before.small.requests).toFixed(2)],
+    ['small blobs capped: signatures carried (sigstore + GPG)', carried.get(builds[0]!.name) ?? '', carried.get(builds[1]!.name) ?? '', ''],
     ['small blobs capped: CPU s prestage', before.small.cpuS.toFixed(2), after.small.cpuS.toFixed(2), (after.small.cpuS / before.small.cpuS).toFixed(2)],
     ['small blobs capped: CPU s registry', before.small.registryCpuS.toFixed(2), after.small.registryCpuS.toFixed(2), (after.small.registryCpuS / before.small.registryCpuS).toFixed(2)],
     ['small blobs capped: CPU s proxy', before.small.proxyCpuS.toFixed(2), after.small.proxyCpuS.toFixed(2), (after.small.proxyCpuS / before.small.proxyCpuS).toFixed(2)],
@@ -220,6 +257,7 @@ try {
 } finally {
   stopSpinners();
   for (const build of builds) await build.remove();
+  await storeStop?.();
   await proxy.stop();
   await registry.stop();
   await rm(root, { recursive: true, force: true });

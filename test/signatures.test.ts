@@ -258,7 +258,7 @@ describe('the site: CRI-O enforces sigstore signatures on every pull from the mi
     const pushed = await runCli(['bundle', 'push', bundleDir(), mirror.host, '--insecure-registry', mirror.host, '--output-dir', work, '--apply', ...kube]);
     expect(pushed.code, pushed.stderr).toBe(0);
     expect(pushed.stdout).toContain(`sigstore signatures: ${signedImages.length} tagged, 0 present\n`);
-    expect(pushed.stdout).toMatch(/^wrote .*signature-configmap\.yaml \(ConfigMap openshift-config-managed\/sha256-[0-9a-f]{64}, 1 signatures\)$/m);
+    expect(pushed.stdout).toMatch(/^wrote .*signature-configmap\.yaml \(ConfigMap openshift-config-managed\/sha256-[0-9a-f]{64}, 1 signature\)$/m);
     expect(pushed.stdout).toMatch(/^applied ConfigMap openshift-config-managed\/sha256-/m);
     // As the CVO lists it: by label, every binaryData key that starts with sha256-<hex>.
     const client = new KubeClient(cluster.kubeConfig);

@@ -210,7 +210,8 @@ function pushCommand(ctx: CommandContext) {
         if (gpg) ctx.stdout.write(`${gpg}\n`);
         if (configMap) {
           await writeFileAtomic(join(args['output-dir'], SIGNATURE_CONFIGMAP_FILE), renderSignatureConfigMap(configMap));
-          ctx.stdout.write(`wrote ${join(args['output-dir'], SIGNATURE_CONFIGMAP_FILE)} (ConfigMap ${configMap.metadata.namespace}/${configMap.metadata.name}, ${Object.keys(configMap.binaryData).length} signatures)\n`);
+          const count = Object.keys(configMap.binaryData).length;
+          ctx.stdout.write(`wrote ${join(args['output-dir'], SIGNATURE_CONFIGMAP_FILE)} (ConfigMap ${configMap.metadata.namespace}/${configMap.metadata.name}, ${count} signature${count === 1 ? '' : 's'})\n`);
         }
         if (cluster && configMap) {
           await applyServerSide(cluster, [configMap]);
