@@ -13,8 +13,9 @@ import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import yaml from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createBundle, type ReleaseSignatures } from '../src/bundle/create.js';
+import { createBundle } from '../src/bundle/create.js';
 import type { BundleMetadata } from '../src/bundle/layout.js';
+import type { GatheredSignatures } from '../src/signatures/gather.js';
 import { readPlanFile } from '../src/bundle/inputs.js';
 import type { Plan } from '../src/plan/types.js';
 import { RegistryClient } from '../src/registry/client.js';
@@ -104,7 +105,7 @@ function bundledImages(): Array<{ pullSpec: string; digest: string; config: { di
 }
 
 /** The release signatures the reference bundle carries, as `bundle create` hands them to createBundle. */
-async function referenceSignatures(): Promise<ReleaseSignatures> {
+async function referenceSignatures(): Promise<GatheredSignatures> {
   const record = (JSON.parse(await readFile(join(reference, 'prestage-bundle.json'), 'utf8')) as BundleMetadata).signatures!.release!;
   const blob = (digest: string) => readFile(join(reference, 'blobs', 'sha256', digest.slice(7)));
   return {

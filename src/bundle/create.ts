@@ -25,6 +25,7 @@ import {
   blobFileName, blobPath, partialPath, type BundleBlobRef, type BundleMetadata, type BundleSignatures, type LayoutIndex, type ReleaseSignatureRecord,
 } from './layout.js';
 import { TransferProgress } from './progress.js';
+import type { GatheredSignatures } from '../signatures/gather.js';
 import { collectSigstoreAttachment } from './signatures.js';
 import { hashBlobs } from './verify.js';
 
@@ -52,19 +53,8 @@ export interface CreateOptions {
   readonly statFs?: StatFs;
   /** Copy each image's sigstore attachment (`<repo>:sha256-<hex>.sig`) where the source has one. */
   readonly sigstore: boolean;
-  /** The release's GPG signatures, fetched and verified before (cli/release-signatures.ts). */
-  readonly releaseSignatures?: ReleaseSignatures;
-}
-
-/** The release's GPG signatures as `bundle create` was given them, to be written into the layout. */
-export interface ReleaseSignatures {
-  readonly digest: string;
-  readonly signatures: readonly Buffer[];
-  /** The armored keys that verified them. */
-  readonly keysText?: string;
-  readonly verifiedWith: readonly string[];
-  readonly from: readonly string[];
-  readonly unsigned?: string;
+  /** The release's GPG signatures, gathered and verified before (signatures/gather.ts). */
+  readonly releaseSignatures?: GatheredSignatures;
 }
 
 export interface CreateReport {
@@ -338,7 +328,7 @@ async function writeMetadata(dir: string, plan: Plan, opts: CreateOptions, exter
 }
 
 /** The release's signatures and keys written as blobs, and what the metadata says of them. */
-function storeReleaseSignatures(dir: string, given: ReleaseSignatures): { record: ReleaseSignatureRecord; files: LayoutFile[] } {
+function storeReleaseSignatures(dir: string, given: GatheredSignatures): { record: ReleaseSignatureRecord; files: LayoutFile[] } {
   const store = (bytes: Buffer): BundleBlobRef => {
     const digest = sha256(bytes);
     storeBlob(dir, digest, bytes);
