@@ -24,7 +24,7 @@ import { DEFAULT_FEATURE_SET, DEFAULT_PROFILE } from '../src/plan/inclusion.js';
 import type { Plan } from '../src/plan/types.js';
 import { liveTruth, simulatedCluster } from '../fixtures/live-cluster.js';
 import { readLiveCluster } from '../src/cluster/live-cluster.js';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import { startCluster } from '../test/cluster/index.js';
 import { startRegistry } from '../test/harness/index.js';
 import { installOpenShiftCrds, OPENSHIFT_4_21 } from '../test/mco/crds.js';

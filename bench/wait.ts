@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import pLimit from 'p-limit';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import { MCO_PATHS } from '../src/cluster/mco/backend.js';
 import { startCluster } from '../test/cluster/index.js';
 import { installMcoCrds } from '../test/mco/crds.js';

@@ -30,8 +30,9 @@ CRIO_TAGS='containers_image_openpgp exclude_graphdriver_btrfs'
 # The DaemonSet test (a real kubelet running containers): runc (crun 1.8.1 rejects the OCI spec
 # version CRI-O 1.34 writes), jq (its runc shim edits config.json), containernetworking-plugins
 # (a loopback CNI network, so the runtime reports NetworkReady; the cache test's bridge network),
-# busybox-static (the pause image), iptables (kube-proxy's rules for the cache test's ClusterIP).
-DEBIAN_PACKAGES=(conmon crun openssl docker-registry apache2-utils ca-certificates tinyproxy gcc libc6-dev runc jq containernetworking-plugins busybox-static iptables)
+# busybox-static (the pause image), iptables (kube-proxy's rules for the cache test's ClusterIP), gnupg (the
+# release signatures the signature tests and bench:bundle make with the real gpg).
+DEBIAN_PACKAGES=(conmon crun openssl docker-registry apache2-utils ca-certificates tinyproxy gcc libc6-dev runc jq containernetworking-plugins busybox-static iptables gnupg)
 
 json=false packages_only=false
 case ${1:-} in

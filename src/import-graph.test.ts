@@ -1,43 +1,42 @@
 /**
- * The design rule "no import circles", checked on the source itself: every relative import of
- * every module under src/ (type imports too), and no path that leads back to where it started.
+ * The house plan, held by its imports (scripts/import-graph.ts reads them: every relative
+ * import of every module under src/, type imports too): no circles between files or between
+ * top-level folders, and none of the edges the layering forbids.
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
+import { fileCircles, folderCircles, folderEdges, readImportGraph } from '../scripts/import-graph.js';
 
-const SRC = dirname(fileURLToPath(import.meta.url));
+/** `from -> to`: why it may not be. */
+const FORBIDDEN: Readonly<Record<string, string>> = {
+  'agent -> cluster': 'the node agent reaches the API through kube/ and names through api/, never the CLI side',
+  'agent -> cli': 'the node agent is started by the CLI, not the other way',
+  'agent -> install': 'names the installer and the agent share live in api/',
+  'render -> cluster': 'rendering is pure: plan in, objects out',
+  'install -> cluster': 'the installer reaches the API through kube/',
+  'install -> cli': 'the installer is a library of the CLI',
+  'kube -> api': 'kube/ knows Kubernetes, not prestage',
+  'kube -> cluster': 'kube/ knows Kubernetes, not prestage',
+  'api -> cluster': 'api/ holds names and shapes, no behaviour of a backend',
+  'net -> registry': 'the network layer serves registries, it does not know them',
+  'units -> render': 'units/ is below every printer',
+  'signatures -> cli': 'signature checks are a library; flags live in cli/',
+  'signatures -> bundle': 'bundles use signatures, not the other way',
+  'plan -> cluster': 'planning reads a live cluster through what the CLI hands it',
+};
 
-function modules(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    const path = join(dir, e.name);
-    if (e.isDirectory()) return modules(path);
-    return e.name.endsWith('.ts') && !e.name.endsWith('.test.ts') && !e.name.endsWith('.d.ts') ? [path] : [];
-  });
-}
-
-function importsOf(file: string): string[] {
-  const text = readFileSync(file, 'utf8');
-  const specifiers = [...text.matchAll(/^\s*(?:import|export)\b[^'"]*?\bfrom\s+'(\.{1,2}\/[^']+)'/gms), ...text.matchAll(/\bimport\('(\.{1,2}\/[^']+)'\)/g)].map((m) => m[1]!);
-  return specifiers.map((s) => resolve(dirname(file), s.replace(/\.js$/, '.ts')));
-}
+const graph = readImportGraph();
 
 it('no module of src/ imports itself back through others', () => {
-  const graph = new Map(modules(SRC).map((file) => [file, importsOf(file)]));
-  const cycles: string[] = [];
-  const state = new Map<string, 'open' | 'done'>();
-  const visit = (file: string, path: string[]) => {
-    if (state.get(file) === 'done') return;
-    if (state.get(file) === 'open') {
-      cycles.push([...path.slice(path.indexOf(file)), file].map((f) => relative(SRC, f)).join(' > '));
-      return;
-    }
-    state.set(file, 'open');
-    for (const next of graph.get(file) ?? []) if (graph.has(next)) visit(next, [...path, file]);
-    state.set(file, 'done');
-  };
-  for (const file of graph.keys()) visit(file, []);
-  expect(graph.size).toBeGreaterThan(100);
-  expect(cycles).toEqual([]);
+  expect(graph.modules.size).toBeGreaterThan(100);
+  expect(fileCircles(graph)).toEqual([]);
+});
+
+it('no top-level folder imports itself back through others', () => {
+  expect(folderCircles(graph)).toEqual([]);
+});
+
+it('no edge the layering forbids', () => {
+  const edges = [...folderEdges(graph).keys()];
+  expect(edges.length).toBeGreaterThan(20);
+  expect(edges.filter((edge) => edge in FORBIDDEN).map((edge) => `${edge}: ${FORBIDDEN[edge]}`)).toEqual([]);
 });

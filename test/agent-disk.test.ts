@@ -15,7 +15,7 @@ import { DISK_BYTES_ANNOTATION } from '../src/api/set-metadata.js';
 import { CrioRuntime } from '../src/agent/crio.js';
 import { hasLayers, RegistryImageSizes } from '../src/agent/image-sizes.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
 import { parsePullSecret } from '../src/registry/credentials.js';
 import { createLogger } from '../src/telemetry/log.js';

@@ -10,7 +10,7 @@ import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isS
 import { DISK_BYTES_ANNOTATION } from '../src/api/set-metadata.js';
 import { CrioRuntime } from '../src/agent/crio.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
 import { createLogger } from '../src/telemetry/log.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';

@@ -5,8 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LeasePacer, PULL_SLOT_PREFIX, type PullSlot } from '../src/agent/pacing.js';
-import { KubeApiError, KubeClient, type KubeObject, type WatchEvent } from '../src/cluster/kube.js';
-import type { ClusterCredentials } from '../src/cluster/kubeconfig.js';
+import { KubeApiError, KubeClient, type KubeObject, type WatchEvent } from '../src/kube/client.js';
+import type { ClusterCredentials } from '../src/kube/kubeconfig.js';
 import { createLogger } from '../src/telemetry/log.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { waitFor } from './cluster/processes.js';

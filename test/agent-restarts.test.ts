@@ -17,7 +17,7 @@ import type { ComponentTruth } from '../fixtures/release.js';
 import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, isSetDone, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../src/api/prestage.js';
 import { CrioRuntime, renderPinDropIn } from '../src/agent/crio.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import { NodeAgent } from '../src/agent/reconcile.js';
 import { CriClient, type RuntimeImage } from '../src/cri/client.js';
 import { createLogger } from '../src/telemetry/log.js';

@@ -30,7 +30,7 @@ import type { ImageRuntime } from '../src/agent/runtime.js';
 import { serveAgentHttp } from '../src/agent/http.js';
 import { AgentMetrics } from '../src/agent/metrics.js';
 import { main } from '../src/cli/main.js';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import { CriClient } from '../src/cri/client.js';
 import { applyServerSide, type Manifest } from '../src/install/apply.js';
 import { createLogger } from '../src/telemetry/log.js';

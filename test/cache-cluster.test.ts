@@ -27,7 +27,6 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, type NodePinnedImages } from '../src/api/prestage.js';
 import { CACHE_DROP_IN_NAME } from '../src/agent/cache-mirror.js';
 import { cacheMirrorArgsOf } from '../src/install/cache.js';
-import { AGENT_NAME } from '../src/install/manifests.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { KubeProxy } from './cluster/kube-proxy.js';
 import { KubeletBed, pushPauseImage } from './cluster/kubelet.js';
@@ -38,6 +37,7 @@ import { pinState, startNodeAgent } from './support/agent-bed.js';
 import { dir as directory, file, pushImage } from './support/built-images.js';
 import { blobGets, bytesOf, hostAddress, sum, uniqueBlobs } from './support/cache-bed.js';
 import { runCli } from './support/cli.js';
+import { AGENT_NAME } from '../src/api/names.js';
 
 const NAMESPACE = 'prestage';
 const POD_CIDR = '10.244.0.0/16';

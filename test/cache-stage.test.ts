@@ -10,9 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { planCacheBytes } from '../src/cluster/cache-check.js';
-import { AGENT_NAME } from '../src/install/manifests.js';
 import type { Plan } from '../src/plan/types.js';
-import { formatBytes } from '../src/render/table.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import type { Daemon } from './cluster/processes.js';
 import { startFaultProxy, type FaultProxy } from './harness/fault-proxy.js';
@@ -20,6 +18,8 @@ import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { startNodeAgent } from './support/agent-bed.js';
 import { exposeCacheMetrics, ProxyCache } from './support/cache-bed.js';
 import { runCli } from './support/cli.js';
+import { formatBytes } from '../src/units.js';
+import { AGENT_NAME } from '../src/api/names.js';
 
 const NAMESPACE = 'prestage';
 const truth = inject('fixtureTruth');

@@ -28,10 +28,8 @@ import { API_VERSION, GROUP, PINNED_IMAGE_SETS, VERSION } from '../src/api/prest
 import { CACHE_DROP_IN_NAME } from '../src/agent/cache-mirror.js';
 import { CACHE_WARM_PREFIX, CACHE_WARMED_ANNOTATION } from '../src/agent/cache-warm.js';
 import { checkCacheForPlan, planCacheBytes } from '../src/cluster/cache-check.js';
-import { KubeClient } from '../src/cluster/kube.js';
-import { AGENT_NAME } from '../src/install/manifests.js';
+import { KubeClient } from '../src/kube/client.js';
 import type { Plan } from '../src/plan/types.js';
-import { formatBytes } from '../src/render/table.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { Daemon, waitFor } from './cluster/processes.js';
 import { startFaultProxy, type FaultProxy, type RequestRecord } from './harness/fault-proxy.js';
@@ -40,6 +38,8 @@ import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
 import { pinState, startNodeAgent } from './support/agent-bed.js';
 import { blobGets, bytesOf, exposeCacheMetrics, fetchToEnd, ProxyCache, sum, uniqueBlobs } from './support/cache-bed.js';
 import { runCli } from './support/cli.js';
+import { formatBytes } from '../src/units.js';
+import { AGENT_NAME } from '../src/api/names.js';
 
 const NAMESPACE = 'prestage';
 const truth = inject('fixtureTruth');

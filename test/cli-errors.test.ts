@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { installMcoCrds } from './mco/crds.js';

@@ -27,13 +27,14 @@ import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION, CRDS, GROUP, NODE_PINNED_IMAGES, VERSION, type NodePinnedImages } from '../src/api/prestage.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
-import { AGENT_NAME, installManifests } from '../src/install/manifests.js';
+import { installManifests } from '../src/install/manifests.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { KubeletBed, pushPauseImage } from './cluster/kubelet.js';
 import { waitFor } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/registry.js';
 import { dir, file, link, pushedSizes, pushImage, type Entry } from './support/built-images.js';
 import { runCli } from './support/cli.js';
+import { AGENT_NAME } from '../src/api/names.js';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../', import.meta.url));

@@ -8,14 +8,14 @@ import yaml from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION } from '../src/api/prestage.js';
 import { KubeAgentCluster } from '../src/agent/kube.js';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import { LeasePacer, PULL_SLOT_PREFIX } from '../src/agent/pacing.js';
-import { AGENT_NAME } from '../src/install/manifests.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { createLogger } from '../src/telemetry/log.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { waitFor } from './cluster/processes.js';
 import { runCli as run } from './support/cli.js';
+import { AGENT_NAME } from '../src/api/names.js';
 
 const NAMESPACE = 'prestage';
 let cluster: TestCluster;

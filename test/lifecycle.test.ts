@@ -14,16 +14,16 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { simulatedCluster } from '../fixtures/live-cluster.js';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
-import { KubeClient, type KubeObject } from '../src/cluster/kube.js';
+import { KubeClient, type KubeObject } from '../src/kube/client.js';
 import type { Plan } from '../src/plan/types.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { waitFor, type Daemon } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
-import { formatBytes } from '../src/render/table.js';
 import { pinState, startNodeAgent, storedLayerBytes } from './support/agent-bed.js';
 import { runCli } from './support/cli.js';
 import { loadSimulatedCluster } from './support/simulated-cluster.js';
+import { formatBytes } from '../src/units.js';
 
 const NAMESPACE = 'prestage';
 const CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version';

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import { MCO_PATHS, mcoPaths } from '../src/cluster/mco/backend.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { installMcoCrds, OPENSHIFT_4_16 } from './mco/crds.js';

@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
-import { KubeClient, type KubeObject } from '../src/cluster/kube.js';
+import { KubeClient, type KubeObject } from '../src/kube/client.js';
 import { MCO_GROUP } from '../src/cluster/mco/backend.js';
 import { CriClient } from '../src/cri/client.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildEraFixture } from '../fixtures/eras.js';
 import { simulatedCluster } from '../fixtures/live-cluster.js';
 import { pushFixture } from '../fixtures/push.js';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import type { Plan } from '../src/plan/types.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';

@@ -10,9 +10,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { liveTruth, simulatedCluster, LIVE_DISABLED_CAPABILITIES, type SimulatedCluster } from '../fixtures/live-cluster.js';
 import pLimit from 'p-limit';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import { CriClient } from '../src/cri/client.js';
-import { formatBytes } from '../src/render/table.js';
 import { MCO_PATHS } from '../src/cluster/mco/backend.js';
 import type { Plan } from '../src/plan/types.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
@@ -23,6 +22,7 @@ import { McoSimulator } from './mco/simulator.js';
 import { runBin, runCli } from './support/cli.js';
 import { storedLayerBytes } from './support/agent-bed.js';
 import { loadSimulatedCluster } from './support/simulated-cluster.js';
+import { formatBytes } from '../src/units.js';
 
 const truth = inject('fixtureTruth');
 const RELEASE = `quay.io/openshift-release-dev/ocp-release:${truth.release.tag}`;

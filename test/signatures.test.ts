@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import yaml from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Plan } from '../src/plan/types.js';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import { CriClient } from '../src/cri/client.js';
 import { LeaseCacheWarmer } from '../src/agent/cache-warm.js';
 import { parseReference } from '../src/registry/reference.js';

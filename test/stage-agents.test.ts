@@ -15,15 +15,15 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { API_VERSION } from '../src/api/prestage.js';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
 import type { ProgressSnapshot } from '../src/cluster/backend.js';
-import { KubeClient } from '../src/cluster/kube.js';
+import { KubeClient } from '../src/kube/client.js';
 import { CriClient } from '../src/cri/client.js';
-import { formatBytes } from '../src/render/table.js';
-import { AGENT_NAME } from '../src/install/manifests.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { waitFor, type Daemon } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { runCli } from './support/cli.js';
 import { prestageEntry, prestageHelp, startPrestageProcess } from './support/prestage-process.js';
+import { formatBytes } from '../src/units.js';
+import { AGENT_NAME } from '../src/api/names.js';
 
 const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
 const CONTROL_PLANE_SET = 'prestage-4.16.3-control-plane';

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import yaml from 'js-yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
-import { KubeClient, type KubeObject } from '../src/cluster/kube.js';
+import { KubeClient, type KubeObject } from '../src/kube/client.js';
 import { MCO_PATHS, mcoPaths } from '../src/cluster/mco/backend.js';
 import { renderYaml, setObjectFor, writeGitOpsDir } from '../src/render/pinned-image-sets.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';

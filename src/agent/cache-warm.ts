@@ -23,7 +23,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
-import type { KubeClient } from '../cluster/kube.js';
+import type { KubeClient } from '../kube/client.js';
 import type { Descriptor } from '../registry/manifest.js';
 import { ManifestNotFoundError, RegistryClient } from '../registry/client.js';
 import { applyMirrors } from '../registry/mirrors.js';

@@ -18,12 +18,11 @@ import { writeFileAtomic } from '../atomic-file.js';
 import { CriClient, type RuntimeImage } from '../cri/client.js';
 import { ClusterError } from '../errors.js';
 import { imageNames, type ImageFilesystem, type ImageRuntime, type RuntimePullOptions } from './runtime.js';
+import { DEFAULT_PIN_DROP_IN } from '../api/names.js';
 
 const run = promisify(execFile);
 
 export const DEFAULT_CRIO_SOCKET = '/var/run/crio/crio.sock';
-/** `99-`: after MCO's `50-pinned-images`, so this file's list (the union) is the one in force. */
-export const DEFAULT_PIN_DROP_IN = '/etc/crio/crio.conf.d/99-prestage-pinned-images';
 
 /** How CRI-O is told to re-read its configuration. */
 export type CrioReload = () => Promise<void>;

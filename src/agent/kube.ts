@@ -14,8 +14,8 @@
 import type { Logger } from 'pino';
 import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERIFY_REQUESTED_ANNOTATION, VERSION, type NodePinnedImages, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
 import { ClusterError } from '../errors.js';
-import { Informer } from '../cluster/informer.js';
-import { KubeApiError, type KubeClient, type KubeObject } from '../cluster/kube.js';
+import { Informer } from '../kube/informer.js';
+import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
 import { pullSecretOf, type PullSecret } from '../registry/credentials.js';
 import type { AgentCluster } from './reconcile.js';
 

@@ -12,8 +12,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { Informer } from '../cluster/informer.js';
-import { KubeApiError, type KubeClient, type KubeObject } from '../cluster/kube.js';
+import { Informer } from '../kube/informer.js';
+import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
 
 export interface PullSlot {
   /** False once the slot was released or lost (renewals failed, another node took it): start no new pull. */

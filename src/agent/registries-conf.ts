@@ -11,8 +11,6 @@ import { parse } from 'smol-toml';
 import { BadInputError } from '../errors.js';
 import { formatReference, parseReference, type ImageReference } from '../registry/reference.js';
 
-export const DEFAULT_REGISTRIES_CONF = '/etc/containers/registries.conf';
-export const DEFAULT_REGISTRIES_CONF_DIR = '/etc/containers/registries.conf.d';
 /**
  * The drop-in the agent writes for `--cache-mirror` (src/agent/cache-mirror.ts). It sorts last, so
  * CRI-O pulls through the cache; `loadRegistriesConf` leaves it out by default, so what the agent

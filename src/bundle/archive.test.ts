@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { archiveDirFor, parseSize, tarBytes } from './archive.js';
+import { archiveDirFor, tarBytes } from './archive.js';
+import { parseSize } from '../units.js';
 
 describe('--max-archive-size', () => {
   it('reads binary-unit sizes', () => {

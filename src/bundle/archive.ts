@@ -42,15 +42,6 @@ export interface ArchiveIndex {
 }
 
 /** `500M`, `4G`, `4GiB`, `1.5g`, `1048576`: binary units. At least 1 MiB. */
-export function parseSize(text: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$/i.exec(text);
-  const bytes = m ? Math.floor(Number(m[1]) * 1024 ** 'bkmgt'.indexOf((m[2] || 'b').toLowerCase())) : NaN;
-  if (!Number.isSafeInteger(bytes) || bytes < 1024 * 1024) {
-    throw new BadInputError(`invalid size "${text}": expected a number with an optional K, M, G or T suffix, at least 1M (e.g. 4G)`);
-  }
-  return bytes;
-}
-
 /** Where `--max-archive-size` puts the parts of layout `dir`: beside it, `<dir>.parts`. */
 export function archiveDirFor(layoutDir: string): string {
   return `${layoutDir.replace(/\/+$/, '')}.parts`;

@@ -6,7 +6,7 @@
 import { mkdtemp, rmdir, stat, statfs } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { BadInputError, systemErrorText } from '../errors.js';
-import { formatBytes } from '../render/table.js';
+import { formatBytes } from '../units.js';
 
 export interface FreeSpace {
   readonly bavail: number | bigint;

@@ -1,8 +1,8 @@
+import { formatBytes } from '../units.js';
 /**
  * Transfer progress on stderr. On a terminal: one line rewritten in place (bytes, images,
  * rate, ETA). Elsewhere (CI logs, files): a line per image completed, nothing rewritten.
  */
-import { formatBytes } from '../render/table.js';
 
 export interface ProgressOptions {
   /** What a completed image line says: "bundled", "pushed". */

@@ -16,12 +16,12 @@ import { sha256 } from '../registry/client.js';
 import { parseManifest, type Descriptor, type ImageManifest, type Manifest } from '../registry/manifest.js';
 import { parseReference } from '../registry/reference.js';
 import type { PushClient } from '../registry/upload.js';
-import { formatBytes } from '../render/table.js';
 import { signedDigestOfTag } from '../signatures/sigstore.js';
 import { keptPlatforms, manifestBlobs } from './content.js';
 import { blobPath, REF_NAME, type Bundle } from './layout.js';
 import { mirroredImage, mirrorRepository, repositoryMirrors, type MirroredImage, type MirrorTarget } from './mirror.js';
 import { TransferProgress } from './progress.js';
+import { formatBytes } from '../units.js';
 
 export interface PushOptions {
   /** Blob and manifest operations at once. */

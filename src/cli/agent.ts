@@ -6,22 +6,23 @@ import { readFileSync, watch } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import type { Logger } from 'pino';
 import type { Argv } from 'yargs';
-import { CrioRuntime, DEFAULT_CRIO_SOCKET, DEFAULT_PIN_DROP_IN, reloadCrioFoundInProc, reloadWithSignal, reloadWithSystemctl, type CrioReload } from '../agent/crio.js';
+import { CrioRuntime, DEFAULT_CRIO_SOCKET, reloadCrioFoundInProc, reloadWithSignal, reloadWithSystemctl, type CrioReload } from '../agent/crio.js';
 import { serveAgentHttp } from '../agent/http.js';
 import { RegistryImageSizes } from '../agent/image-sizes.js';
-import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../agent/registries-conf.js';
 import { CACHE_DROP_IN_NAME, parseCacheMirrors, syncCacheDropIn } from '../agent/cache-mirror.js';
 import { KubeAgentCluster } from '../agent/kube.js';
 import { AgentMetrics } from '../agent/metrics.js';
 import { cachedImages, LeaseCacheWarmer } from '../agent/cache-warm.js';
 import { LeasePacer } from '../agent/pacing.js';
 import { NodeAgent } from '../agent/reconcile.js';
-import { KubeClient } from '../cluster/kube.js';
-import { loadKubeconfig } from '../cluster/kubeconfig.js';
+import { KubeClient } from '../kube/client.js';
+import { loadKubeconfig } from '../kube/kubeconfig.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { createLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
 import { integerAtLeast, positiveSeconds } from './flag-values.js';
+import { DEFAULT_PIN_DROP_IN } from '../api/names.js';
+import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../api/names.js';
 
 /** `agent --once`: a set failed on this node. Exit 1, as `wait` does. */
 export class SetsFailedError extends PrestageError {

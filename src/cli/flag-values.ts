@@ -2,8 +2,8 @@
  * yargs `coerce` checks for numeric flags: a bad value is one line naming the flag, found
  * while parsing, before any registry or cluster work starts.
  */
-import { parseDuration } from '../cluster/wait.js';
 import { BadInputError } from '../errors.js';
+import { parseDuration, parseRate } from '../units.js';
 
 function numberOf(flag: string, value: unknown, wanted: string): number {
   if (Array.isArray(value)) throw new BadInputError(`--${flag} given more than once; give it once, as ${wanted}`);
@@ -45,20 +45,13 @@ export function positiveDuration(flag: string): (value: unknown) => number {
   };
 }
 
-const RATE_UNITS: Record<string, number> = {
-  b: 1, kb: 1e3, mb: 1e6, gb: 1e9, kib: 2 ** 10, mib: 2 ** 20, gib: 2 ** 30,
-  bit: 1 / 8, kbit: 1e3 / 8, mbit: 1e6 / 8, gbit: 1e9 / 8,
-};
-
 /** A link rate in bytes per second: `20MiB/s`, `100Mbit/s`, `5MB` (the `/s` may be left out), or bare bytes per second. */
 export function linkRate(flag: string): (value: unknown) => number {
   const wanted = 'e.g. 20MiB/s, 100Mbit/s, 5MB/s';
   return (value) => {
     if (Array.isArray(value)) throw new BadInputError(`--${flag} given more than once; give it once, ${wanted}`);
-    const m = /^(\d+(?:\.\d+)?)\s*([a-z]*?)(?:\/s|ps)?$/i.exec(String(value).trim());
-    const unit = m ? (m[2] === '' ? 'b' : m[2]!.toLowerCase()) : undefined;
-    if (!m || unit === undefined || !(unit in RATE_UNITS)) throw new BadInputError(`--${flag}: bad rate ${JSON.stringify(String(value))}: use ${wanted}`);
-    const rate = Number(m[1]) * RATE_UNITS[unit]!;
+    const rate = parseRate(String(value));
+    if (rate === undefined) throw new BadInputError(`--${flag}: bad rate ${JSON.stringify(String(value))}: use ${wanted}`);
     if (!(rate > 0)) throw new BadInputError(`--${flag} must be more than zero, ${wanted}`);
     return rate;
   };

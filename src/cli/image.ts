@@ -10,11 +10,11 @@ import { join } from 'node:path';
 import type { Argv } from 'yargs';
 import { BadInputError } from '../errors.js';
 import { buildAppLayer, buildExecutableLayer, DEFAULT_AGENT_BASE, DEFAULT_EXECUTABLE_BASE, pushAgentImage, type AgentPayload, type AppLayer } from '../install/agent-image.js';
-import { formatBytes } from '../render/table.js';
 import { parseReference, type ImageReference } from '../registry/reference.js';
 import { PushClient } from '../registry/upload.js';
 import type { CommandContext } from './context.js';
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
+import { formatBytes } from '../units.js';
 
 /** The package root, from src/cli or dist/cli alike. */
 const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));

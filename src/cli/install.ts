@@ -1,17 +1,19 @@
 /** `prestage install`: render (`-o yaml`) or server-side apply (`--apply`) the agent and its API. */
 import type { Argv } from 'yargs';
-import { KubeApiError, KubeClient, type KubeObject } from '../cluster/kube.js';
-import { loadKubeconfig } from '../cluster/kubeconfig.js';
+import { KubeApiError, KubeClient, type KubeObject } from '../kube/client.js';
+import { loadKubeconfig } from '../kube/kubeconfig.js';
 import { BadInputError, ClusterError } from '../errors.js';
 import { applyServerSide, waitForCrdsEstablished } from '../install/apply.js';
-import { ADMISSION_POLICY_MIN_MINOR, AGENT_NAME, DEFAULT_IMAGE_STORE, installManifests, renderInstallYaml } from '../install/manifests.js';
+import { ADMISSION_POLICY_MIN_MINOR, DEFAULT_IMAGE_STORE, installManifests, renderInstallYaml } from '../install/manifests.js';
 import { parseReference } from '../registry/reference.js';
 import { findCredential, parsePullSecretFile } from '../registry/credentials.js';
 import { RegistryClient } from '../registry/client.js';
 import type { Manifest } from '../install/apply.js';
 import { applyCacheMirrorSet, removeCacheMirrorSet, servesMirrorSets } from '../install/cache-mirror-set.js';
-import { CACHE_NAME, cacheManifests, cacheMirrorArg as cacheMirrorArg_, cacheMirrorArgsOf, cacheObjectPaths, checkCacheOptions, DEFAULT_CACHE_IMAGE, DEFAULT_CACHE_SIZE, DEFAULT_CACHE_UPSTREAM, HOST_IP_ADDRESS, type CacheOptions } from '../install/cache.js';
+import { cacheManifests, cacheMirrorArg as cacheMirrorArg_, cacheMirrorArgsOf, cacheObjectPaths, checkCacheOptions, DEFAULT_CACHE_IMAGE, DEFAULT_CACHE_SIZE, DEFAULT_CACHE_UPSTREAM, HOST_IP_ADDRESS, type CacheOptions } from '../install/cache.js';
 import type { CommandContext } from './context.js';
+import { AGENT_NAME } from '../api/names.js';
+import { CACHE_NAME } from '../api/names.js';
 
 export function installCommand(ctx: CommandContext) {
   return {

@@ -4,8 +4,8 @@ import { API_VERSION as AGENT_API_VERSION } from '../api/prestage.js';
 import { agentBackend } from '../cluster/agent/backend.js';
 import type { BackendKind, PinningBackend } from '../cluster/backend.js';
 import { detectBackend } from '../cluster/detect.js';
-import { KubeClient } from '../cluster/kube.js';
-import { loadKubeconfig } from '../cluster/kubeconfig.js';
+import { KubeClient } from '../kube/client.js';
+import { loadKubeconfig } from '../kube/kubeconfig.js';
 import { mcoBackend, type McoVersions } from '../cluster/mco/backend.js';
 
 export interface KubeFlags {

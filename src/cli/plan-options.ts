@@ -97,8 +97,8 @@ export function withToOptions<T>(y: Argv<T>): Argv<T & ToFlags> {
 export async function releaseToPlan(flags: ToFlags, warn: (line: string) => void): Promise<string> {
   if (flags.to === undefined) return flags.release!;
   const [{ KubeClient }, { loadKubeconfig }, { readClusterVersion }, { resolveUpdate, riskLines }] = await Promise.all([
-    import('../cluster/kube.js'),
-    import('../cluster/kubeconfig.js'),
+    import('../kube/client.js'),
+    import('../kube/kubeconfig.js'),
     import('../cluster/live-cluster.js'),
     lifecycle(),
   ]);

@@ -11,8 +11,8 @@ import { RetrySummary } from '../registry/retry-summary.js';
 import { planProgress } from './plan-progress.js';
 import { registryClientFrom, withRegistryOptions } from './registry-options.js';
 import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
-import { KubeClient } from '../cluster/kube.js';
-import { loadKubeconfig } from '../cluster/kubeconfig.js';
+import { KubeClient } from '../kube/client.js';
+import { loadKubeconfig } from '../kube/kubeconfig.js';
 import { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE } from '../signatures/configmap.js';
 
 export function planCommand(ctx: CommandContext) {

@@ -6,12 +6,13 @@
  */
 import type { Argv } from 'yargs';
 import type { PinningBackend } from '../cluster/backend.js';
-import type { KubeClient } from '../cluster/kube.js';
+import type { KubeClient } from '../kube/client.js';
 import { readClusterVersion } from '../cluster/live-cluster.js';
 import { byVersion, bytesFreedPerNode, decidePrune, deleteReleaseSet, listReleaseSets, setsPathOf } from '../cluster/release-lifecycle.js';
-import { formatBytes, table } from '../render/table.js';
+import { table } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
+import { formatBytes } from '../units.js';
 
 /** Lists the sets to prune with the bytes per node they hold, and deletes them unless `dryRun`. */
 export async function runPrune(client: KubeClient, backend: PinningBackend, out: NodeJS.WritableStream, dryRun: boolean): Promise<void> {

@@ -6,10 +6,10 @@ import { readFile } from 'node:fs/promises';
 import type { KeyObject } from 'node:crypto';
 import type { Argv } from 'yargs';
 import { clusterVerification } from '../cluster/verification-keys.js';
-import { KubeClient } from '../cluster/kube.js';
-import { loadKubeconfig } from '../cluster/kubeconfig.js';
+import { KubeClient } from '../kube/client.js';
+import { loadKubeconfig } from '../kube/kubeconfig.js';
 import { BadInputError } from '../errors.js';
-import { createDispatcher } from '../net/dispatcher.js';
+import { registryDispatcher } from '../registry/transport.js';
 import type { PlanRelease } from '../plan/types.js';
 import { gatherReleaseSignatures, type GatheredSignatures, type TrustedKeys } from '../signatures/gather.js';
 import { readVerificationKeys } from '../signatures/release-gpg.js';
@@ -82,7 +82,7 @@ export async function signatureInputs(flags: CreateSignatureFlags): Promise<{ tr
 
 /** The release's signatures for the bundle, through the same proxy and CA settings as the registries. */
 export async function releaseSignaturesFor(release: PlanRelease, flags: CreateSignatureFlags, inputs: { trusted?: TrustedKeys; stores: string[] }, warn: (line: string) => void): Promise<GatheredSignatures> {
-  const dispatcher = createDispatcher(transportOptionsFrom(flags, undefined, () => undefined));
+  const dispatcher = registryDispatcher(transportOptionsFrom(flags, undefined, () => undefined));
   try {
     return await gatherReleaseSignatures({
       digest: release.digest,

@@ -8,10 +8,10 @@ import type { DesiredSet, PinningBackend } from '../cluster/backend.js';
 import { desiredSetsFromPlan } from '../cluster/desired-sets.js';
 import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
 import { pinnedOnNodes } from '../cluster/release-lifecycle.js';
-import type { KubeClient, KubeList, KubeObject } from '../cluster/kube.js';
+import type { KubeClient, KubeList, KubeObject } from '../kube/client.js';
 import { ClusterError } from '../errors.js';
 import type { Plan } from '../plan/types.js';
-import { formatBytes, renderPlanTable } from '../render/table.js';
+import { renderPlanTable } from '../render/table.js';
 import { planRelease, renderApplyOutcomes, withReleasePlanOptions } from './apply.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
@@ -19,12 +19,13 @@ import { releaseToPlan, withLiveOptions, withToOptions } from './plan-options.js
 import { runPrune } from './prune.js';
 import { runWait, withWaitOptions, type WaitFlags } from './wait.js';
 import { checkCacheForPlan } from '../cluster/cache-check.js';
-import { AGENT_NAME } from '../install/manifests.js';
 import { checkMcoPreflight } from '../cluster/mco/preflight.js';
 import { OS_IMAGE_VIA_MCO_HELP, stageOsImage } from '../cluster/os-image-via-mco.js';
-import { parseQuantity } from '../cluster/quantity.js';
+import { parseQuantity } from '../kube/quantity.js';
 import { applyServerSide } from '../install/apply.js';
 import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
+import { formatBytes } from '../units.js';
+import { AGENT_NAME } from '../api/names.js';
 
 /**
  * Bytes each target node must hold, summed over the sets it gets; throws when one cannot. A node

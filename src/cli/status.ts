@@ -7,9 +7,10 @@ import type { Argv } from 'yargs';
 import type { ProgressSnapshot } from '../cluster/backend.js';
 import { checkReleaseReady, parseReleaseVersion, releaseSnapshot } from '../cluster/release-lifecycle.js';
 import { BadInputError } from '../errors.js';
-import { formatBytes, table } from '../render/table.js';
+import { table } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
+import { formatBytes } from '../units.js';
 
 export function renderStatusTable(snapshot: ProgressSnapshot): string {
   const rows = snapshot.sets.flatMap((set) =>

@@ -5,15 +5,15 @@
 import type { Argv } from 'yargs';
 import type { PinningBackend } from '../cluster/backend.js';
 import { cacheEvent, CacheMetricsReader, type CacheCounters, type CacheEvent } from '../cluster/cache-metrics.js';
-import type { KubeClient } from '../cluster/kube.js';
+import type { KubeClient } from '../kube/client.js';
 import { waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTracker } from '../cluster/wait.js';
-import { formatBytes, formatSeconds } from '../render/table.js';
 import type { McoVersions } from '../cluster/mco/backend.js';
 import { DEFAULT_FAIL_AFTER_MS, DEFAULT_TIMEOUT_MS, mcoPace, mcoWaitDefaults, paceLines, predictMcoNodes } from '../cluster/mco/pace.js';
 import { mcoNodeWork, runningVersion } from '../cluster/mco/pace-work.js';
 import type { CommandContext } from './context.js';
 import { linkRate, positiveDuration } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
+import { formatBytes, formatSeconds } from '../units.js';
 
 export interface WaitFlags {
   /** Milliseconds, given as 90s, 30m, 2h; undefined: 60m, or on MCO what its pace asks for. */

@@ -3,23 +3,11 @@
  * cluster, implemented by the MCO-native backend (`mco/`) and prestage's own agent
  * (`agent/`). One shared test suite runs against each.
  */
-import type { SetRole } from '../plan/types.js';
+import type { DesiredSet } from '../api/desired-set.js';
+
+export type { DesiredSet } from '../api/desired-set.js';
 
 export type BackendKind = 'mco' | 'agent';
-
-/** A set as prestage wants it on the cluster, before a backend turns it into its object. */
-export interface DesiredSet {
-  readonly name: string;
-  readonly role: SetRole;
-  readonly labels: Readonly<Record<string, string>>;
-  readonly annotations: Readonly<Record<string, string>>;
-  /** Digest pullspecs. */
-  readonly images: readonly string[];
-  /** Uncompressed bytes the set takes on a node, when the plan knows it. */
-  readonly diskBytes?: number;
-  /** The compressed layer bytes MCO's disk check counts for the set (each layer once; manifest lists 0), when the plan knows it. */
-  readonly mcoCheckBytes?: number;
-}
 
 export interface ApplyOutcome {
   readonly set: string;
@@ -105,8 +93,6 @@ export interface PinningBackend {
   watch(sets: readonly string[] | undefined, onSnapshot: (snapshot: ProgressSnapshot) => void, options: WatchOptions): Promise<void>;
 }
 
-/** The label every set prestage writes carries; `status` and `wait` without names use it. */
-export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const FIELD_MANAGER = 'prestage';
 
 export function setReady(set: SetProgress): boolean {

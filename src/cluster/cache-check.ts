@@ -5,11 +5,11 @@
  * works, but the proxy evicts and the link carries blobs again: said as a warning.
  */
 import { BadInputError } from '../errors.js';
-import { CACHE_NAME } from '../install/cache.js';
-import { CACHE_MIRROR_SET_NAME } from '../install/cache-mirror-set.js';
 import type { Plan } from '../plan/types.js';
-import { formatBytes } from '../render/table.js';
-import type { KubeClient, KubeObject } from './kube.js';
+import type { KubeClient, KubeObject } from '../kube/client.js';
+import { formatBytes } from '../units.js';
+import { CACHE_NAME } from '../api/names.js';
+import { CACHE_MIRROR_SET_NAME } from '../api/names.js';
 
 /** Compressed bytes of every blob (config and layers) of the images in the plan's sets, each once. */
 export function planCacheBytes(plan: Plan): number {

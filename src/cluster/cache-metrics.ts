@@ -4,8 +4,8 @@
  * through the API server's service proxy (the cache's ClusterIP is not reachable from where
  * `wait` runs; the API server is). Blob counters only: the bytes that matter on a slow link.
  */
-import { KubeApiError, type KubeClient } from './kube.js';
-import { CACHE_METRICS_PORT_NAME, CACHE_NAME } from '../install/cache.js';
+import { KubeApiError, type KubeClient } from '../kube/client.js';
+import { CACHE_METRICS_PORT_NAME, CACHE_NAME } from '../api/names.js';
 
 /** The proxy's blob counters since the cache started (`registry_proxy_*_total{type="blob"}`). */
 export interface CacheCounters {

@@ -7,7 +7,7 @@ import { BadInputError } from '../errors.js';
 import type { Plan, SetRole } from '../plan/types.js';
 import { toPinnedImageSet } from '../render/pinned-image-sets.js';
 import type { DesiredSet } from './backend.js';
-import type { KubeObject } from './kube.js';
+import type { KubeObject } from '../kube/client.js';
 
 const ROLE_LABEL = 'machineconfiguration.openshift.io/role';
 

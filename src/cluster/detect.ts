@@ -5,7 +5,7 @@
  */
 import { ClusterError } from '../errors.js';
 import type { BackendKind } from './backend.js';
-import { KubeApiError, type KubeClient } from './kube.js';
+import { KubeApiError, type KubeClient } from '../kube/client.js';
 import { MCO_GROUP, type McoVersion, type McoVersions } from './mco/backend.js';
 
 interface ApiResourceList {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ClusterError } from '../errors.js';
-import { KubeApiError, type KubeClient } from './kube.js';
+import { KubeApiError, type KubeClient } from '../kube/client.js';
 import { readLiveCluster } from './live-cluster.js';
 
 const digest = (c: string) => `sha256:${c.repeat(64)}`;

@@ -9,8 +9,8 @@ import { ClusterError } from '../errors.js';
 import { gateNames } from '../plan/feature-gates.js';
 import type { UnmanagedOverride } from '../plan/inclusion.js';
 import type { LiveCluster, RunningPod } from '../plan/live.js';
-import { KubeApiError, KubeClient, type KubeList, type KubeObject } from './kube.js';
-import { loadKubeconfig } from './kubeconfig.js';
+import { KubeApiError, KubeClient, type KubeList, type KubeObject } from '../kube/client.js';
+import { loadKubeconfig } from '../kube/kubeconfig.js';
 
 export const LIVE_CLUSTER_RBAC =
   'get, list on nodes and pods (all namespaces); get on clusterversions, featuregates and infrastructures (config.openshift.io); get on osimagestreams, list on machineconfigpools (machineconfiguration.openshift.io)';

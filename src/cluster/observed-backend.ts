@@ -4,17 +4,9 @@
  * A backend supplies the paths and the projection; this module does apply, list and watch.
  */
 import { ClusterError } from '../errors.js';
-import {
-  FIELD_MANAGER,
-  type ApplyOutcome,
-  type BackendKind,
-  type DesiredSet,
-  type PinningBackend,
-  type ProgressSnapshot,
-  type WatchOptions,
-} from './backend.js';
-import { Informer } from './informer.js';
-import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from './kube.js';
+import { FIELD_MANAGER, type ApplyOutcome, type BackendKind, type DesiredSet, type PinningBackend, type ProgressSnapshot, type WatchOptions } from './backend.js';
+import { Informer } from '../kube/informer.js';
+import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from '../kube/client.js';
 
 /** The watched collections by path, each as name → object. */
 export type ClusterView = ReadonlyMap<string, ReadonlyMap<string, KubeObject>>;

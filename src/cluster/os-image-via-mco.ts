@@ -15,13 +15,13 @@ import { ClusterError } from '../errors.js';
 import { isNodeOsImageName } from '../plan/os-streams.js';
 import { majorMinor } from '../plan/release-api.js';
 import type { Plan } from '../plan/types.js';
-import { formatBytes } from '../render/table.js';
 import type { ApplyOutcome, DesiredSet, PinningBackend } from './backend.js';
 import { desiredSetsFromPlan, mcoCheckBytes } from './desired-sets.js';
 import { mcoVersions } from './detect.js';
-import type { KubeClient, KubeList, KubeObject } from './kube.js';
+import type { KubeClient, KubeList, KubeObject } from '../kube/client.js';
 import { CLUSTER_VERSION } from './live-cluster.js';
 import { MCO_GROUP, mcoBackend, mcoPaths } from './mco/backend.js';
+import { formatBytes } from '../units.js';
 
 
 export const OS_IMAGE_VIA_MCO_HELP = 'Agent backend on OpenShift 4.19-4.22: also write one MCO PinnedImageSet per pool holding the node OS image, so that the upgrade rebases nodes from their own storage instead of pulling it again';

@@ -8,11 +8,12 @@ import semver from 'semver';
 import { DISK_BYTES_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL } from '../api/set-metadata.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { AGENT_PATHS } from './agent/backend.js';
-import { MANAGED_BY_LABEL, setReady, type NodeSetProgress, type PinningBackend, type ProgressSnapshot } from './backend.js';
+import { setReady, type NodeSetProgress, type PinningBackend, type ProgressSnapshot } from './backend.js';
 import { mcoVersions } from './detect.js';
-import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from './kube.js';
+import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from '../kube/client.js';
 import type { ClusterRelease, ClusterVersion } from './live-cluster.js';
 import { mcoPaths } from './mco/backend.js';
+import { MANAGED_BY_LABEL } from '../api/set-metadata.js';
 
 
 /** A coerce for `what` (`--to`, `VERSION`): an OpenShift release version (x.y.z, maybe -rc.N/-ec.N). */

@@ -5,7 +5,7 @@
  * stores). Keys for the next release come from here, never from the next release itself.
  */
 import { ClusterError } from '../errors.js';
-import type { KubeClient, KubeList, KubeObject } from './kube.js';
+import type { KubeClient, KubeList, KubeObject } from '../kube/client.js';
 
 export const VERIFIER_ANNOTATION = 'release.openshift.io/verification-config-map';
 const NAMESPACE = 'openshift-config-managed';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { NodeSetProgress, ProgressSnapshot } from './backend.js';
-import { parseDuration, WaitTracker } from './wait.js';
+import { WaitTracker } from './wait.js';
+import { parseDuration } from '../units.js';
 
 const node = (name: string, phase: NodeSetProgress['phase'], extra: Partial<NodeSetProgress> = {}): NodeSetProgress => ({
   node: name,

@@ -255,14 +255,3 @@ function pendingSummary(tracker: WaitTracker): string {
 }
 
 /** `90s`, `5m`, `1h30m`, `250ms`, or plain seconds. */
-export function parseDuration(text: string): number {
-  if (/^\d+(\.\d+)?$/.test(text)) return Number(text) * 1000;
-  const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-  let total = 0;
-  const rest = text.replace(/(\d+(?:\.\d+)?)(ms|s|m|h)/g, (_, n: string, unit: string) => {
-    total += Number(n) * units[unit]!;
-    return '';
-  });
-  if (rest || !text) throw new BadInputError(`bad duration ${JSON.stringify(text)}: use e.g. 90s, 5m, 1h30m`);
-  return total;
-}

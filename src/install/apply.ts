@@ -5,8 +5,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ClusterError } from '../errors.js';
-import { KubeClient, type KubeObject } from '../cluster/kube.js';
-import type { ClusterCredentials } from '../cluster/kubeconfig.js';
+import { KubeClient, type KubeObject } from '../kube/client.js';
+import type { ClusterCredentials } from '../kube/kubeconfig.js';
 
 export interface Manifest {
   apiVersion: string;

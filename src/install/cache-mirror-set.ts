@@ -13,11 +13,11 @@
  * taken out again when the cache is turned off.
  */
 import { ClusterError } from '../errors.js';
-import { KubeApiError, type KubeClient, type KubeObject } from '../cluster/kube.js';
+import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
 import { applyServerSide, type Manifest } from './apply.js';
-import { CACHE_NAME } from './cache.js';
+import { CACHE_NAME } from '../api/names.js';
+import { CACHE_MIRROR_SET_NAME } from '../api/names.js';
 
-export const CACHE_MIRROR_SET_NAME = CACHE_NAME;
 const GROUP_VERSION = '/apis/config.openshift.io/v1';
 const MIRROR_SETS = `${GROUP_VERSION}/imagedigestmirrorsets`;
 const IMAGE_CONFIG = `${GROUP_VERSION}/images/cluster`;

@@ -1,9 +1,10 @@
 import yaml from 'js-yaml';
 import { describe, expect, it } from 'vitest';
 import { BadInputError } from '../errors.js';
-import { CACHE_METRICS_PORT, CACHE_NAME, CACHE_PORT, cacheConfig, cacheManifests, cacheMirrorArg, cacheMirrorArgsOf, cacheObjectPaths, DEFAULT_CACHE_IMAGE, HOST_IP_ADDRESS, type CacheOptions } from './cache.js';
+import { CACHE_METRICS_PORT, CACHE_PORT, cacheConfig, cacheManifests, cacheMirrorArg, cacheMirrorArgsOf, cacheObjectPaths, DEFAULT_CACHE_IMAGE, HOST_IP_ADDRESS, type CacheOptions } from './cache.js';
 import { installManifests } from './manifests.js';
 import { parseCacheMirror } from '../agent/cache-mirror.js';
+import { CACHE_NAME } from '../api/names.js';
 
 const base: CacheOptions = { namespace: 'prestage', upstream: 'quay.io', image: DEFAULT_CACHE_IMAGE, size: '100Gi' };
 const byKind = (manifests: ReturnType<typeof cacheManifests>) => new Map(manifests.map((manifest) => [manifest.kind, manifest as any]));

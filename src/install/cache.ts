@@ -15,8 +15,8 @@
 import yaml from 'js-yaml';
 import { BadInputError } from '../errors.js';
 import type { Manifest } from './apply.js';
+import { CACHE_METRICS_PORT_NAME, CACHE_NAME } from '../api/names.js';
 
-export const CACHE_NAME = 'prestage-cache';
 export const CACHE_PORT = 5000;
 /**
  * The registry's debug server: Prometheus metrics at `/metrics`, among them the proxy's
@@ -24,7 +24,6 @@ export const CACHE_PORT = 5000;
  * cache fetched upstream and what it served (`wait` reads them through the API server's service proxy).
  */
 export const CACHE_METRICS_PORT = 5001;
-export const CACHE_METRICS_PORT_NAME = 'metrics';
 /**
  * distribution 3: its proxy fetches a missing blob from upstream once and tees it into storage and the
  * answer (distribution/distribution#3569); 2.8 fetches it twice (measured on the test bed, test/cache.test.ts).

@@ -5,9 +5,10 @@
  */
 import yaml from 'js-yaml';
 import { CRDS, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS } from '../api/prestage.js';
-import { DEFAULT_PIN_DROP_IN } from '../agent/crio.js';
-import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../agent/registries-conf.js';
 import type { Manifest } from './apply.js';
+import { DEFAULT_PIN_DROP_IN } from '../api/names.js';
+import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../api/names.js';
+import { AGENT_NAME } from '../api/names.js';
 
 export interface InstallOptions {
   readonly namespace: string;
@@ -37,7 +38,6 @@ export const DEFAULT_IMAGE_STORE = '/var/lib/containers/storage';
 /** Host files the agent only reads: through the host's root (hostPID), so no hostPath creates them. */
 export const HOST_ROOT = '/proc/1/root';
 
-export const AGENT_NAME = 'prestage-agent';
 /** The extra a pod-bound ServiceAccount token carries (Kubernetes 1.32+): the pod's node. */
 export const NODE_NAME_EXTRA = 'authentication.kubernetes.io/node-name';
 /** The first Kubernetes minor whose pod-bound tokens carry NODE_NAME_EXTRA (ValidatingAdmissionPolicy v1: 1.30). */

@@ -17,12 +17,12 @@ import type { Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { createSecureContext, type ConnectionOptions } from 'node:tls';
 import type { Dispatcher as UndiciDispatcher, ProxyAgent as ProxyAgentClass } from 'undici';
-import { isInsecureOrigin, type InsecureRegistries } from '../registry/scheme.js';
 import { proxyFor } from './proxy.js';
 import { readBundle, systemTrust } from './trust.js';
 
 export interface DispatcherOptions {
-  readonly insecureRegistries: InsecureRegistries;
+  /** Origins whose certificates go unchecked (the registries named insecure); default none. */
+  readonly insecureOrigin?: (origin: string) => boolean;
   /** Extra CA bundle (PEM) trusted in addition to the OS trust store. */
   readonly caFile?: string;
   /** Headers and idle body: longer is a stall. */
@@ -98,10 +98,10 @@ export class Dispatcher {
     const proxy = proxyFor(url);
     if (!proxy) {
       const https = url.protocol === 'https:';
-      return { https, agent: https ? (isInsecureOrigin(this.opts.insecureRegistries, url.href) ? this.unchecked : this.verifiedAgent()) : this.http };
+      return { https, agent: https ? (this.opts.insecureOrigin?.(url.href) === true ? this.unchecked : this.verifiedAgent()) : this.http };
     }
     const timeout = { timeout: this.connectTimeoutMs };
-    const tls = isInsecureOrigin(this.opts.insecureRegistries, url.href) ? { rejectUnauthorized: false, ...timeout } : { ...this.verifiedTls(), ...timeout };
+    const tls = this.opts.insecureOrigin?.(url.href) === true ? { rejectUnauthorized: false, ...timeout } : { ...this.verifiedTls(), ...timeout };
     // Plain-HTTP origins are forwarded (GET http://...), not tunnelled, as curl does: proxies
     // often allow CONNECT only to port 443. The proxy itself is always verified.
     const agent = new (undici().ProxyAgent)({

@@ -1,7 +1,8 @@
 /**
  * The plan: prestage's stable contract (`plan -o json`), consumed by render, apply and
- * bundle. Additive changes only within an apiVersion; documented in the README.
+ * bundle. Additive changes only within an apiVersion; documented in docs/planning.md.
  */
+import type { PlanRelease } from '../release/payload.js';
 import type { Platform } from './platform.js';
 
 export const PLAN_API_VERSION = 'prestage.dev/v1alpha1';
@@ -136,15 +137,7 @@ export interface PlannedNodeBytes {
   readonly newCompressedBytes: number;
 }
 
-export interface PlanRelease {
-  readonly pullSpec: string;
-  readonly digest: string;
-  readonly manifestDigest: string;
-  readonly version: string;
-  readonly architecture: string;
-  readonly multiArch: boolean;
-  readonly channels: readonly string[];
-}
+export type { PlanRelease } from '../release/payload.js';
 
 export interface Plan {
   readonly apiVersion: typeof PLAN_API_VERSION;

@@ -6,13 +6,13 @@ import { createHash, type Hash } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { Readable } from 'node:stream';
 import { BadInputError, DigestMismatchError, RegistryError } from '../errors.js';
-import { createDispatcher, dumpBody, readBody, ResponseTooLarge, type Dispatcher } from '../net/dispatcher.js';
+import { dumpBody, readBody, ResponseTooLarge, type Dispatcher } from '../net/dispatcher.js';
 import { MANIFEST_ACCEPT, parseManifest, selectPlatform, listArchitectures, type Descriptor, type ImageManifest, type Manifest } from './manifest.js';
 import { applyMirrors, type MirrorRule } from './mirrors.js';
 import { formatReference, isDigest, type ImageReference } from './reference.js';
 import { asRegistryError, shortPath } from './failure.js';
 import { MIN_BODY_PROGRESS, RetryBudget } from './retry.js';
-import { RegistryTransport, type TransportOptions } from './transport.js';
+import { RegistryTransport, registryDispatcher, type TransportOptions } from './transport.js';
 
 export interface RegistryClientOptions extends TransportOptions {
   readonly mirrors: readonly MirrorRule[];
@@ -65,7 +65,7 @@ export class RegistryClient {
     this.opts = opts;
     // Every read waiting out a backoff listens: hundreds at once are expected, not a leak.
     setMaxListeners(Infinity, this.closing.signal);
-    this.dispatcher = createDispatcher(opts);
+    this.dispatcher = registryDispatcher(opts);
   }
 
   /**

@@ -6,23 +6,30 @@
  */
 import { Readable } from 'node:stream';
 import { RegistryError } from '../errors.js';
-import { bodyJson, bodyText, dispatchRequest, dumpBody, type Dispatcher, type DispatcherOptions, type RequestInit, type ResponseHeaders } from '../net/dispatcher.js';
+import { bodyJson, bodyText, createDispatcher, dispatchRequest, dumpBody, type Dispatcher, type DispatcherOptions, type RequestInit, type ResponseHeaders } from '../net/dispatcher.js';
 import { pickChallenge, type Challenge } from './challenge.js';
 import { findCredential, type Credential, type PullSecret } from './credentials.js';
 import { asRegistryError, exhaustedError, shortPath } from './failure.js';
 import { apiHost } from './reference.js';
 import { followRedirect } from './redirect.js';
 import { isRetryableStatus, parseRetryAfter, RetryableStatus, retrying, type RetryHooks, type RetryPolicy } from './retry.js';
-import { isInsecureOrigin, RegistryScheme, type Scheme } from './scheme.js';
+import { isInsecureOrigin, RegistryScheme, type InsecureRegistries, type Scheme } from './scheme.js';
 import { TokenCache, type IssuedToken } from './tokens.js';
 
-export interface TransportOptions extends DispatcherOptions {
+export interface TransportOptions extends Omit<DispatcherOptions, 'insecureOrigin'> {
+  /** Registries named insecure: probed for plain HTTP, certificates unchecked. */
+  readonly insecureRegistries: InsecureRegistries;
   readonly pullSecrets: readonly PullSecret[];
   readonly retry: RetryPolicy;
   /** Concurrent requests per registry. */
   readonly concurrency: number;
   /** Reports retries and token fetches; never sees credentials. */
   readonly onEvent?: (event: TransportEvent) => void;
+}
+
+/** The dispatcher registry traffic goes through: certificates unchecked only for the registries named insecure. */
+export function registryDispatcher(opts: TransportOptions): Dispatcher {
+  return createDispatcher({ ...opts, insecureOrigin: (origin) => isInsecureOrigin(opts.insecureRegistries, origin) });
 }
 
 export type RetryEvent = Extract<TransportEvent, { kind: 'retry' }>;

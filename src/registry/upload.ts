@@ -6,10 +6,10 @@
  */
 import type { Readable } from 'node:stream';
 import { DigestMismatchError, RegistryError } from '../errors.js';
-import { createDispatcher, dumpBody, type Dispatcher } from '../net/dispatcher.js';
+import { dumpBody, type Dispatcher } from '../net/dispatcher.js';
 import { MANIFEST_ACCEPT } from './manifest.js';
 import { RetryBudget } from './retry.js';
-import { RegistryTransport, type RegistryResponse, type RequestOptions, type TransportOptions } from './transport.js';
+import { RegistryTransport, registryDispatcher, type RegistryResponse, type RequestOptions, type TransportOptions } from './transport.js';
 
 export interface BlobToPush {
   readonly digest: string;
@@ -30,7 +30,7 @@ export class PushClient {
 
   constructor(registry: string, opts: TransportOptions) {
     this.registry = registry;
-    this.dispatcher = createDispatcher(opts);
+    this.dispatcher = registryDispatcher(opts);
     this.transport = new RegistryTransport(registry, opts, this.dispatcher);
   }
 

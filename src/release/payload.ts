@@ -12,11 +12,21 @@ import { BadInputError } from '../errors.js';
 import { ManifestNotFoundError, type RegistryClient } from '../registry/client.js';
 import { normaliseArch, type Descriptor } from '../registry/manifest.js';
 import { digestReference, formatReference, parseReference, type ImageReference } from '../registry/reference.js';
-import type { PlanRelease } from '../plan/types.js';
 import { parseDocuments, type ManifestDocument } from './documents.js';
 import { parseImageReferences, parseReleaseMetadata, type ComponentImage } from './image-references.js';
 
-/** The release as planned (the plan contract's `release`), plus what planning does not publish. */
+/** The release a plan is for (the plan contract's `release`): pullspec, digests, version, architecture, channels. */
+export interface PlanRelease {
+  readonly pullSpec: string;
+  readonly digest: string;
+  readonly manifestDigest: string;
+  readonly version: string;
+  readonly architecture: string;
+  readonly multiArch: boolean;
+  readonly channels: readonly string[];
+}
+
+/** The release as planned, plus what planning does not publish. */
 export interface ReleaseInfo extends PlanRelease {
   readonly previous: readonly string[];
 }

@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import yaml from 'js-yaml';
 import { writeFileAtomic } from '../atomic-file.js';
 import { OutputError, systemErrorText } from '../errors.js';
-import { toAgentPinnedImageSet } from '../cluster/agent/backend.js';
 import { COMPRESSED_BYTES_ANNOTATION, DISK_BYTES_ANNOTATION, ROLE_ANNOTATION, RELEASE_ANNOTATION, RELEASE_DIGEST_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL, releaseVersionLabel } from '../api/set-metadata.js';
 import type { Plan, PlannedSet } from '../plan/types.js';
 import type { SetApi } from './output-dir.js';
+import { toAgentPinnedImageSet } from '../api/desired-set.js';
 
 // The --api choices and the --output-dir check live apart (./output-dir.ts): a command loads
 // this module, and the cluster modules it needs, only to render sets.

@@ -1,22 +1,6 @@
 /** Human output of a plan: a summary of the sets, then per set its images by size. */
 import type { Plan, PlannedImage, PlannedSet } from '../plan/types.js';
-
-export function formatBytes(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n;
-  let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return u === 0 ? `${v} B` : `${v.toFixed(1)} ${units[u]}`;
-}
-
-/** A duration in seconds as 45s, 4m37s, 1h02m. */
-export function formatSeconds(seconds: number): string {
-  const s = Math.round(seconds);
-  return s >= 3600 ? `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m` : s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${s}s`;
-}
+import { formatBytes } from '../units.js';
 
 export function table(rows: readonly (readonly string[])[], rightAligned: ReadonlySet<number> = new Set()): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));

@@ -17,7 +17,7 @@ const routes = new Map<string, { status: number; body?: Buffer; location?: strin
 const asked: string[] = [];
 let server: Server;
 let base: string;
-const dispatcher = createDispatcher({ insecureRegistries: [], stallTimeoutMs: 10_000 });
+const dispatcher = createDispatcher({ stallTimeoutMs: 10_000 });
 const get = dispatcherFetch(dispatcher, 10_000);
 
 beforeAll(async () => {

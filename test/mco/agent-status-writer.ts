@@ -8,8 +8,8 @@
  */
 import { API_VERSION, CRDS, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../../src/api/prestage.js';
 import { AGENT_PATHS } from '../../src/cluster/agent/backend.js';
-import type { Informer } from '../../src/cluster/informer.js';
-import { matchesSelector, type KubeClient, type LabelSelector } from '../../src/cluster/kube.js';
+import type { Informer } from '../../src/kube/informer.js';
+import { matchesSelector, type KubeClient, type LabelSelector } from '../../src/kube/client.js';
 import { mergeConditions, NodePlayer, type NodeBehaviour } from './node-player.js';
 
 const IMAGE_BYTES = 10 * 2 ** 20;

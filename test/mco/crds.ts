@@ -12,7 +12,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { load } from 'js-yaml';
-import type { KubeClient } from '../../src/cluster/kube.js';
+import type { KubeClient } from '../../src/kube/client.js';
 import { testbedBinaries } from '../cluster/binaries.js';
 
 export interface OpenShiftRelease {

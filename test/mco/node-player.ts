@@ -3,8 +3,8 @@
  * API server, driven by informers, writing each object's status in order, pulling for a while
  * and then succeeding or failing (and retrying) as each node's behaviour says.
  */
-import { Informer } from '../../src/cluster/informer.js';
-import type { KubeClient } from '../../src/cluster/kube.js';
+import { Informer } from '../../src/kube/informer.js';
+import type { KubeClient } from '../../src/kube/client.js';
 
 export interface NodeBehaviour {
   /** Time from desiredGeneration to the outcome. */

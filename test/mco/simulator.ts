@@ -20,8 +20,8 @@
  *   `status.configVersion`; at v1alpha1 (4.16) unfinished entries carry zero generations.
  */
 import { setMaxListeners } from 'node:events';
-import type { Informer } from '../../src/cluster/informer.js';
-import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../../src/cluster/kube.js';
+import type { Informer } from '../../src/kube/informer.js';
+import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../../src/kube/client.js';
 import { MCO_GROUP, MCO_V1, mcoPaths, type McoVersions } from '../../src/cluster/mco/backend.js';
 import { mergeConditions, NodePlayer, type Condition, type NodeBehaviour as BaseBehaviour } from './node-player.js';
 

@@ -4,7 +4,7 @@
  * subresource, as the CVO, the installer and kubelets write them.
  */
 import type { SimulatedCluster } from '../../fixtures/live-cluster.js';
-import type { KubeClient } from '../../src/cluster/kube.js';
+import type { KubeClient } from '../../src/kube/client.js';
 
 const CONFIG = '/apis/config.openshift.io/v1';
 const merge = { contentType: 'application/merge-patch+json' };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { NodePinnedImages, PinnedImageSet, PinnedImageSetStatus } from '../../api/prestage.js';
-import type { KubeObject } from '../kube.js';
+import type { KubeObject } from '../../kube/client.js';
 import type { ClusterView } from '../observed-backend.js';
 import { AGENT_PATHS, projectAgent } from './backend.js';
 

@@ -8,7 +8,6 @@
  * node); the worker set to nodes with neither that label nor the legacy `.../master`.
  */
 import {
-  API_VERSION,
   GROUP,
   NODE_PINNED_IMAGES,
   PINNED_IMAGE_SETS,
@@ -16,10 +15,10 @@ import {
   type NodePinnedImages,
   type PinnedImageSet,
 } from '../../api/prestage.js';
-import { DISK_BYTES_ANNOTATION } from '../../api/set-metadata.js';
-import type { SetRole } from '../../plan/types.js';
-import { MANAGED_BY_LABEL, type DesiredSet, type NodeSetProgress, type PinningBackend, type ProgressSnapshot, type SetProgress } from '../backend.js';
-import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../kube.js';
+import { toAgentPinnedImageSet } from '../../api/desired-set.js';
+import { MANAGED_BY_LABEL } from '../../api/set-metadata.js';
+import { type NodeSetProgress, type PinningBackend, type ProgressSnapshot, type SetProgress } from '../backend.js';
+import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../../kube/client.js';
 import { observedBackend, type ClusterView } from '../observed-backend.js';
 
 const BASE = `/apis/${GROUP}/${VERSION}`;
@@ -28,28 +27,6 @@ export const AGENT_PATHS = {
   nodePinnedImages: `${BASE}/${NODE_PINNED_IMAGES}`,
   nodes: '/api/v1/nodes',
 } as const;
-
-const CONTROL_PLANE = 'node-role.kubernetes.io/control-plane';
-const MASTER = 'node-role.kubernetes.io/master';
-
-export function nodeSelectorFor(role: SetRole): LabelSelector {
-  return role === 'control-plane'
-    ? { matchExpressions: [{ key: CONTROL_PLANE, operator: 'Exists' }] }
-    : { matchExpressions: [{ key: CONTROL_PLANE, operator: 'DoesNotExist' }, { key: MASTER, operator: 'DoesNotExist' }] };
-}
-
-export function toAgentPinnedImageSet(set: DesiredSet): PinnedImageSet {
-  return {
-    apiVersion: API_VERSION,
-    kind: 'PinnedImageSet',
-    metadata: {
-      name: set.name,
-      labels: { ...set.labels, [MANAGED_BY_LABEL]: 'prestage' },
-      annotations: { ...set.annotations, ...(set.diskBytes ? { [DISK_BYTES_ANNOTATION]: String(set.diskBytes) } : {}) },
-    },
-    spec: { pinnedImages: set.images.map((name) => ({ name })), nodeSelector: nodeSelectorFor(set.role) },
-  };
-}
 
 export function agentBackend(client: KubeClient): PinningBackend {
   return observedBackend(client, {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { KubeObject } from '../kube.js';
+import type { KubeObject } from '../../kube/client.js';
 import { DaemonErrors, judgeMcoError, MCO_V1, mcoPaths, projectMco, type McoVersions } from './backend.js';
 
 const ALPHA: McoVersions = { pinnedImageSets: 'v1alpha1', machineConfigNodes: 'v1alpha1' };

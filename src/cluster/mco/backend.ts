@@ -12,9 +12,10 @@
  */
 import { checkMcoNames } from '../../plan/mco-names.js';
 import { toPinnedImageSetObject } from '../desired-sets.js';
-import { MANAGED_BY_LABEL, type DesiredSet, type NodeSetProgress, type PinningBackend, type PoolProgress, type ProgressSnapshot, type SetProgress } from '../backend.js';
-import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../kube.js';
+import { type DesiredSet, type NodeSetProgress, type PinningBackend, type PoolProgress, type ProgressSnapshot, type SetProgress } from '../backend.js';
+import { matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../../kube/client.js';
 import { observedBackend, type ClusterView } from '../observed-backend.js';
+import { MANAGED_BY_LABEL } from '../../api/set-metadata.js';
 
 export const MCO_GROUP = 'machineconfiguration.openshift.io';
 export type McoVersion = 'v1' | 'v1alpha1';

@@ -5,7 +5,7 @@
  */
 import { COMPRESSED_BYTES_ANNOTATION } from '../../api/set-metadata.js';
 import type { PinningBackend } from '../backend.js';
-import type { KubeClient, KubeList, KubeObject } from '../kube.js';
+import type { KubeClient, KubeList, KubeObject } from '../../kube/client.js';
 import { CLUSTER_VERSION, currentRelease, type ClusterVersion } from '../live-cluster.js';
 import { mcoPaths, type McoVersions } from './backend.js';
 import type { NodeWork } from './pace.js';

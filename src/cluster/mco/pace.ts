@@ -14,7 +14,7 @@
  */
 
 import { majorMinor } from '../../plan/release-api.js';
-import { formatSeconds } from '../../render/table.js';
+import { formatSeconds } from '../../units.js';
 
 /** Seconds a `podman manifest inspect` takes: 190 tiny images on a master at MCO main took 4 min 37 s (FACTS §3). */
 export const INSPECT_SECONDS = 0.4;

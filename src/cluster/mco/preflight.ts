@@ -11,10 +11,10 @@
  */
 import { ClusterError } from '../../errors.js';
 import { majorMinor } from '../../plan/release-api.js';
-import { formatBytes } from '../../render/table.js';
 import type { DesiredSet, PinningBackend } from '../backend.js';
-import type { KubeClient, KubeList, KubeObject } from '../kube.js';
-import { parseQuantity } from '../quantity.js';
+import type { KubeClient, KubeList, KubeObject } from '../../kube/client.js';
+import { parseQuantity } from '../../kube/quantity.js';
+import { formatBytes } from '../../units.js';
 
 export const MCO_STORAGE_RESERVE = 16 * 2 ** 30;
 

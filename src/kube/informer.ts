@@ -4,7 +4,7 @@
  * (the version was compacted away), and reconnects with a capped backoff while the API
  * server is unreachable (jittered). Never polls: between reconnects it only waits on the stream.
  */
-import { KubeApiError, type KubeClient, type KubeList, type KubeObject, type WatchEvent } from './kube.js';
+import { KubeApiError, type KubeClient, type KubeList, type KubeObject, type WatchEvent } from './client.js';
 
 export interface InformerEvents {
   /** The cache changed (after the initial list, on every event, after a re-list). */

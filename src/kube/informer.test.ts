@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, expect, it } from 'vitest';
 import { Informer } from './informer.js';
-import { KubeClient } from './kube.js';
+import { KubeClient } from './client.js';
 
 let server: Server | undefined;
 afterEach(() => server?.close());
