@@ -30,6 +30,7 @@ import { withAgentImage } from '../install/agent-image.js';
 import { parseReference } from '../registry/reference.js';
 import { PushClient } from '../registry/upload.js';
 import { checkOutputDir } from '../render/output-dir.js';
+import { helpEpilogue } from './commands.js';
 import type { CommandContext } from './context.js';
 import { integerAtLeast } from './flag-values.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';
@@ -73,7 +74,7 @@ function createCommand(ctx: CommandContext) {
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))
           .example(...example('$0 bundle create plan.json --to ocp-4.16.3 --max-archive-size 4G', 'Bundle a plan file, also as 4 GiB tar parts in ocp-4.16.3.parts/'))
           .example(...example('$0 bundle create plan-4.16.4.json --to ocp-4.16.4 --since ocp-4.16.3', 'Carry only what the 4.16.3 bundle did not'))
-          .epilogue(EXIT_CODES_HELP),
+          .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
       ))),
     handler: async (args: any) => {
       const maxPartBytes = args['max-archive-size'] !== undefined ? parseSize(args['max-archive-size']) : undefined;
@@ -133,7 +134,7 @@ function verifyCommand(ctx: CommandContext) {
         .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive' })
         .example(...example('$0 bundle verify ocp-4.16.3', 'Check a bundle directory'))
         .example(...example('$0 bundle verify /media/usb/ocp-4.16.3.parts', 'Check tar parts where they are, without unpacking'))
-        .epilogue(EXIT_CODES_HELP),
+        .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
     handler: async (args: any) => {
       const path: string = args.bundle;
       const { bundle, inventory } = isArchive(path)
@@ -177,7 +178,7 @@ function pushCommand(ctx: CommandContext) {
           .example(...example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file ca.pem', 'Push under a prefix; plan from it with --mirror quay.io=mirror.example.com:5000/ocp'))
           .example(...example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Push where the same --mirror rule reads, e.g. ocp/ocp-release:4.16.3-x86_64'))
           .example(...example('$0 bundle push /media/dvd/ocp.parts mirror.example.com:5000/ocp --work-dir /var/tmp', 'Parts on read-only media: unpack them on a writable disk, then push'))
-          .epilogue(EXIT_CODES_HELP),
+          .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
       ),
     handler: async (args: any) => {
       if (args.mirror.length > 0) throw new BadInputError('--mirror does not apply to bundle push; name the mirror registry as the TARGET argument (REGISTRY[/PREFIX] or SOURCE=REGISTRY/PATH)');

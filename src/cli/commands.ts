@@ -25,6 +25,8 @@ export interface CommandDescriptor {
   readonly brief?: boolean;
   /** Its own commands (`bundle create`): a flag error points at the one named. */
   readonly subcommands?: readonly string[];
+  /** The page of docs/ that walks through it; its help ends by naming it. */
+  readonly docs: string;
 }
 
 const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
@@ -32,6 +34,7 @@ const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
 export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   plan: {
     usage: 'plan [release]',
+    docs: 'planning.md',
     describe: 'Read an OpenShift release image and plan control-plane and worker PinnedImageSets',
     examples: [
       [`$0 plan ${RELEASE} --registry-config pull-secret.json`, 'Show the sets and their exact sizes'],
@@ -46,6 +49,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   },
   bundle: {
     usage: 'bundle <command>',
+    docs: 'air-gapped-bundles.md',
     describe: 'Air-gapped bundles: create on a connected machine, verify and push into a mirror registry on the other side',
     examples: [
       [`$0 bundle create ${RELEASE} --to /media/usb/ocp-4.16.3 --max-archive-size 4G`, 'Write every image the plan needs, also as 4 GiB tar parts'],
@@ -57,6 +61,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   },
   install: {
     usage: 'install',
+    docs: 'node-agent.md',
     describe: 'Render or apply the prestage CRDs, RBAC, admission policy and node agent DaemonSet',
     examples: [
       ['$0 install --image registry.example.com/prestage:0.1.0 > prestage-agent.yaml', 'Render the manifests for review or GitOps'],
@@ -66,6 +71,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   },
   image: {
     usage: 'image <command>',
+    docs: 'node-agent.md',
     describe: "Build the agent image: prestage's layer on a Node.js base image, every platform, pushed to a registry",
     examples: [
       ['$0 image push registry.example.com/prestage:0.1.0', 'On node:20-bookworm-slim (every platform it offers)'],
@@ -76,6 +82,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   },
   apply: {
     usage: 'apply <source>',
+    docs: 'staging-with-mco.md',
     describe: 'Apply PinnedImageSets from a plan (plan -o json), a directory of manifests, or a release pullspec',
     examples: [
       ['$0 apply plan.json --dry-run server', 'Show what would change on the cluster, change nothing'],
@@ -85,6 +92,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   },
   wait: {
     usage: 'wait [sets..]',
+    docs: 'staging-with-mco.md',
     describe: 'Wait until every target node has pulled and pinned the sets (default: all prestage sets)',
     examples: [
       ['$0 wait --timeout 2h --fail-after 15m', 'Wait for every prestage set'],
@@ -94,6 +102,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   },
   status: {
     usage: 'status [sets..]',
+    docs: 'staging-with-mco.md',
     describe: 'Show each node × set: generation, state and error (default: all prestage sets)',
     examples: [
       ['$0 status', 'Every prestage set on every target node'],
@@ -104,12 +113,14 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   },
   ready: {
     usage: 'ready <release-version>',
+    docs: 'upgrade-lifecycle.md',
     describe: 'Exit 0 when every set of the release is current on every node it targets, else 1 naming what is missing',
     examples: [['$0 ready 4.16.3 && oc adm upgrade --to 4.16.3', 'Start the upgrade only once its images are on every node']],
     load: async () => (await import('./status.js')).readyCommand,
   },
   verify: {
     usage: 'verify <release-version>',
+    docs: 'upgrade-lifecycle.md',
     describe: "Check by CRI, per node, that every image of the release's sets is present and pinned on every node they target (exit 0 VERIFIED, 1 NOT VERIFIED naming node and images, 124 nodes did not answer)",
     examples: [
       ['$0 verify 4.16.3', "Every node's agent lists its runtime's images now and answers; VERIFIED or NOT VERIFIED"],
@@ -119,6 +130,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   },
   prune: {
     usage: 'prune',
+    docs: 'upgrade-lifecycle.md',
     describe: 'Delete the prestage sets of releases older than the one the cluster runs (once its upgrade is Completed)',
     examples: [
       ['$0 prune --dry-run', 'List the sets and the bytes each node may free'],
@@ -128,6 +140,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   },
   stage: {
     usage: 'stage [release]',
+    docs: 'staging-with-mco.md',
     describe: 'Plan a release, apply its PinnedImageSets and wait until every node has them',
     examples: [
       [`$0 stage ${RELEASE} --registry-config pull-secret.json --timeout 3h`, 'Plan, check node disks, apply and wait'],
@@ -137,15 +150,22 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   },
   agent: {
     usage: 'agent',
+    docs: 'node-agent.md',
     describe: 'Run the node agent: pull and pin the PinnedImageSets that select this node',
     examples: [['$0 agent --node-name worker-0 --once', 'One reconcile pass on this node, then exit']],
     load: async () => (await import('./agent.js')).agentCommand,
   },
   version: {
     usage: 'version',
+    docs: 'install.md',
     describe: 'Print the version, the commit it was built from, the Node.js version and the target',
     examples: [['$0 version -o json', 'For scripts and bug reports']],
     load: async () => (await import('./version.js')).versionCommand,
     brief: true,
   },
 };
+
+/** The end of a command's help: the exit codes, and the docs page that walks through it. */
+export function helpEpilogue(exitCodes: string, page: string): string {
+  return `${exitCodes}\n\nMore: docs/${page} in prestage's source tree`;
+}

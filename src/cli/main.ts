@@ -13,7 +13,7 @@ import type { Argv } from 'yargs';
 import { BadInputError, EXIT_CODES_HELP, ExitCode, OutputError, PrestageError, systemErrorText } from '../errors.js';
 import { createCliLogger, type LogLevel } from '../telemetry/log.js';
 import { buildInfo } from '../version.js';
-import { COMMANDS } from './commands.js';
+import { COMMANDS, helpEpilogue } from './commands.js';
 import type { CommandContext } from './context.js';
 
 /** The command the user named: the first word that is one (after the script name when the shell asks for completions). */
@@ -91,7 +91,7 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
         command: descriptor.usage,
         describe: descriptor.describe,
         builder: (y: Argv): Argv => {
-          const withExamples = descriptor.examples.reduce((acc, [line, what]) => acc.example(`# ${what}\n${line}`, ''), y).epilogue(EXIT_CODES_HELP);
+          const withExamples = descriptor.examples.reduce((acc, [line, what]) => acc.example(`# ${what}\n${line}`, ''), y).epilogue(helpEpilogue(EXIT_CODES_HELP, descriptor.docs));
           // Every command's builder is synchronous.
           if (typeof command?.builder === 'function') return command.builder(withExamples) as Argv;
           return command?.builder ? withExamples.options(command.builder) : withExamples;
