@@ -1,7 +1,7 @@
 /**
  * The house as its imports draw it: every relative import of every module under src/ (type
  * imports too; tests left out), the edges between top-level folders, circles between files and
- * between folders, and the largest files. `npx tsx scripts/import-graph.ts [--json]`; the unit
+ * between folders, and the largest files. `npx tsx scripts/import-graph.ts [--json] [--src DIR]`; the unit
  * test src/import-graph.test.ts holds the layering to its rules with the same reading.
  */
 import { readdirSync, readFileSync } from 'node:fs';
@@ -102,7 +102,9 @@ export function folderCircles(graph: ImportGraph): string[][] {
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const graph = readImportGraph();
+  // `--src DIR`: another tree (a worktree of an earlier commit, for a before/after).
+  const at = process.argv.indexOf('--src');
+  const graph = readImportGraph(at > 0 ? resolve(process.argv[at + 1]!) : SRC);
   const largest = [...graph.lines].sort(([, a], [, b]) => b - a).slice(0, 15);
   const report = {
     modules: graph.modules.size,

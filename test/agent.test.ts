@@ -10,7 +10,6 @@ import { ApiextensionsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi } fr
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
   API_VERSION,
-  CRDS,
   GROUP,
   NODE_PINNED_IMAGES,
   PINNED_IMAGE_SETS,
@@ -37,6 +36,7 @@ import { createLogger } from '../src/telemetry/log.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { waitFor } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
+import { CRDS } from '../src/api/prestage-crds.js';
 
 const truth = inject('fixtureTruth');
 /** The smallest fixture components: pulls stay quick. */

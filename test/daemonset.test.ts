@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_VERSION, CRDS, GROUP, NODE_PINNED_IMAGES, VERSION, type NodePinnedImages } from '../src/api/prestage.js';
+import { API_VERSION, GROUP, NODE_PINNED_IMAGES, VERSION, type NodePinnedImages } from '../src/api/prestage.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { installManifests } from '../src/install/manifests.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
@@ -35,6 +35,7 @@ import { startRegistry, type RegistryHandle } from './harness/registry.js';
 import { dir, file, link, pushedSizes, pushImage, type Entry } from './support/built-images.js';
 import { runCli } from './support/cli.js';
 import { AGENT_NAME } from '../src/api/names.js';
+import { CRDS } from '../src/api/prestage-crds.js';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../', import.meta.url));

@@ -19,10 +19,10 @@ import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { installOpenShiftCrds, OPENSHIFT_5_0 } from './mco/crds.js';
 import { McoSimulator } from './mco/simulator.js';
-import { CRDS } from '../src/api/prestage.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { runCli } from './support/cli.js';
 import { loadSimulatedCluster } from './support/simulated-cluster.js';
+import { CRDS } from '../src/api/prestage-crds.js';
 
 const truth416 = inject('fixtureTruth');
 const era = buildEraFixture('5.0');

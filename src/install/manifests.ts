@@ -4,11 +4,12 @@
  * policy so a node's agent can write only its own node's NodePinnedImages.
  */
 import yaml from 'js-yaml';
-import { CRDS, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS } from '../api/prestage.js';
+import { GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS } from '../api/prestage.js';
 import type { Manifest } from './apply.js';
 import { DEFAULT_PIN_DROP_IN } from '../api/names.js';
 import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../api/names.js';
 import { AGENT_NAME } from '../api/names.js';
+import { CRDS } from '../api/prestage-crds.js';
 
 export interface InstallOptions {
   readonly namespace: string;

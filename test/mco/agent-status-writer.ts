@@ -6,11 +6,12 @@
  * every image Pinned and currentGeneration, or the failure (lastFailedGeneration, the image's
  * lastError, a Degraded condition) while it keeps retrying.
  */
-import { API_VERSION, CRDS, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../../src/api/prestage.js';
+import { API_VERSION, type NodePinnedImages, type PinnedImageSet, type PinnedImageSetStatus } from '../../src/api/prestage.js';
 import { AGENT_PATHS } from '../../src/cluster/agent/backend.js';
 import type { Informer } from '../../src/kube/informer.js';
 import { matchesSelector, type KubeClient, type LabelSelector } from '../../src/kube/client.js';
 import { mergeConditions, NodePlayer, type NodeBehaviour } from './node-player.js';
+import { CRDS } from '../../src/api/prestage-crds.js';
 
 const IMAGE_BYTES = 10 * 2 ** 20;
 

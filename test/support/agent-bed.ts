@@ -6,13 +6,13 @@ import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { CRDS } from '../../src/api/prestage.js';
 import { CriClient } from '../../src/cri/client.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../../src/install/apply.js';
 import type { TestCluster, TestNode } from '../cluster/index.js';
 import type { Daemon } from '../cluster/processes.js';
 import { startPrestageProcess } from './prestage-process.js';
 import { AGENT_NAME } from '../../src/api/names.js';
+import { CRDS } from '../../src/api/prestage-crds.js';
 
 /** Installs the prestage.dev CRDs as `prestage install` would and waits until they are served. */
 export async function installPrestageCrds(cluster: TestCluster): Promise<CustomObjectsApi> {
