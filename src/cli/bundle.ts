@@ -30,7 +30,7 @@ import { withAgentImage } from '../install/agent-image.js';
 import { parseReference } from '../registry/reference.js';
 import { PushClient } from '../registry/upload.js';
 import { checkOutputDir } from '../render/output-dir.js';
-import { helpEpilogue } from './commands.js';
+import { helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 import { integerAtLeast } from './flag-values.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';

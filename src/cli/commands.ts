@@ -164,8 +164,3 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     brief: true,
   },
 };
-
-/** The end of a command's help: the exit codes, and the docs page that walks through it. */
-export function helpEpilogue(exitCodes: string, page: string): string {
-  return `${exitCodes}\n\nMore: docs/${page} in prestage's source tree`;
-}

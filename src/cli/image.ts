@@ -12,7 +12,7 @@ import { BadInputError, EXIT_CODES_HELP } from '../errors.js';
 import { buildAppLayer, buildExecutableLayer, DEFAULT_AGENT_BASE, DEFAULT_EXECUTABLE_BASE, pushAgentImage, type AgentPayload, type AppLayer } from '../install/agent-image.js';
 import { parseReference, type ImageReference } from '../registry/reference.js';
 import { PushClient } from '../registry/upload.js';
-import { helpEpilogue } from './commands.js';
+import { helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
 import { formatBytes } from '../units.js';

@@ -13,7 +13,8 @@ import type { Argv } from 'yargs';
 import { BadInputError, EXIT_CODES_HELP, ExitCode, OutputError, PrestageError, systemErrorText } from '../errors.js';
 import { createCliLogger, type LogLevel } from '../telemetry/log.js';
 import { buildInfo } from '../version.js';
-import { COMMANDS, helpEpilogue } from './commands.js';
+import { COMMANDS } from './commands.js';
+import { helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 
 /** The command the user named: the first word that is one (after the script name when the shell asks for completions). */
