@@ -17,7 +17,7 @@ import { ClusterError } from '../errors.js';
 import { Informer } from '../kube/informer.js';
 import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
 import { pullSecretOf, type PullSecret } from '../registry/credentials.js';
-import type { AgentCluster } from './reconcile.js';
+import type { AgentCluster } from './agent-cluster.js';
 
 const NODE_PINNED_IMAGES_PATH = `/apis/${GROUP}/${VERSION}/${NODE_PINNED_IMAGES}`;
 /** The first list is retried this often at most (with jitter) while the API server cannot answer. */

@@ -1,43 +1,15 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { describe, expect, it, vi } from 'vitest';
-import { API_VERSION, MAX_VERIFIED_SETS, MAX_VERIFY_REQUEST_LENGTH, VERIFY_REQUESTED_ANNOTATION, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
+import { API_VERSION, VERIFY_REQUESTED_ANNOTATION, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
 import { DISK_BYTES_ANNOTATION } from '../api/set-metadata.js';
-import type { PullAuth, RuntimeImage } from '../cri/client.js';
-import type { PullSecret } from '../registry/credentials.js';
+import type { RuntimeImage } from '../cri/client.js';
 import { createLogger } from '../telemetry/log.js';
-import { pinPatternMatches, renderPinDropIn } from './crio.js';
 import { AgentMetrics } from './metrics.js';
 import type { ImageSizeSource, SizeLookupOptions, SizeResult } from './image-sizes.js';
 import { NodeAgent, type AgentCluster } from './reconcile.js';
-import type { ImageFilesystem, ImageRuntime, RuntimePullOptions } from './runtime.js';
-import { selectorMatches } from './selector.js';
+import { MemoryRuntime } from '../../test/support/memory-runtime.js';
 
 const image = (n: number) => `quay.io/ns/repo@sha256:${String(n).padStart(64, '0')}`;
 const MiB = 2 ** 20;
-
-/** A runtime in memory: pulls always work, pins take effect at once. */
-class MemoryRuntime implements ImageRuntime {
-  readonly images = new Map<string, { pinned: boolean }>();
-  readonly pulls: string[] = [];
-  constructor(private readonly freeBytes: number) {}
-  async listImages(): Promise<RuntimeImage[]> {
-    return [...this.images].map(([name, { pinned }]) => ({ id: name, repoTags: [], repoDigests: [name], size: MiB, pinned }));
-  }
-  async pull(name: string): Promise<void> {
-    this.pulls.push(name);
-    this.images.set(name, { pinned: false });
-  }
-  async imageFilesystem(): Promise<ImageFilesystem> {
-    return { mountpoint: '/var/lib/containers', capacityBytes: 100 * MiB, freeBytes: this.freeBytes };
-  }
-  async pin(names: readonly string[]): Promise<void> {
-    for (const [name, entry] of this.images) entry.pinned = names.includes(name);
-  }
-  close(): void {}
-}
 
 function fixedCluster(sets: PinnedImageSet[]): AgentCluster & { status?: NodePinnedImagesStatus } {
   const cluster: AgentCluster & { status?: NodePinnedImagesStatus } = {
@@ -236,153 +208,29 @@ describe('NodeAgent pull retries', () => {
   });
 });
 
-describe('selectorMatches', () => {
-  const labels = { 'node-role.kubernetes.io/worker': '', zone: 'a' };
-  it('selects every node with an empty or absent selector', () => {
-    expect(selectorMatches(undefined, labels)).toBe(true);
-    expect(selectorMatches({}, labels)).toBe(true);
-  });
-  it('applies matchLabels and every matchExpressions operator', () => {
-    expect(selectorMatches({ matchLabels: { zone: 'a' } }, labels)).toBe(true);
-    expect(selectorMatches({ matchLabels: { zone: 'b' } }, labels)).toBe(false);
-    expect(selectorMatches({ matchExpressions: [{ key: 'zone', operator: 'In', values: ['a', 'b'] }] }, labels)).toBe(true);
-    expect(selectorMatches({ matchExpressions: [{ key: 'zone', operator: 'NotIn', values: ['a'] }] }, labels)).toBe(false);
-    expect(selectorMatches({ matchExpressions: [{ key: 'node-role.kubernetes.io/worker', operator: 'Exists' }] }, labels)).toBe(true);
-    expect(selectorMatches({ matchExpressions: [{ key: 'node-role.kubernetes.io/master', operator: 'DoesNotExist' }] }, labels)).toBe(true);
-  });
-  it('selects nothing with an operator it does not know', () => {
-    expect(selectorMatches({ matchExpressions: [{ key: 'zone', operator: 'Gt', values: ['1'] }] }, labels)).toBe(false);
-  });
-});
-
-describe('renderPinDropIn', () => {
-  it('sorts and deduplicates, so equal pin lists give equal bytes', () => {
-    expect(renderPinDropIn([image(2), image(1), image(2)])).toBe(renderPinDropIn([image(1), image(2)]));
-    expect(renderPinDropIn([image(1)])).toContain(`[crio.image]\npinned_images = [\n  "${image(1)}",\n]\n`);
-  });
-  it("carries other files' pins after its own, each once, grouped by file", () => {
-    const carried = new Map([['/etc/crio/crio.conf.d/50-pinned-images', [image(3), image(1)]], ['/etc/crio/crio.conf', ['quay.io/ocp/*']]]);
-    expect(renderPinDropIn([image(2), image(1)], carried)).toContain(
-      `pinned_images = [\n  "${image(1)}",\n  "${image(2)}",\n  # from /etc/crio/crio.conf\n  "quay.io/ocp/*",\n  # from /etc/crio/crio.conf.d/50-pinned-images\n  "${image(3)}",\n]\n`,
-    );
-  });
-});
-
-describe('pinPatternMatches', () => {
-  it("matches as CRI-O does: the whole name, a trailing * glob, a *keyword*", () => {
-    expect(pinPatternMatches(image(1), image(1))).toBe(true);
-    expect(pinPatternMatches(image(1), image(2))).toBe(false);
-    expect(pinPatternMatches('quay.io/ns/*', image(1))).toBe(true);
-    expect(pinPatternMatches('quay.io/ocp/*', image(1))).toBe(false);
-    expect(pinPatternMatches('registry.example/*', 'registry.example/a@sha256:1')).toBe(true);
-    expect(pinPatternMatches('*pause*', 'registry.k8s.io/pause:3.10')).toBe(true);
-    expect(pinPatternMatches('*pause*', 'registry.k8s.io/etcd:3.5')).toBe(false);
-  });
-});
-
-describe('NodeAgent pull secret', () => {
-  const warningsWith = async (content: string) => {
-    const dir = mkdtempSync(join(tmpdir(), 'prestage-secret-'));
-    const lines: string[] = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        lines.push(chunk.toString());
-        done();
-      },
-    });
-    try {
-      writeFileSync(join(dir, 'config.json'), content);
-      const agent = new NodeAgent({ nodeName: 'n', runtime: new MemoryRuntime(100 * MiB), cluster: fixedCluster([set('a', [image(1)], MiB)]), log: createLogger('warn', sink), concurrency: 1, reserveBytes: 0, pullSecretPath: join(dir, 'config.json') });
-      await agent.reconcile();
-      return lines.map((line) => (JSON.parse(line) as { msg: string }).msg).filter((message) => message.includes('pull secret'));
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  };
-
-  it('takes an empty file (what a FileOrCreate hostPath makes) as no secret, silently; a broken one is a warning', async () => {
-    expect(await warningsWith('')).toEqual([]);
-    expect(await warningsWith('{not json')).toEqual(['pull secret unreadable; pulling anonymously']);
-  });
-});
-
-describe("NodeAgent: the Secrets a set names in spec.pullSecrets", () => {
-  /** Records the credentials each pull was given. */
-  class AuthRecordingRuntime extends MemoryRuntime {
-    readonly auths = new Map<string, PullAuth | undefined>();
-    override async pull(name: string, options?: RuntimePullOptions): Promise<void> {
-      this.auths.set(name, options?.auth);
-      await super.pull(name);
-    }
-  }
-  const secret = (source: string, entries: Record<string, { username: string; password: string }>): PullSecret => ({ source, entries: new Map(Object.entries(entries)) });
-  const withSecrets = (name: string, images: string[], secrets: string[]): PinnedImageSet => ({ ...set(name, images, MiB), spec: { pinnedImages: images.map((name) => ({ name })), pullSecrets: secrets.map((name) => ({ name })) } });
-  const other = (n: number) => `registry.example/team/app@sha256:${String(n).padStart(64, '0')}`;
-
-  function clusterWithSecrets(sets: PinnedImageSet[], stored: Record<string, PullSecret>) {
-    const reads: string[] = [];
-    const cluster = fixedCluster(sets);
-    cluster.readPullSecret = async (name) => {
-      reads.push(name);
-      const found = stored[name];
-      if (!found) throw new Error(`pull secret prestage/${name} not found: create it (type kubernetes.io/dockerconfigjson) in namespace prestage`);
-      return found;
+describe('NodeAgent liveness', () => {
+  it('is healthy while every pull is within its deadline and not past it; with none in flight, within the stall time and a resync', async () => {
+    const runtime = new MemoryRuntime(100 * MiB);
+    let release: () => void = () => undefined;
+    const hanging = new Promise<void>((resolve) => (release = resolve));
+    let started: () => void = () => undefined;
+    const pulling = new Promise<void>((resolve) => (started = resolve));
+    const pull = runtime.pull.bind(runtime);
+    runtime.pull = async (name: string) => {
+      started();
+      await hanging;
+      await pull(name);
     };
-    return { cluster, reads };
-  }
-
-  it("tries a set's Secrets before the node's pull secret, for that set's images only, reading each Secret once", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'prestage-secret-'));
-    try {
-      const node = join(dir, 'config.json');
-      writeFileSync(node, JSON.stringify({ auths: { 'quay.io': { auth: Buffer.from('node:node-pw').toString('base64') } } }));
-      const runtime = new AuthRecordingRuntime(100 * MiB);
-      const { cluster, reads } = clusterWithSecrets(
-        [withSecrets('a', [image(1), other(2)], ['team']), withSecrets('b', [other(3)], ['team']), set('c', [image(4)], MiB)],
-        { team: secret('pull secret prestage/team', { 'quay.io/ns': { username: 'team', password: 'team-pw' }, 'registry.example': { username: 'team', password: 'team-pw' } }) },
-      );
-      const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0, pullSecretPath: node });
-      const status = await agent.reconcile();
-      expect(status.pinnedImageSets?.map((entry) => entry.currentGeneration)).toEqual([1, 1, 1]);
-      expect(reads).toEqual(['team']);
-      expect(runtime.auths.get(image(1))).toMatchObject({ username: 'team', serverAddress: 'quay.io' });
-      expect(runtime.auths.get(other(2))).toMatchObject({ username: 'team', serverAddress: 'registry.example' });
-      expect(runtime.auths.get(other(3))).toMatchObject({ username: 'team' });
-      // Set c names no Secret: the node's.
-      expect(runtime.auths.get(image(4))).toMatchObject({ username: 'node', password: 'node-pw' });
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
-  it('fails a set whose Secret is missing, pulls nothing of it, and leaves the other sets alone; the Secret once there, it pulls', async () => {
-    const runtime = new AuthRecordingRuntime(100 * MiB);
-    const stored: Record<string, PullSecret> = {};
-    const { cluster } = clusterWithSecrets([withSecrets('a', [image(1)], ['missing']), set('b', [image(2)], MiB)], stored);
-    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0 });
-    const first = await agent.reconcile();
-    expect(runtime.pulls).toEqual([image(2)]);
-    const [a, b] = first.pinnedImageSets ?? [];
-    expect(a).toMatchObject({ lastFailedGeneration: 1, lastFailedGenerationError: 'pull secret prestage/missing not found: create it (type kubernetes.io/dockerconfigjson) in namespace prestage' });
-    expect(a?.images.map((entry) => entry.state)).toEqual(['Pending']);
-    expect(b?.currentGeneration).toBe(1);
-
-    stored.missing = secret('pull secret prestage/missing', { 'quay.io': { username: 'u', password: 'p' } });
-    const second = await agent.reconcile();
-    expect(second.pinnedImageSets?.[0]).toMatchObject({ currentGeneration: 1 });
-    expect(second.pinnedImageSets?.[0]?.lastFailedGenerationError).toBeUndefined();
-    expect(runtime.auths.get(image(1))).toMatchObject({ username: 'u' });
-  });
-
-  it('never reads the Secrets of a set whose images are all stored: a done set does not fail when its Secret goes', async () => {
-    const runtime = new AuthRecordingRuntime(100 * MiB);
-    runtime.images.set(image(1), { pinned: false });
-    const { cluster, reads } = clusterWithSecrets([withSecrets('a', [image(1)], ['gone'])], {});
-    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 1, reserveBytes: 0 });
-    const status = await agent.reconcile();
-    expect(reads).toEqual([]);
-    expect(status.pinnedImageSets?.[0]).toMatchObject({ currentGeneration: 1 });
-    expect(status.pinnedImageSets?.[0]?.lastFailedGeneration).toBeUndefined();
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster: fixedCluster([set('a', [image(1)], MiB)]), log: createLogger('silent'), concurrency: 1, reserveBytes: 0, minPullTimeoutMs: 1_000, stallMs: 2_000, resyncMs: 3_000 });
+    const pass = agent.reconcile();
+    await pulling;
+    // A pull is progress until CRI's timeout and a grace of a minute are past, however long the pass.
+    expect(agent.healthy(Date.now() + 60_000)).toBe(true);
+    expect(agent.healthy(Date.now() + 62_000)).toBe(false);
+    release();
+    await pass;
+    expect(agent.healthy(Date.now() + 4_000)).toBe(true);
+    expect(agent.healthy(Date.now() + 5_100)).toBe(false);
   });
 });
 
@@ -450,20 +298,6 @@ describe('NodeAgent verify requests', () => {
     sets[0] = requested('a', [image(1), image(2)], 'r2');
     await agent.verify();
     expect(cluster.status?.verified?.sets).toEqual([{ name: 'a', uid: 'uid-a', request: 'r2', images: 2, missingCount: 0, missing: [], unpinnedCount: 0, unpinned: [] }]);
-  });
-
-  it('answers the newest requests first, as many as the status holds, each request value cut to what it holds', async () => {
-    const runtime = new MemoryRuntime(100 * MiB);
-    const sets = Array.from({ length: MAX_VERIFIED_SETS + 2 }, (_, i) => requested(`s${String(i).padStart(3, '0')}`, [image(1)], `2026-11-24T06:${String(i % 60).padStart(2, '0')}:${String(Math.floor(i / 60)).padStart(2, '0')}Z ${'x'.repeat(300)}`));
-    const cluster = fixedCluster(sets);
-    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0 });
-    await agent.verify();
-    const answered = cluster.status?.verified?.sets ?? [];
-    expect(answered).toHaveLength(MAX_VERIFIED_SETS);
-    expect(answered.every((entry) => entry.request.length === MAX_VERIFY_REQUEST_LENGTH)).toBe(true);
-    // The two oldest (06:00:00 and 06:00:01) are left out.
-    expect(answered.map((entry) => entry.name)).not.toContain('s000');
-    expect(answered.map((entry) => entry.name)).not.toContain('s060');
   });
 
   it('a restarted agent carries the answer the previous one left', async () => {

@@ -34,3 +34,8 @@ export interface ImageRuntime {
 export function imageNames(image: RuntimeImage): string[] {
   return [...image.repoDigests, ...image.repoTags];
 }
+
+/** Every name the stored images answer to. */
+export function presentNames(stored: readonly RuntimeImage[]): Set<string> {
+  return new Set(stored.flatMap(imageNames));
+}

@@ -1,5 +1,9 @@
-/** metav1.LabelSelector semantics, for matching a PinnedImageSet's nodeSelector against a Node. */
+/**
+ * Set selection: metav1.LabelSelector semantics, for matching a PinnedImageSet's nodeSelector
+ * against a Node, and the sets a node's agent works on.
+ */
 import type { V1LabelSelector } from '@kubernetes/client-node';
+import type { PinnedImageSet } from '../api/prestage.js';
 
 /** An empty or absent selector selects everything, as for a PinnedImageSet meant for all nodes. */
 export function selectorMatches(selector: V1LabelSelector | undefined, labels: Readonly<Record<string, string>>): boolean {
@@ -28,4 +32,14 @@ export function selectorMatches(selector: V1LabelSelector | undefined, labels: R
     }
   }
   return true;
+}
+
+/** The sets that select a node with these labels, not being deleted, in name order (the order disk is admitted in). */
+export function selectingSets(sets: readonly PinnedImageSet[], labels: Readonly<Record<string, string>>): PinnedImageSet[] {
+  return sets.filter((set) => !set.metadata.deletionTimestamp && selectorMatches(set.spec.nodeSelector, labels)).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+}
+
+/** A control-plane node must keep serving the API: it pulls fewer images at once. */
+export function isControlPlane(labels: Readonly<Record<string, string>>): boolean {
+  return 'node-role.kubernetes.io/control-plane' in labels || 'node-role.kubernetes.io/master' in labels;
 }

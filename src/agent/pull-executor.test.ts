@@ -1,0 +1,212 @@
+import { describe, expect, it } from 'vitest';
+import type { RuntimeImage } from '../cri/client.js';
+import { createLogger } from '../telemetry/log.js';
+import type { CacheWarmer } from './cache-warm.js';
+import type { PullPacer, PullSlot } from './pacing.js';
+import { PULL_DEADLINE_GRACE_MS, PullExecutor, type PullExecutorOptions, type PullRound } from './pull-executor.js';
+import type { ImageFilesystem, ImageRuntime, RuntimePullOptions } from './runtime.js';
+
+const image = (n: number) => `quay.io/ns/repo@sha256:${String(n).padStart(64, '0')}`;
+const MiB = 2 ** 20;
+
+/** A runtime whose pulls answer from a script: each call takes the next outcome for its image (none left: success). */
+class ScriptedRuntime implements ImageRuntime {
+  readonly calls: Array<{ image: string; at: number; timeoutMs?: number }> = [];
+  inFlight = 0;
+  maxInFlight = 0;
+  constructor(
+    private readonly script: Record<string, Array<string | undefined>> = {},
+    private readonly pullMs = 0,
+  ) {}
+  async pull(name: string, options?: RuntimePullOptions): Promise<void> {
+    this.calls.push({ image: name, at: Date.now(), ...(options?.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}) });
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    try {
+      if (this.pullMs > 0) await new Promise((resolve) => setTimeout(resolve, this.pullMs));
+      const error = this.script[name]?.shift();
+      if (error) throw new Error(error);
+    } finally {
+      this.inFlight--;
+    }
+  }
+  async listImages(): Promise<RuntimeImage[]> {
+    return [];
+  }
+  async imageFilesystem(): Promise<ImageFilesystem> {
+    return { mountpoint: '/', capacityBytes: 0, freeBytes: 0 };
+  }
+  async pin(): Promise<void> {}
+  close(): void {}
+}
+
+const executor = (runtime: ImageRuntime, options: Partial<PullExecutorOptions> = {}) =>
+  new PullExecutor({ runtime, log: createLogger('silent'), retry: { attempts: 4, initialDelayMs: 20, maxDelayMs: 30 }, progressed: () => undefined, ...options });
+
+const round = (admitted: Array<[string, number | undefined]>, overrides: Partial<PullRound> = {}): PullRound & { events: string[] } => {
+  const events: string[] = [];
+  return {
+    admitted: new Map(admitted),
+    arch: 'amd64',
+    concurrency: 2,
+    auth: () => undefined,
+    wanted: () => true,
+    progress: { poke: () => void events.push('poke'), settle: async () => void events.push('settle') },
+    onSlotLost: () => void events.push('slot lost'),
+    events,
+    ...overrides,
+  };
+};
+
+describe('PullExecutor.pull: retries', () => {
+  it('retries a failing pull with doubling delays capped at maxDelayMs, and forgets the error once one succeeds', async () => {
+    const runtime = new ScriptedRuntime({ [image(1)]: ['connection reset', 'connection reset', 'i/o timeout'] });
+    const pulls = executor(runtime);
+    let retries = 0;
+    await pulls.pull(image(1), undefined, undefined, () => retries++);
+    expect(runtime.calls).toHaveLength(4);
+    expect(retries).toBe(3);
+    const gaps = runtime.calls.slice(1).map((call, index) => call.at - runtime.calls[index]!.at);
+    // 20 ms, then 40 capped to 30, then 30 (timers may fire a millisecond early).
+    expect(gaps[0]).toBeGreaterThanOrEqual(19);
+    expect(gaps[1]).toBeGreaterThanOrEqual(29);
+    expect(gaps[2]).toBeGreaterThanOrEqual(29);
+    expect(pulls.history(image(1))).toEqual({ attempts: 4, pulling: false, lastError: undefined, notBefore: undefined });
+  });
+
+  it('gives up after the policy\'s attempts and keeps the last error; the image does not rest', async () => {
+    const runtime = new ScriptedRuntime({ [image(1)]: ['a', 'b', 'c', 'd\n  on two lines', 'never reached'] });
+    const pulls = executor(runtime);
+    await pulls.pull(image(1), undefined, undefined, () => undefined);
+    expect(runtime.calls).toHaveLength(4);
+    expect(pulls.history(image(1))).toMatchObject({ attempts: 4, pulling: false, lastError: 'd on two lines' });
+    expect(pulls.resting(image(1))).toBe(false);
+  });
+
+  it('stops at a permanent error (no retry) and rests the image for the backoff', async () => {
+    const runtime = new ScriptedRuntime({ [image(1)]: ['writing blob: no space left on device'] });
+    const pulls = executor(runtime, { permanentFailureBackoffMs: 60_000 });
+    const before = Date.now();
+    await pulls.pull(image(1), undefined, undefined, () => undefined);
+    expect(runtime.calls).toHaveLength(1);
+    expect(pulls.history(image(1))?.lastError).toBe('writing blob: no space left on device');
+    expect(pulls.resting(image(1))).toBe(true);
+    expect(pulls.resting(image(1), before + 60_000 - 1)).toBe(true);
+    expect(pulls.resting(image(1), Date.now() + 60_000 + 1)).toBe(false);
+  });
+
+  it("explains CRI-O's signature refusal in the recorded error", async () => {
+    const runtime = new ScriptedRuntime({ [image(1)]: ['Source image rejected: A signature was required, but no signature exists'] });
+    const pulls = executor(runtime);
+    await pulls.pull(image(1), undefined, undefined, () => undefined);
+    expect(runtime.calls).toHaveLength(1);
+    expect(pulls.history(image(1))?.lastError).toMatch(/^refused by the node's signature policy: .*Source image rejected/);
+  });
+
+  it('starts no retry once stopped', async () => {
+    const runtime = new ScriptedRuntime({ [image(1)]: ['reset', 'reset'] });
+    const pulls = executor(runtime);
+    pulls.stop();
+    await pulls.pull(image(1), undefined, undefined, () => undefined);
+    expect(runtime.calls).toHaveLength(1);
+  });
+});
+
+describe('PullExecutor.pull: the cache detour', () => {
+  it('after a corrupt blob, pulls again at once past the cache, once, and ends the detour when the image is done', async () => {
+    const runtime = new ScriptedRuntime({ [image(1)]: ['Digest did not match, expected sha256:a, got sha256:b', 'digest mismatch again'] });
+    const steps: string[] = [];
+    const pulls = executor(runtime, {
+      retry: { attempts: 4, initialDelayMs: 200, maxDelayMs: 200 },
+      bypassCache: async (name, error) => {
+        steps.push(`bypass ${name === image(1)} ${error.startsWith('Digest did not match')}`);
+        return async () => void steps.push('detour ended');
+      },
+    });
+    await pulls.pull(image(1), undefined, undefined, () => undefined);
+    expect(runtime.calls).toHaveLength(3);
+    // The second attempt follows the first at once; the third waits the backoff (the detour is taken once).
+    expect(runtime.calls[1]!.at - runtime.calls[0]!.at).toBeLessThan(150);
+    expect(runtime.calls[2]!.at - runtime.calls[1]!.at).toBeGreaterThanOrEqual(199);
+    expect(steps).toEqual(['bypass true true', 'detour ended']);
+  });
+
+  it('without a detour (none configured, or the cache cannot be bypassed) backs off as for any error', async () => {
+    const runtime = new ScriptedRuntime({ [image(1)]: ['checksum mismatch'] });
+    const pulls = executor(runtime, { bypassCache: async () => undefined });
+    await pulls.pull(image(1), undefined, undefined, () => undefined);
+    expect(runtime.calls[1]!.at - runtime.calls[0]!.at).toBeGreaterThanOrEqual(19);
+  });
+});
+
+describe('PullExecutor: deadlines', () => {
+  it("gives each pull a CRI timeout from its size and the minimum throughput, never under the minimum, and a deadline a grace later", async () => {
+    const runtime = new ScriptedRuntime({}, 50);
+    const pulls = executor(runtime, { minThroughputBytesPerSecond: MiB, minPullTimeoutMs: 1_000 });
+    expect(pulls.withinDeadlines()).toBeUndefined();
+    const pulling = pulls.pull(image(1), 10 * MiB, undefined, () => undefined);
+    const started = Date.now();
+    expect(pulls.withinDeadlines(started)).toBe(true);
+    expect(pulls.withinDeadlines(started + 10_000 + PULL_DEADLINE_GRACE_MS + 1_000)).toBe(false);
+    await pulling;
+    expect(pulls.withinDeadlines()).toBeUndefined();
+    await pulls.pull(image(2), 1, undefined, () => undefined);
+    await pulls.pull(image(3), undefined, undefined, () => undefined);
+    expect(runtime.calls.map((call) => call.timeoutMs)).toEqual([10_000, 1_000, 1_000]);
+  });
+
+  it('counts an attempt ended as progress', async () => {
+    const runtime = new ScriptedRuntime({ [image(1)]: ['reset'] });
+    let steps = 0;
+    await executor(runtime, { progressed: () => steps++ }).pull(image(1), undefined, undefined, () => undefined);
+    expect(steps).toBe(2);
+  });
+});
+
+describe('PullExecutor.pullAll', () => {
+  it('pulls at most `concurrency` at once, publishing progress, and settles the status before it returns', async () => {
+    const runtime = new ScriptedRuntime({}, 20);
+    const pulls = executor(runtime);
+    const work = round(Array.from({ length: 7 }, (_, n): [string, undefined] => [image(n), undefined]), { concurrency: 3 });
+    await pulls.pullAll(work);
+    expect(runtime.calls).toHaveLength(7);
+    expect(runtime.maxInFlight).toBe(3);
+    expect(work.events.filter((event) => event === 'poke')).toHaveLength(14);
+    expect(work.events.at(-1)).toBe('settle');
+  });
+
+  it('skips images no selecting set wants any more, and those resting after a permanent error', async () => {
+    const runtime = new ScriptedRuntime({ [image(2)]: ['manifest unknown'] });
+    const pulls = executor(runtime);
+    await pulls.pullAll(round([[image(2), undefined]]));
+    await pulls.pullAll(round([[image(1), undefined], [image(2), undefined], [image(3), undefined]], { wanted: (name) => name !== image(3) }));
+    expect(runtime.calls.map((call) => call.image)).toEqual([image(2), image(1)]);
+  });
+
+  it('waits for the cache warm and a pull slot, releases the slot after the status settled, and pulls nothing once the slot is lost', async () => {
+    const steps: string[] = [];
+    let held = true;
+    const slot: PullSlot = { held: () => held, release: async () => void steps.push('release') };
+    const pacer: PullPacer = { acquire: async () => (steps.push('acquire'), slot) };
+    const warmer: CacheWarmer = { warm: async (images, arch) => void steps.push(`warm ${images.length} ${arch}`), close: async () => undefined };
+    const runtime = new ScriptedRuntime();
+    const pulls = executor(runtime, { pacer, cacheWarmer: warmer });
+    const work = round([[image(1), undefined]], { arch: 'arm64', progress: { poke: () => undefined, settle: async () => void steps.push('settle') } });
+    await pulls.pullAll(work);
+    expect(steps).toEqual(['warm 1 arm64', 'acquire', 'settle', 'release']);
+    expect(runtime.calls).toHaveLength(1);
+
+    held = false;
+    const lost = round([[image(2), undefined]]);
+    await pulls.pullAll(lost);
+    expect(runtime.calls).toHaveLength(1);
+    expect(lost.events).toContain('slot lost');
+  });
+
+  it('asks for no turn when nothing is due', async () => {
+    let asked = false;
+    const pulls = executor(new ScriptedRuntime(), { pacer: { acquire: async () => ((asked = true), { held: () => true, release: async () => undefined }) } });
+    await pulls.pullAll(round([]));
+    expect(asked).toBe(false);
+  });
+});
