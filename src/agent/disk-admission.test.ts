@@ -4,27 +4,9 @@ import { API_VERSION, type PinnedImageSet } from '../api/prestage.js';
 import { DISK_BYTES_ANNOTATION } from '../api/set-metadata.js';
 import { createLogger } from '../telemetry/log.js';
 import { DiskAdmission, annotationBytes } from './disk-admission.js';
-import type { ImageSizeSource, SizeLookupOptions, SizeResult } from './image-sizes.js';
+import { image, TableSizes } from '../../test/support/memory-runtime.js';
 
-const image = (n: number) => `quay.io/ns/repo@sha256:${String(n).padStart(64, '0')}`;
 const MiB = 2 ** 20;
-const layer = (name: string, mib: number) => ({ digest: `sha256:${name.padStart(64, '0')}`, diskBytes: mib * MiB, exact: true });
-const base = layer('base', 3);
-/** Three images on one 3 MiB base layer, with own layers of 1, 1 and 2 MiB; image 4 unknown. */
-const table = new Map<string, SizeResult>([
-  [image(1), { layers: [base, layer('1', 1)], from: 'test' }],
-  [image(2), { layers: [base, layer('2', 1)], from: 'test' }],
-  [image(3), { layers: [base, layer('3', 2)], from: 'test' }],
-]);
-
-class TableSizes implements ImageSizeSource {
-  readonly asked: string[][] = [];
-  async layers(images: readonly string[], _options: SizeLookupOptions): Promise<Map<string, SizeResult>> {
-    this.asked.push([...images]);
-    return new Map(images.map((name) => [name, table.get(name) ?? { error: 'manifest not found (404)' }]));
-  }
-  async close(): Promise<void> {}
-}
 
 const set = (name: string, images: string[], diskBytes?: number): PinnedImageSet => ({
   apiVersion: API_VERSION,
@@ -75,14 +57,14 @@ describe('DiskAdmission.admit', () => {
     const stored = new Set([image(1), image(4)]);
     const result = await admission.admit(sets, stored, 0, [], 'amd64');
     expect(result.admitted.size + result.failures.size).toBe(0);
-    expect(sizes.asked).toEqual([[image(1), image(4)]]);
+    expect(sizes.asked.map((a) => a.images)).toEqual([[image(1), image(4)]]);
     await admission.admit(sets, stored, 0, [], 'amd64');
     now += 10 * 60_000 - 1;
     await admission.admit(sets, stored, 0, [], 'amd64');
     expect(sizes.asked).toHaveLength(1);
     now += 1;
     await admission.admit(sets, stored, 0, [], 'amd64');
-    expect(sizes.asked).toEqual([[image(1), image(4)], [image(4)]]);
+    expect(sizes.asked.map((a) => a.images)).toEqual([[image(1), image(4)], [image(4)]]);
   });
 
   it('forgets the layers of images no selecting set names', async () => {

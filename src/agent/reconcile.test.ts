@@ -6,9 +6,8 @@ import { createLogger } from '../telemetry/log.js';
 import { AgentMetrics } from './metrics.js';
 import type { ImageSizeSource, SizeLookupOptions, SizeResult } from './image-sizes.js';
 import { NodeAgent, type AgentCluster } from './reconcile.js';
-import { MemoryRuntime } from '../../test/support/memory-runtime.js';
+import { image, MemoryRuntime, TableSizes } from '../../test/support/memory-runtime.js';
 
-const image = (n: number) => `quay.io/ns/repo@sha256:${String(n).padStart(64, '0')}`;
 const MiB = 2 ** 20;
 
 function fixedCluster(sets: PinnedImageSet[]): AgentCluster & { status?: NodePinnedImagesStatus } {
@@ -49,26 +48,6 @@ describe('NodeAgent disk check', () => {
   });
 });
 
-/** Exact sizes from a table, as the registry lookup would give them; records what was asked. */
-class TableSizes implements ImageSizeSource {
-  readonly asked: Array<{ images: string[]; arch: string }> = [];
-  constructor(private readonly table: ReadonlyMap<string, SizeResult>) {}
-  async layers(images: readonly string[], options: SizeLookupOptions): Promise<Map<string, SizeResult>> {
-    this.asked.push({ images: [...images], arch: options.arch });
-    return new Map(images.map((name) => [name, this.table.get(name) ?? { error: 'manifest not found (404)' }]));
-  }
-  async close(): Promise<void> {}
-}
-
-const layer = (name: string, mib: number) => ({ digest: `sha256:${name.padStart(64, '0')}`, diskBytes: mib * MiB, exact: true });
-const base = layer('base', 3);
-/** Three images on one 3 MiB base layer, with own layers of 1, 1 and 2 MiB. */
-const table = new Map<string, SizeResult>([
-  [image(1), { layers: [base, layer('1', 1)], from: 'test' }],
-  [image(2), { layers: [base, layer('2', 1)], from: 'test' }],
-  [image(3), { layers: [base, layer('3', 2)], from: 'test' }],
-]);
-
 describe('NodeAgent disk check with exact sizes', () => {
 
   it('uses exact layer sizes over the annotation: the shared base is counted once, and stored layers not at all', async () => {
@@ -76,7 +55,7 @@ describe('NodeAgent disk check with exact sizes', () => {
     runtime.images.set(image(1), { pinned: false });
     // The annotation claims 30 MiB (would not fit); exactly, b needs image 2's own layer (1 MiB) + image 3's (2 MiB).
     const cluster = fixedCluster([set('a', [image(1)], 1), set('b', [image(2), image(3)], 30 * MiB)]);
-    const sizes = new TableSizes(table);
+    const sizes = new TableSizes();
     const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 3 * MiB, imageSizes: sizes });
     const status = await agent.reconcile();
     expect(runtime.pulls.sort()).toEqual([image(2), image(3)]);
@@ -88,7 +67,7 @@ describe('NodeAgent disk check with exact sizes', () => {
   it('fails a set that does not fit by exact size, with the exact figure, and pulls nothing of it', async () => {
     const runtime = new MemoryRuntime(6 * MiB - 1);
     const cluster = fixedCluster([set('b', [image(2), image(3)], 1)]);
-    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0, imageSizes: new TableSizes(table) });
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0, imageSizes: new TableSizes() });
     const status = await agent.reconcile();
     expect(runtime.pulls).toEqual([]);
     const [b] = status.pinnedImageSets ?? [];
@@ -100,7 +79,7 @@ describe('NodeAgent disk check with exact sizes', () => {
   it('falls back to the annotation for a set with an image of unknown size, and says so', async () => {
     const runtime = new MemoryRuntime(6 * MiB);
     const cluster = fixedCluster([set('c', [image(2), image(4)], 20 * MiB)]);
-    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0, imageSizes: new TableSizes(table) });
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 2, reserveBytes: 0, imageSizes: new TableSizes() });
     const status = await agent.reconcile();
     expect(runtime.pulls).toEqual([]);
     expect(status.pinnedImageSets?.[0]?.lastFailedGenerationError).toBe(
@@ -112,7 +91,7 @@ describe('NodeAgent disk check with exact sizes', () => {
     const runtime = new MemoryRuntime(6 * MiB);
     runtime.images.set(image(1), { pinned: true });
     runtime.images.set(image(4), { pinned: true });
-    const sizes = new TableSizes(table);
+    const sizes = new TableSizes();
     const agent = new NodeAgent({ nodeName: 'n', runtime, cluster: fixedCluster([set('a', [image(1), image(4)], 1)]), log: createLogger('silent'), concurrency: 1, reserveBytes: 0, imageSizes: sizes });
     // A restarted agent: everything stored, no sizes known yet. Image 4's cannot be read.
     const first = await agent.reconcile();
@@ -145,7 +124,7 @@ describe('NodeAgent status bytes', () => {
       await pull(name);
     };
     const metrics = new AgentMetrics();
-    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), metrics, concurrency: 2, reserveBytes: 0, imageSizes: new TableSizes(table) });
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), metrics, concurrency: 2, reserveBytes: 0, imageSizes: new TableSizes() });
     const pass = agent.reconcile();
     // While images 2 and 3 pull: the base layer is counted once; stored = image 1's layers.
     await vi.waitFor(() => expect(written.at(-1)?.pinnedImageSets?.[0]?.images.map((entry) => entry.state)).toEqual(['Pulled', 'Pulling', 'Pulling']));
@@ -165,7 +144,7 @@ describe('NodeAgent status bytes', () => {
     const runtime = new MemoryRuntime(100 * MiB);
     runtime.images.set(image(1), { pinned: true });
     const cluster = fixedCluster([set('a', [image(1), image(4)], 20 * MiB)]);
-    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 1, reserveBytes: 0, imageSizes: new TableSizes(table) });
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster, log: createLogger('silent'), concurrency: 1, reserveBytes: 0, imageSizes: new TableSizes() });
     const status = (await agent.reconcile()).pinnedImageSets?.[0];
     expect(status?.bytes).toBeUndefined();
     expect(status?.pulledBytes).toBeUndefined();
