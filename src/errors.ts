@@ -16,7 +16,7 @@ export const ExitCode = {
   timeout: 124,
 } as const;
 
-/** What `--help` and the README list. */
+/** What `--help` and the docs list. */
 export const EXIT_CODES_HELP = [
   'Exit codes:',
   '  0    ok (also when stdout is closed early, e.g. | head)',

@@ -1,6 +1,6 @@
 /**
  * The bundle's data safety, on real registries with the built CLI as a real process: push
- * tags the release so the README's mirror example plans from the pushed mirror; parts on
+ * tags the release so the docs' mirror example plans from the pushed mirror; parts on
  * read-only media (a read-only bind mount) unpack under --work-dir; create never deletes
  * another release's bundle without --force; a damaged blob of the right size is fetched
  * again by a rerun of create, as verify and push advise.
@@ -19,7 +19,7 @@ import { runBin } from './support/cli.js';
 const run = promisify(execFile);
 const truth = inject('fixtureTruth');
 const storageDir = inject('fixtureStorageDir');
-/** The release exactly as the README's examples name it. */
+/** The release exactly as the docs' examples name it. */
 const RELEASE = `quay.io/${truth.releaseRepository}:${truth.release.tag}`;
 const MULTI = `quay.io/${truth.releaseRepository}:${truth.multi.tag}`;
 
@@ -94,7 +94,7 @@ async function digestOfTag(repository: string, tag: string): Promise<string | nu
 }
 
 describe('bundle push tags the release', () => {
-  it('lets the README mirror example plan from the pushed mirror: quay.io/openshift-release-dev=MIRROR/ocp, release by tag', async () => {
+  it('lets the mirror example of the docs plan from the pushed mirror: quay.io/openshift-release-dev=MIRROR/ocp, release by tag', async () => {
     const target = `quay.io/openshift-release-dev=${mirror.host}/ocp`;
     const push = await prestage(['bundle', 'push', bundle, target, '--insecure-registry', mirror.host, '--output-dir', work]);
     expect(push.code, push.stderr).toBe(0);

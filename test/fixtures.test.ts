@@ -69,8 +69,8 @@ function repository(name: string) {
 }
 
 /**
- * Digests the README quotes. Deflate output is stable within one zlib build (Node 20.20's
- * 1.3.1-e00f703); a different build changes them, and then the README must be regenerated.
+ * Digests the docs quote. Deflate output is stable within one zlib build (Node 20.20's
+ * 1.3.1-e00f703); a different build changes them, and then the docs must be regenerated.
  */
 const PINNED = {
   release: 'sha256:44c3146eab50ed814ca3934f75303a2185370a71348b0f8db071db93ecc172f6',

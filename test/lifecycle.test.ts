@@ -72,7 +72,7 @@ function newBytesTable(stdout: string): Map<string, string> {
   }));
 }
 
-/** stdout and stderr of a run, for the record (the README shows these). */
+/** stdout and stderr of a run, for the record (the docs show these). */
 function show(what: string, result: { stdout: string; stderr: string; code: number }): void {
   console.log(`$ ${what}  (exit ${result.code})\n${result.stdout}${result.stderr}`);
 }

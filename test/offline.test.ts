@@ -91,7 +91,7 @@ afterAll(async () => {
 
 const imagesOf = async (set: string) => (await client.get<{ spec: { pinnedImages: Array<{ name: string }> } }>(`${AGENT_PATHS.pinnedImageSets}/${set}`)).spec.pinnedImages.map((i) => i.name);
 
-/** stdout and stderr of a run, for the record (the README shows these). */
+/** stdout and stderr of a run, for the record (the docs show these). */
 function show(what: string, result: { stdout: string; stderr: string; code: number }): void {
   console.log(`$ ${what}  (exit ${result.code})\n${result.stdout}${result.stderr}`);
 }

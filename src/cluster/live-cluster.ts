@@ -73,7 +73,7 @@ interface Pod extends KubeObject {
   status?: { containerStatuses?: Array<{ imageID?: string }>; initContainerStatuses?: Array<{ imageID?: string }> };
 }
 
-/** `plan --help` and the README: what live planning reads. */
+/** `plan --help` and docs/planning.md: what live planning reads. */
 export const LIVE_CLUSTER_HELP = `\nLive cluster (--kubeconfig/--context on plan, by default in stage; --no-cluster turns it off): reads ClusterVersion, Infrastructure, Nodes and Pods, read-only. RBAC needed: ${LIVE_CLUSTER_RBAC}.`;
 
 /** The API server refused a read live planning needs. */

@@ -1,6 +1,6 @@
 /**
  * The plan: prestage's stable contract (`plan -o json`), consumed by render, apply and
- * bundle. Additive changes only within an apiVersion; documented in docs/planning.md.
+ * bundle. Additive changes only within an apiVersion; documented in docs/plan-contract.md.
  */
 import type { PlanRelease } from '../release/payload.js';
 import type { Platform } from './platform.js';
