@@ -25,11 +25,11 @@ import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import type { KubeClient } from '../kube/client.js';
 import type { Descriptor } from '../registry/manifest.js';
-import { ManifestNotFoundError, RegistryClient } from '../registry/client.js';
+import { RegistryClient } from '../registry/client.js';
 import { applyMirrors } from '../registry/mirrors.js';
 import { formatReference, parseReference, type ImageReference } from '../registry/reference.js';
 import { RetryableStatus } from '../registry/retry.js';
-import { sigstoreTag } from '../signatures/sigstore.js';
+import { fetchSigstoreAttachment } from '../signatures/sigstore.js';
 import type { CacheMirror } from './cache-mirror.js';
 import { isUnreachable } from './image-sizes.js';
 import { LeasePacer } from './pacing.js';
@@ -253,11 +253,8 @@ export class LeaseCacheWarmer implements CacheWarmer {
             // CRI-O asks the registry it pulls from for the sigstore attachments of the list and of the
             // platform manifest (4.21+ ClusterImagePolicy): through the cache too, so it holds them.
             for (const digest of new Set([image.listDigest ?? image.digest, image.digest])) {
-              const attachment = await this.registry.fetchManifest(ref, sigstoreTag(digest)).catch((error: unknown) => {
-                if (error instanceof ManifestNotFoundError) return undefined;
-                throw error;
-              });
-              if (attachment?.manifest.kind === 'image') [attachment.manifest.config, ...attachment.manifest.layers].forEach(queue);
+              const attachment = await fetchSigstoreAttachment(this.registry, ref, digest);
+              if (attachment) [attachment.manifest.config, ...attachment.manifest.layers].forEach(queue);
             }
           } catch (error) {
             fail(formatReference(ref), error);

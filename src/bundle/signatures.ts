@@ -7,11 +7,11 @@
  *   layout named by their tag, pushed next to the images they sign.
  */
 import type { KeyObject } from 'node:crypto';
-import { ManifestNotFoundError, type RegistryClient } from '../registry/client.js';
+import type { RegistryClient } from '../registry/client.js';
 import { parseManifest } from '../registry/manifest.js';
 import { formatReference, parseReference, type ImageReference } from '../registry/reference.js';
 import { readVerificationKeys, verifyReleaseSignature, type VerificationKeys } from '../signatures/release-gpg.js';
-import { SIGSTORE_PAYLOAD_MEDIA_TYPE, signedDigestOfTag, sigstoreTag, verifySigstoreSignature } from '../signatures/sigstore.js';
+import { fetchSigstoreAttachment, SIGSTORE_PAYLOAD_MEDIA_TYPE, signedDigestOfTag, sigstoreTag, verifySigstoreSignature } from '../signatures/sigstore.js';
 import { manifestBlobs, type BundleImage } from './content.js';
 import { REF_NAME, type Bundle, type IndexEntry, type ReleaseSignatureRecord } from './layout.js';
 
@@ -20,24 +20,15 @@ import { REF_NAME, type Bundle, type IndexEntry, type ReleaseSignatureRecord } f
  * when the source has no such tag (releases older than the ClusterImagePolicy scopes).
  */
 export async function collectSigstoreAttachment(client: RegistryClient, image: ImageReference, digest: string): Promise<BundleImage | undefined> {
-  const tag = sigstoreTag(digest);
+  const fetched = await fetchSigstoreAttachment(client, image, digest);
+  if (!fetched) return undefined;
   const repository = { registry: image.registry, repository: image.repository };
-  let fetched;
-  try {
-    fetched = await client.fetchManifest(repository, tag);
-  } catch (err) {
-    if (err instanceof ManifestNotFoundError) return undefined;
-    throw err;
-  }
-  const where = `${formatReference(repository)}:${tag}`;
-  const manifest = parseManifest(fetched.bytes, undefined, where);
-  // containers/image reads an attachment only as an OCI image manifest; anything else it refuses too.
-  if (manifest.kind !== 'image') return undefined;
+  const tag = sigstoreTag(digest);
   return {
-    pullSpec: where,
+    pullSpec: `${formatReference(repository)}:${tag}`,
     ref: { ...repository, tag, digest: fetched.digest },
-    manifests: [{ digest: fetched.digest, mediaType: manifest.mediaType, bytes: fetched.bytes }],
-    blobs: manifestBlobs(manifest),
+    manifests: [{ digest: fetched.digest, mediaType: fetched.manifest.mediaType, bytes: fetched.bytes }],
+    blobs: manifestBlobs(fetched.manifest),
     signs: digest,
   };
 }

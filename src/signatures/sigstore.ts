@@ -7,7 +7,9 @@
  */
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import { BadInputError } from '../errors.js';
-import { isDigest } from '../registry/reference.js';
+import { ManifestNotFoundError, type FetchedManifest, type RegistryClient } from '../registry/client.js';
+import type { ImageManifest } from '../registry/manifest.js';
+import { isDigest, type ImageReference } from '../registry/reference.js';
 
 export const SIGSTORE_PAYLOAD_MEDIA_TYPE = 'application/vnd.dev.cosign.simplesigning.v1+json';
 export const SIGSTORE_SIGNATURE_ANNOTATION = 'dev.cosignproject.cosign/signature';
@@ -26,6 +28,23 @@ export function sigstoreTag(digest: string): string {
 export function signedDigestOfTag(tag: string | undefined): string | undefined {
   const hex = tag === undefined ? undefined : TAG.exec(tag)?.[1];
   return hex === undefined ? undefined : `sha256:${hex}`;
+}
+
+/**
+ * The attachment that signs `digest` in `image`'s repository, read and verified; none when the
+ * registry has no such tag (releases older than the ClusterImagePolicy scopes) or holds
+ * something other than an image manifest there, which containers/image would not read either.
+ */
+export async function fetchSigstoreAttachment(client: RegistryClient, image: Pick<ImageReference, 'registry' | 'repository'>, digest: string): Promise<(FetchedManifest & { manifest: ImageManifest }) | undefined> {
+  let fetched: FetchedManifest;
+  try {
+    fetched = await client.fetchManifest({ registry: image.registry, repository: image.repository }, sigstoreTag(digest));
+  } catch (err) {
+    if (err instanceof ManifestNotFoundError) return undefined;
+    throw err;
+  }
+  const { manifest } = fetched;
+  return manifest.kind === 'image' ? { ...fetched, manifest } : undefined;
 }
 
 /**
