@@ -243,14 +243,23 @@ async function readImages(bundle: Bundle, target: MirrorTarget): Promise<ImageTo
 
 /** A manifest's bytes from the layout, checked against its digest, and parsed. */
 async function readManifest(dir: string, digest: string, pullSpec: string): Promise<{ bytes: Buffer; manifest: Manifest }> {
+  const bytes = await readVerifiedBlob(dir, digest, `manifest ${digest} of ${pullSpec}`);
+  return { bytes, manifest: parseManifest(bytes, undefined, `${pullSpec} manifest ${digest}`) };
+}
+
+/**
+ * A small blob of the layout (a manifest, a release signature), checked against its digest:
+ * `what` names it in the one line a missing or altered file gives.
+ */
+export async function readVerifiedBlob(dir: string, digest: string, what = `blob ${digest}`): Promise<Buffer> {
   let bytes: Buffer;
   try {
     bytes = await readFile(blobPath(dir, digest));
   } catch {
-    throw corrupt(`manifest ${digest} of ${pullSpec} is missing`);
+    throw corrupt(`${what} is missing`);
   }
-  if (sha256(bytes) !== digest) throw corrupt(`manifest ${digest} of ${pullSpec} is corrupt`);
-  return { bytes, manifest: parseManifest(bytes, undefined, `${pullSpec} manifest ${digest}`) };
+  if (sha256(bytes) !== digest) throw corrupt(`${what} is corrupt`);
+  return bytes;
 }
 
 /** The blob's file, hashed as it streams: a damaged file fails the upload before it completes. */

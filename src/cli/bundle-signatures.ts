@@ -3,28 +3,17 @@
  * signatures (re-verified before anything is pushed) and the sigstore attachments.
  */
 import type { KeyObject } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import { blobPath, type Bundle, type BundleSignatures } from '../bundle/layout.js';
+import type { Bundle, BundleSignatures } from '../bundle/layout.js';
+import { readVerifiedBlob } from '../bundle/push.js';
 import { checkReleaseSignatures, checkSigstoreAttachments } from '../bundle/signatures.js';
 import { BadInputError } from '../errors.js';
 import type { PlanRelease } from '../plan/types.js';
-import { sha256 } from '../registry/client.js';
 import type { CommandContext } from './context.js';
 import { keysFromFiles } from './signature-options.js';
 
-/** A blob of a bundle directory, checked against its name. */
+/** Blobs of a bundle directory, each checked against its name. */
 export function verifiedReader(dir: string): (digest: string) => Promise<Buffer> {
-  return async (digest) => {
-    const fix = 'run `prestage bundle verify` and repair it with `prestage bundle create`';
-    let bytes: Buffer;
-    try {
-      bytes = await readFile(blobPath(dir, digest));
-    } catch {
-      throw new BadInputError(`the bundle's blob ${digest} is missing; ${fix}`);
-    }
-    if (sha256(bytes) !== digest) throw new BadInputError(`the bundle's blob ${digest} is corrupt (its bytes were changed); ${fix}`);
-    return bytes;
-  };
+  return (digest) => readVerifiedBlob(dir, digest);
 }
 
 /** `bundle create`'s report of what it carries. */
@@ -33,8 +22,8 @@ export function signatureLines(release: Pick<PlanRelease, 'version'>, signatures
   const gpg = signatures.release;
   if (gpg) {
     const from = gpg.from.join(', ');
+    // Signatures are carried only once verified: none at all, or each verified with a key.
     if (gpg.signatures.length === 0) lines.push(`release signatures: none (${gpg.unsigned ?? 'none found'}); the cluster will need \`oc adm upgrade --force\``);
-    else if (gpg.verifiedWith.length === 0) lines.push(`release signatures: ${gpg.signatures.length} from ${from}, ${gpg.unsigned ?? 'not verified'}`);
     else lines.push(`release signatures: ${gpg.signatures.length} verified with ${gpg.verifiedWith.join(', ')} (from ${from})`);
   }
   const { sigstore } = signatures;
@@ -46,8 +35,8 @@ export function signatureLines(release: Pick<PlanRelease, 'version'>, signatures
 /** One line per later command that reads a bundle made with `--allow-unsigned`. */
 export function unsignedWarning(bundle: Pick<Bundle, 'metadata'>, where: string): string | undefined {
   const gpg = bundle.metadata.signatures?.release;
-  if (!gpg || gpg.verifiedWith.length > 0) return undefined;
-  return `warning: bundle ${where} carries release ${bundle.metadata.release.version} ${gpg.signatures.length === 0 ? 'without a signature' : 'with signatures nobody verified'} (${gpg.unsigned ?? '--allow-unsigned'})`;
+  if (!gpg || gpg.signatures.length > 0) return undefined;
+  return `warning: bundle ${where} carries release ${bundle.metadata.release.version} without a signature (${gpg.unsigned ?? '--allow-unsigned'})`;
 }
 
 /**
@@ -56,7 +45,7 @@ export function unsignedWarning(bundle: Pick<Bundle, 'metadata'>, where: string)
  */
 export async function checkReleaseSignaturesOrFail(bundle: Pick<Bundle, 'metadata'>, read: (digest: string) => Promise<Buffer>, keyFiles: readonly string[], where: string): Promise<string | undefined> {
   const record = bundle.metadata.signatures?.release;
-  if (!record || record.verifiedWith.length === 0) return undefined;
+  if (!record || record.signatures.length === 0) return undefined;
   const given = await keysFromFiles(keyFiles);
   const check = await checkReleaseSignatures(record, read, given?.keys);
   if (check.problems.length > 0) {
