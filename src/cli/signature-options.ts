@@ -56,6 +56,13 @@ export async function keysFromFiles(files: readonly string[]): Promise<TrustedKe
   return { keys: await readVerificationKeys(inputs), text: inputs.map((i) => i.text.trim()).join('\n'), where: `--verification-key ${files.join(', ')}` };
 }
 
+/** The keys (and stores) of the verifier ConfigMap the cluster's current release carries. */
+async function keysFromCluster(client: KubeClient): Promise<{ trusted: TrustedKeys; stores: readonly string[] }> {
+  const cluster = await clusterVerification(client);
+  const trusted = { keys: await readVerificationKeys(cluster.keys), text: cluster.keys.map((k) => k.text.trim()).join('\n'), where: `the cluster's ${cluster.configMaps.join(', ')}` };
+  return { trusted, stores: cluster.stores };
+}
+
 export async function sigstoreKeyFrom(flags: SignatureFlags): Promise<KeyObject | undefined> {
   const file = flags['sigstore-key'];
   return file === undefined ? undefined : readSigstoreKey(await readText(file, '--sigstore-key'), `--sigstore-key ${file}`);
@@ -70,9 +77,8 @@ export async function signatureInputs(flags: CreateSignatureFlags): Promise<{ tr
   const fromFiles = await keysFromFiles(flags['verification-key']);
   if (fromFiles) return { trusted: fromFiles, stores: stores.length > 0 ? stores : [...RED_HAT_SIGNATURE_STORES] };
   if (flags.kubeconfig !== undefined) {
-    const cluster = await clusterVerification(new KubeClient(await loadKubeconfig(flags)));
-    const trusted = { keys: await readVerificationKeys(cluster.keys), text: cluster.keys.map((k) => k.text.trim()).join('\n'), where: `the cluster's ${cluster.configMaps.join(', ')}` };
-    return { trusted, stores: stores.length > 0 ? stores : cluster.stores.length > 0 ? [...cluster.stores] : [...RED_HAT_SIGNATURE_STORES] };
+    const cluster = await keysFromCluster(new KubeClient(await loadKubeconfig(flags)));
+    return { trusted: cluster.trusted, stores: stores.length > 0 ? stores : cluster.stores.length > 0 ? [...cluster.stores] : [...RED_HAT_SIGNATURE_STORES] };
   }
   if (!flags['allow-unsigned']) {
     throw new BadInputError('no key to verify the release signatures with: pass --verification-key FILE (Red Hat\'s release key), or --kubeconfig to use the keys the cluster trusts now, or --allow-unsigned');
@@ -127,11 +133,7 @@ export function withSignaturesFromOptions<T>(y: Argv<T>): Argv<T & SignaturesFro
 export async function signatureConfigMapFrom(release: PlanRelease, flags: SignaturesFromFlags, cluster: (() => Promise<KubeClient>) | undefined): Promise<{ configMap: ReturnType<typeof signatureConfigMap>; line: string } | undefined> {
   const dir = flags['signatures-from'];
   if (dir === undefined) return undefined;
-  let trusted = await keysFromFiles(flags['verification-key']);
-  if (!trusted && cluster) {
-    const verification = await clusterVerification(await cluster());
-    trusted = { keys: await readVerificationKeys(verification.keys), text: '', where: `the cluster's ${verification.configMaps.join(', ')}` };
-  }
+  const trusted = (await keysFromFiles(flags['verification-key'])) ?? (cluster ? (await keysFromCluster(await cluster())).trusted : undefined);
   if (!trusted) throw new BadInputError('--signatures-from: no key to verify the signatures with: pass --verification-key FILE, or --kubeconfig to use the keys the cluster trusts now');
   const gathered = await gatherReleaseSignatures({
     digest: release.digest,
