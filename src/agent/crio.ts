@@ -19,6 +19,7 @@ import { CriClient, type RuntimeImage } from '../cri/client.js';
 import { ClusterError } from '../errors.js';
 import { imageNames, type ImageFilesystem, type ImageRuntime, type RuntimePullOptions } from './runtime.js';
 import { DEFAULT_PIN_DROP_IN } from '../api/names.js';
+import { oneLine } from './one-line.js';
 
 const run = promisify(execFile);
 
@@ -147,7 +148,7 @@ export class CrioRuntime implements ImageRuntime {
       try {
         list = (parseToml(text) as { crio?: { image?: { pinned_images?: unknown } } }).crio?.image?.pinned_images;
       } catch (error) {
-        throw new ClusterError(`cannot read the pins of ${path}: ${oneLine((error as Error).message)}; CRI-O would refuse it too`);
+        throw new ClusterError(`cannot read the pins of ${path}: ${oneLine((error as Error).message, Infinity)}; CRI-O would refuse it too`);
       }
       if (list === undefined) continue;
       if (basename(path) > ours && dirname(path) === directory) {
@@ -173,7 +174,7 @@ export class CrioRuntime implements ImageRuntime {
       } catch (error) {
         await this.install(previous);
         await this.reload().catch(() => undefined);
-        throw new ClusterError(`CRI-O reload failed, previous pin list restored: ${oneLine((error as Error).message)}`, { cause: error });
+        throw new ClusterError(`CRI-O reload failed, previous pin list restored: ${oneLine((error as Error).message, Infinity)}`, { cause: error });
       }
     }
     // Ours no longer wanted, unless another file's pattern keeps it pinned: these must unpin.
@@ -257,6 +258,3 @@ export function renderPinDropIn(images: readonly string[], carried: ReadonlyMap<
   return lines.join('\n');
 }
 
-function oneLine(text: string): string {
-  return text.replace(/\s+/g, ' ').trim();
-}

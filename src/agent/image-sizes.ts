@@ -19,6 +19,7 @@ import { RegistryClient } from '../registry/client.js';
 import type { PullSecret } from '../registry/credentials.js';
 import { formatReference, parseReference } from '../registry/reference.js';
 import { loadRegistriesConf, pullSources, type RegistriesConf } from './registries-conf.js';
+import { oneLine } from './one-line.js';
 
 export interface SizedLayer {
   readonly digest: string;
@@ -182,12 +183,12 @@ export class RegistryImageSizes implements ImageSizeSource {
           return result;
         } catch (error) {
           if (isUnreachable(error)) this.unreachableUntil.set(source.ref.registry, Date.now() + this.options.unreachableBackoffMs);
-          failures.push(`${source.mirror ? 'mirror ' : ''}${where}: ${oneLine((error as Error).message)}`);
+          failures.push(`${source.mirror ? 'mirror ' : ''}${where}: ${oneLine((error as Error).message, 500)}`);
         }
       }
       return { error: failures.join('; ') };
     });
-    const settled = lookup.catch((error: unknown) => ({ error: oneLine((error as Error).message) })).finally(() => this.inflight.delete(key));
+    const settled = lookup.catch((error: unknown) => ({ error: oneLine((error as Error).message, 500) })).finally(() => this.inflight.delete(key));
     this.inflight.set(key, settled);
     return settled;
   }
@@ -260,6 +261,3 @@ export function isUnreachable(error: unknown): boolean {
   return false;
 }
 
-function oneLine(text: string): string {
-  return text.replace(/\s+/g, ' ').trim().slice(0, 500);
-}

@@ -1,4 +1,4 @@
 /** Runtime and API errors as one line of bounded length, for logs and a node's status. */
-export function oneLine(text: string): string {
-  return text.replace(/\s+/g, ' ').trim().slice(0, 4096);
+export function oneLine(text: string, maxLength = 4096): string {
+  return text.replace(/\s+/g, ' ').trim().slice(0, maxLength);
 }
