@@ -33,6 +33,7 @@ import { fetchSigstoreAttachment } from '../signatures/sigstore.js';
 import type { CacheMirror } from './cache-mirror.js';
 import { isUnreachable } from './image-sizes.js';
 import { LeasePacer } from './pacing.js';
+import { paced, StreamPacer } from '../net/link-rate.js';
 
 export const CACHE_WARM_PREFIX = 'prestage-cache-warm-';
 export const CACHE_WARM_LABEL = 'prestage.dev/cache-warm';
@@ -51,7 +52,7 @@ export interface CacheWarmer {
    * by this node, or by another (recorded). `onWait` is called at each step while it waits or
    * warms (progress for the agent's liveness). Never throws: a failed warm only costs link bytes.
    */
-  warm(images: readonly string[], arch: string, onWait: () => void): Promise<void>;
+  warm(images: readonly string[], arch: string, onWait: () => void, linkRate?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -169,7 +170,7 @@ export class LeaseCacheWarmer implements CacheWarmer {
     });
   }
 
-  async warm(images: readonly string[], arch: string, onWait: () => void): Promise<void> {
+  async warm(images: readonly string[], arch: string, onWait: () => void, linkRate?: number): Promise<void> {
     const { log } = this.options;
     const wanted = new Map(cachedImages(images, this.options.mirrors).map((ref) => [warmKey(arch, ref), ref]));
     if (wanted.size === 0) return;
@@ -186,7 +187,8 @@ export class LeaseCacheWarmer implements CacheWarmer {
         return;
       }
       const todo = missing();
-      const result = await this.fillResuming(todo.map((key) => wanted.get(key)!), arch, () => slot.held(), onWait);
+      const pacer = linkRate ? new StreamPacer(linkRate) : undefined;
+      const result = await this.fillResuming(todo.map((key) => wanted.get(key)!), arch, () => slot.held(), onWait, pacer);
       log.info({ ...result, failures: result.failures.slice(0, 5), ms: Date.now() - started }, result.failures.length === 0 ? 'cache warmed' : 'cache warm incomplete; pulls fall back past the cache where it lacks a blob');
       // Recorded however it went: only the order of pulls depends on it.
       await slot.release({ [CACHE_WARMED_ANNOTATION]: writeRecord(recorded(), todo, this.caches) });
@@ -196,11 +198,11 @@ export class LeaseCacheWarmer implements CacheWarmer {
   }
 
   /** `fill`, again while the cache does not answer, for up to `unreachableRetryMs`. */
-  async fillResuming(refs: readonly ImageReference[], arch: string, held: () => boolean, onStep: () => void): Promise<WarmResult> {
+  async fillResuming(refs: readonly ImageReference[], arch: string, held: () => boolean, onStep: () => void, pacer?: StreamPacer): Promise<WarmResult> {
     const deadline = Date.now() + (this.options.unreachableRetryMs ?? DEFAULT_UNREACHABLE_RETRY_MS);
     let bytes = 0;
     for (let passes = 1; ; passes++) {
-      const result = await this.fill(refs, arch, held, onStep);
+      const result = await this.fill(refs, arch, held, onStep, pacer);
       bytes += result.bytes;
       if (!result.unreachable || !held() || Date.now() >= deadline) return { ...result, bytes, passes };
       this.options.log.warn({ err: result.unreachable, pass: passes }, 'cache warm: the cache stopped answering; trying again');
@@ -209,8 +211,12 @@ export class LeaseCacheWarmer implements CacheWarmer {
     }
   }
 
-  /** Every blob of `refs` (the node's platform) read once per repository through the cache, digest-verified. */
-  async fill(refs: readonly ImageReference[], arch: string, held: () => boolean = () => true, onStep: () => void = () => undefined): Promise<WarmResult> {
+  /**
+   * Every blob of `refs` (the node's platform) read once per repository through the cache,
+   * digest-verified; under a link cap read no faster than it (the proxy streams a miss from
+   * upstream as it is read, so TCP holds the link to the reader's pace).
+   */
+  async fill(refs: readonly ImageReference[], arch: string, held: () => boolean = () => true, onStep: () => void = () => undefined, pacer?: StreamPacer): Promise<WarmResult> {
     const failures: string[] = [];
     let down: string | undefined;
     const fail = (what: string, error: unknown) => {
@@ -229,7 +235,7 @@ export class LeaseCacheWarmer implements CacheWarmer {
       if (down || !held()) return;
       try {
         // The body is only hashed (blobStream verifies the digest) and dropped: the cache keeps it.
-        for await (const chunk of this.registry.blobStream(ref, blob)) bytes += (chunk as Buffer).length;
+        for await (const chunk of paced(this.registry.blobStream(ref, blob), pacer)) bytes += (chunk as Buffer).length;
         read++;
       } catch (error) {
         fail(`${formatReference({ registry: ref.registry, repository: ref.repository })}@${blob.digest}`, error);

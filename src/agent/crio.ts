@@ -120,7 +120,7 @@ export class CrioRuntime implements ImageRuntime {
   }
 
   async pull(image: string, options: RuntimePullOptions = {}): Promise<void> {
-    await this.cri.pullImage(image, { auth: options.auth, timeoutMs: options.timeoutMs });
+    await this.cri.pullImage(image, { auth: options.auth, timeoutMs: options.timeoutMs, ...(options.signal ? { signal: options.signal } : {}) });
   }
 
   async imageFilesystem(): Promise<ImageFilesystem> {

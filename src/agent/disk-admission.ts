@@ -5,10 +5,11 @@
  */
 import type { Logger } from 'pino';
 import type { PinnedImageSet } from '../api/prestage.js';
-import { DISK_BYTES_ANNOTATION } from '../api/set-metadata.js';
+import { COMPRESSED_BYTES_ANNOTATION, DISK_BYTES_ANNOTATION } from '../api/set-metadata.js';
 import type { PullSecret } from '../registry/credentials.js';
 import { checkDisk, imageBytes } from './disk.js';
 import { hasLayers, type ImageLayers, type ImageSizeSource, type SizeResult } from './image-sizes.js';
+import { linkCharges } from './link-share.js';
 
 /** An image whose sizes could not be read only for the status is asked about again after this. */
 const STATUS_SIZE_RETRY_MS = 10 * 60_000;
@@ -28,6 +29,8 @@ export interface Admission {
   readonly admitted: Map<string, number | undefined>;
   /** Set → why it does not fit on disk; nothing of it is admitted. */
   readonly failures: Map<string, string>;
+  /** Admitted image → compressed bytes its pull moves over the link (layers new to the node, each once). */
+  readonly linkBytes: Map<string, number>;
 }
 
 export class DiskAdmission {
@@ -63,7 +66,7 @@ export class DiskAdmission {
       // restart): look those up once; in the steady state there is no registry traffic.
       const unknown = [...wanted].filter((image) => !this.knownLayers.has(image) && (this.sizesRetryAt.get(image) ?? 0) <= this.now());
       if (imageSizes && unknown.length > 0) this.remember(await imageSizes.layers(unknown, { arch, pullSecrets }));
-      return { admitted: new Map(), failures: new Map() };
+      return { admitted: new Map(), failures: new Map(), linkBytes: new Map() };
     }
     // Stored images are looked up too: their layers are on the node already.
     const sizes: Map<string, SizeResult> = imageSizes ? await imageSizes.layers([...wanted], { arch, pullSecrets }) : new Map();
@@ -77,7 +80,13 @@ export class DiskAdmission {
     });
     for (const [name, why] of notExact) log.warn({ set: name, err: why }, 'no exact disk check for this set');
     for (const [name, error] of failures) log.warn({ set: name, err: error }, 'set does not fit on disk');
-    return { admitted, failures };
+    // Where layers are unknown: the image's share of its set's compressed bytes.
+    const perImage = new Map<string, number>();
+    for (const set of sets) {
+      const total = Number(set.metadata.annotations?.[COMPRESSED_BYTES_ANNOTATION]);
+      if (Number.isFinite(total) && total > 0) for (const entry of set.spec.pinnedImages) perImage.set(entry.name, Math.ceil(total / set.spec.pinnedImages.length));
+    }
+    return { admitted, failures, linkBytes: linkCharges([...admitted.keys()], present, sizes, (image) => perImage.get(image)) };
   }
 
   /**

@@ -25,6 +25,8 @@ export interface SizedLayer {
   readonly digest: string;
   /** Uncompressed bytes: exact from the gzip trailer, or 2x compressed where it cannot be read. */
   readonly diskBytes: number;
+  /** Compressed bytes: what pulling it moves over the link. */
+  readonly linkBytes?: number;
   readonly exact: boolean;
 }
 
@@ -175,7 +177,7 @@ export class RegistryImageSizes implements ImageSizeSource {
         try {
           const measured = await measureImage(source.insecure ? clients.insecure : clients.secure, source.ref, arch, warnings, layerSizes);
           const result: ImageLayers = {
-            layers: measured.layers.map((layer) => ({ digest: layer.digest, diskBytes: layer.diskBytes, exact: layer.method !== 'estimate-2x' })),
+            layers: measured.layers.map((layer) => ({ digest: layer.digest, diskBytes: layer.diskBytes, linkBytes: layer.compressedBytes, exact: layer.method !== 'estimate-2x' })),
             from: formatReference(source.ref),
           };
           this.remember(key, result);

@@ -28,9 +28,13 @@ export interface StatusInput {
   readonly imageBytes: (image: string) => number | undefined;
   /** A set's bytes over its unique layers, and those stored; undefined unless all are known. */
   readonly setBytes: (images: readonly string[], stored: (image: string) => boolean) => { bytes: number; pulledBytes: number } | undefined;
+  /** Set → why its missing images wait (paused, outside a window). */
+  readonly waiting?: ReadonlyMap<string, string>;
+  /** The link as this agent used it. */
+  readonly link?: NodePinnedImagesStatus['link'];
 }
 
-export function buildStatus({ sets, stored, filesystem, previous, afterPin, setErrors, history, imageBytes, setBytes }: StatusInput): NodePinnedImagesStatus {
+export function buildStatus({ sets, stored, filesystem, previous, afterPin, setErrors, history, imageBytes, setBytes, waiting, link }: StatusInput): NodePinnedImagesStatus {
   const byName = new Map<string, RuntimeImage>();
   for (const image of stored) for (const name of imageNames(image)) byName.set(name, image);
   const previousSets = new Map((previous?.pinnedImageSets ?? []).map((set) => [set.name, set]));
@@ -76,7 +80,10 @@ export function buildStatus({ sets, stored, filesystem, previous, afterPin, setE
       (afterPin && images.every((image) => image.state === 'Pulled' || image.state === 'Pinned')
         ? firstFailure(images, (image) => image.state === 'Pulled' && `image ${image.name} is not pinned after reloading the runtime`)
         : undefined);
-    if (images.every((image) => image.state === 'Pinned') && !setError) {
+    const allPinned = images.every((image) => image.state === 'Pinned');
+    const why = waiting?.get(set.metadata.name);
+    if (why && !allPinned) result.waiting = why;
+    if (allPinned && !setError) {
       result.currentGeneration = generation;
     } else if (failure) {
       result.lastFailedGeneration = generation;
@@ -97,6 +104,7 @@ export function buildStatus({ sets, stored, filesystem, previous, afterPin, setE
     conditions,
     pinnedImageSets: setStatuses,
     imageFilesystem: { capacityBytes: filesystem.capacityBytes, freeBytes: filesystem.freeBytes },
+    ...(link ? { link } : {}),
   };
 }
 

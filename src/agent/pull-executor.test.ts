@@ -3,6 +3,8 @@ import type { RuntimeImage } from '../cri/client.js';
 import { createLogger } from '../telemetry/log.js';
 import type { CacheWarmer } from './cache-warm.js';
 import type { PullPacer, PullSlot } from './pacing.js';
+import { virtualClock } from '../../test/support/virtual-clock.js';
+import { LINK_LEDGER_ANNOTATION } from './link-share.js';
 import { PULL_DEADLINE_GRACE_MS, PullExecutor, type PullExecutorOptions, type PullRound } from './pull-executor.js';
 import type { ImageFilesystem, ImageRuntime, RuntimePullOptions } from './runtime.js';
 
@@ -209,4 +211,59 @@ describe('PullExecutor.pullAll', () => {
     await pulls.pullAll(round([]));
     expect(asked).toBe(false);
   });
+
+  it('under a link cap, starts each pull only when the slot\'s share has room, hands the ledger over with the slot, and warms at the whole cap', async () => {
+    const released: Array<Readonly<Record<string, string>> | undefined> = [];
+    const slot: PullSlot = { held: () => true, annotations: { [LINK_LEDGER_ANNOTATION]: JSON.stringify([[Date.now() - 1_000, 2 * MiB]]) }, release: async (annotations) => void released.push(annotations) };
+    let warmedAt: number | undefined;
+    const runtime = new ScriptedRuntime();
+    // 2 slots: the share is 1 MiB/s, 5 MiB per 5 s; the previous holder charged 2 MiB a second ago.
+    const clock = virtualClock(Date.now());
+    const pulls = executor(runtime, { clock, pacer: { acquire: async () => slot }, pacerSlots: 2, linkRate: 2 * MiB, cacheWarmer: { warm: async (_images, _arch, _wait, rate) => void (warmedAt = rate), close: async () => undefined } });
+    const charges = new Map([[image(1), 2 * MiB], [image(2), 1 * MiB], [image(3), 1 * MiB]]);
+    const started = clock.now();
+    const startedAt: number[] = [];
+    await pulls.pullAll(round([[image(1), undefined], [image(2), undefined], [image(3), undefined]], { concurrency: 1, linkBytes: (name) => charges.get(name)!, progress: { poke: () => void startedAt.push(clock.now() - started), settle: async () => undefined } }));
+    // 2 + 2 + 1 MiB fit the first window; the last 1 MiB waits until the handed-over 2 MiB leave it, 4 s on.
+    expect(runtime.calls.map((call) => call.image)).toEqual([image(1), image(2), image(3)]);
+    expect(clock.slept).toEqual([4_001]);
+    expect(pulls.linkBytes()).toBe(4 * MiB);
+    expect(warmedAt).toBe(2 * MiB);
+    const ledger = JSON.parse(released[0]![LINK_LEDGER_ANNOTATION]!) as Array<[number, number]>;
+    // What the next holder inherits: this node's charges of the last 5 s (the handed-over one has left it).
+    expect(ledger.map(([, bytes]) => bytes)).toEqual([2 * MiB, 1 * MiB, 1 * MiB]);
+  });
+
+  it('starts nothing a shut gate holds back, says why, and a strict window stops a pull under way at its close', async () => {
+    const runtime = new ScriptedRuntime({}, 0);
+    const pulls = executor(runtime);
+    const note = 'paused until 22:00 UTC (staging windows 22:00-06:00)';
+    const shut = { open: false, why: 'window', opensAt: Date.now() + 60_000, note } as const;
+    await pulls.pullAll(round([[image(1), undefined], [image(2), undefined]], { gate: (name) => (name === image(1) ? shut : { open: true }) }));
+    expect(runtime.calls.map((call) => call.image)).toEqual([image(2)]);
+    expect([...pulls.held()]).toEqual([[image(1), shut]]);
+
+    // A runtime that pulls until cancelled: the window closes 100 ms in.
+    let cancelled = false;
+    const slow: ImageRuntime = {
+      ...new ScriptedRuntime(),
+      pull: (_name, options) =>
+        new Promise((_resolve, reject) => options?.signal?.addEventListener('abort', () => ((cancelled = true), reject(new Error('CRI pull cancelled'))))),
+      listImages: async () => [],
+      imageFilesystem: async () => ({ mountpoint: '/', capacityBytes: 0, freeBytes: 0 }),
+      pin: async () => undefined,
+      close: () => undefined,
+    };
+    const strict = executor(slow);
+    let closed = false;
+    const closesAt = Date.now() + 100;
+    setTimeout(() => (closed = true), 100);
+    await strict.pullAll(round([[image(3), undefined]], { gate: () => (closed ? shut : { open: true, closesAt, strict: true }) }));
+    expect(cancelled).toBe(true);
+    // Not a failure: no error, no attempt counted; held back until the next window.
+    expect(strict.history(image(3))).toMatchObject({ attempts: 0, pulling: false });
+    expect(strict.history(image(3))?.lastError).toBeUndefined();
+    expect([...strict.held().keys()]).toEqual([image(3)]);
+  });
 });
+

@@ -8,9 +8,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
+import type { Gate } from '../api/staging.js';
 import type { PullAuth } from '../cri/client.js';
+import { SYSTEM_CLOCK, type Clock } from '../net/link-rate.js';
 import type { CacheWarmer } from './cache-warm.js';
 import type { AgentMetrics } from './metrics.js';
+import { DEFAULT_LINK_SLOTS, LINK_LEDGER_ANNOTATION, LinkShare } from './link-share.js';
 import { oneLine } from './one-line.js';
 import type { PullPacer, PullSlot } from './pacing.js';
 import { explainPullError, isPermanentPullError } from './pull-errors.js';
@@ -32,6 +35,16 @@ export interface PullExecutorOptions {
   readonly minPullTimeoutMs?: number;
   /** Cluster-wide pacing: hold a pull slot while pulling. */
   readonly pacer?: PullPacer;
+  /** How many slots the pacer has (a link cap's share is cap / slots); default 1. */
+  readonly pacerSlots?: number;
+  /** Without `pacer`: the slots a link cap is shared over (`link-share.ts`, DEFAULT_LINK_SLOTS of them), taken only under a cap. */
+  readonly linkPacer?: PullPacer;
+  /** The agent's own link cap (`--link-rate`, bytes/s); a set's annotation may lower it. */
+  readonly linkRate?: number;
+  /** Images the in-cluster cache serves: their pulls do not cross the link (the warm did, under the cap). */
+  readonly servedByCache?: (image: string) => boolean;
+  /** Time and sleep (tests move them). */
+  readonly clock?: Clock;
   /** With an in-cluster cache: one node fills it with the due images before any node pulls them. */
   readonly cacheWarmer?: CacheWarmer;
   /**
@@ -69,7 +82,16 @@ export interface PullRound {
   readonly progress: { poke(): void; settle(): Promise<void> };
   /** The pull slot was lost: what is left is pulled in a later pass. */
   readonly onSlotLost: () => void;
+  /** Whether the image may start now: open when a selecting set naming it is neither paused nor outside its staging windows. */
+  readonly gate?: (image: string) => Gate;
+  /** The lowest link cap of the sets pulled (bytes/s), if any set carries one. */
+  readonly linkRate?: number;
+  /** Compressed bytes the image's pull moves over the link (`linkCharges`). */
+  readonly linkBytes?: (image: string) => number;
 }
+
+/** What a round did not start, and why (paused, outside a window): the status says so and a later pass goes on. */
+export type HeldBack = Map<string, Extract<Gate, { open: false }>>;
 
 const DEFAULT_RETRY: RetryPolicy = { attempts: 5, initialDelayMs: 1_000, maxDelayMs: 10_000 };
 const DEFAULT_MIN_THROUGHPUT = 1024 * 1024;
@@ -85,10 +107,32 @@ export class PullExecutor {
   /** Pulls in flight: by when CRI must have answered. */
   private readonly deadlines = new Map<string, number>();
   private readonly retry: RetryPolicy;
+  private readonly clock: Clock;
   private stopped = false;
+  /** Images the last round held back (paused, outside a window). */
+  private heldBack: HeldBack = new Map();
+  /** Compressed bytes of the pulls started over the link since the agent started (the status's `link.bytes`). */
+  private linkBytesStarted = 0;
 
   constructor(private readonly options: PullExecutorOptions) {
     this.retry = options.retry ?? DEFAULT_RETRY;
+    this.clock = options.clock ?? SYSTEM_CLOCK;
+  }
+
+  /** The images the last round did not start, and why. */
+  held(): ReadonlyMap<string, Extract<Gate, { open: false }>> {
+    return this.heldBack;
+  }
+
+  /** Compressed bytes of the pulls this agent started over the link. */
+  linkBytes(): number {
+    return this.linkBytesStarted;
+  }
+
+  /** The cap in force: the lowest of the agent's and the round's. */
+  linkCap(round: Pick<PullRound, 'linkRate'>): number | undefined {
+    const caps = [this.options.linkRate, round.linkRate].filter((rate): rate is number => rate !== undefined && rate > 0);
+    return caps.length ? Math.min(...caps) : undefined;
   }
 
   /** The image's pull history, for the status. */
@@ -112,11 +156,22 @@ export class PullExecutor {
     this.stopped = true;
   }
 
-  /** Pulls the admitted images not resting, `concurrency` at a time, holding the turn (cache warm, pull slot) meanwhile. */
+  /**
+   * Pulls the admitted images not resting, `concurrency` at a time, holding the turn (cache warm,
+   * pull slot) meanwhile. Under a link cap each pull over the link first waits for room in the
+   * slot's share; a gate that is shut (paused, outside a window) starts nothing, and one that
+   * shuts meanwhile starts nothing more (a strict window also stops the pulls under way).
+   */
   async pullAll(round: PullRound): Promise<void> {
     const { admitted, progress } = round;
-    const due = [...admitted].filter(([image]) => !this.resting(image));
-    const slot = due.length > 0 ? await this.waitForTurn(due.map(([image]) => image), round.arch) : undefined;
+    this.heldBack = new Map();
+    const gate: (image: string) => Gate = round.gate ?? (() => ({ open: true }));
+    const due = [...admitted].filter(([image]) => !this.resting(image) && this.open(image, gate));
+    const cap = this.linkCap(round);
+    const overLink = (image: string) => !(this.options.servedByCache?.(image) ?? false);
+    const needsShare = cap !== undefined && due.some(([image]) => overLink(image) && (round.linkBytes?.(image) ?? 0) > 0);
+    const slot = due.length > 0 ? await this.waitForTurn(due.map(([image]) => image), round.arch, needsShare, cap) : undefined;
+    const share = cap !== undefined && needsShare ? new LinkShare(cap, this.slots(), this.clock, slot?.annotations?.[LINK_LEDGER_ANNOTATION]) : undefined;
     const limit = pLimit(round.concurrency);
     try {
       await Promise.all(
@@ -126,31 +181,57 @@ export class PullExecutor {
             if (!round.wanted(image)) return;
             const record = this.record(image);
             // Pulling again at once would only fill the disk or hammer the registry again.
-            if ((record.notBefore ?? 0) > Date.now()) return;
+            if ((record.notBefore ?? 0) > this.clock.now()) return;
             // The pull slot was lost (renewals failed, another node took it): pull in a later pass.
             if (slot && !slot.held()) {
               round.onSlotLost();
               return;
             }
+            if (share && overLink(image)) {
+              const charge = round.linkBytes?.(image) ?? 0;
+              // Room in the share first; the gate may have shut while waiting for it.
+              if (charge > 0 && !this.open(image, gate)) return;
+              await share.start(charge);
+              this.linkBytesStarted += charge;
+            }
+            const now = gate(image);
+            if (!now.open) return void this.heldBack.set(image, now);
             record.pulling = true;
             progress.poke();
+            // A strict window stops the pull at its close; it is started again in the next window.
+            const signal = now.strict && now.closesAt !== undefined ? AbortSignal.timeout(Math.max(now.closesAt - this.clock.now(), 1)) : undefined;
             // Each failed attempt is published at once: the error shows while retries go on.
-            await this.pull(image, bytes, round.auth(image), () => progress.poke());
+            await this.pull(image, bytes, round.auth(image), () => progress.poke(), signal);
+            if (signal?.aborted) {
+              const shut = gate(image);
+              if (!shut.open) this.heldBack.set(image, shut);
+            }
             progress.poke();
           }),
         ),
       );
       await progress.settle();
     } finally {
-      await slot?.release();
+      await slot?.release(share?.handOver());
     }
+  }
+
+  /** Whether the gate lets the image start now; when not, it is held back with the reason. */
+  private open(image: string, gate: (image: string) => Gate): boolean {
+    const state = gate(image);
+    if (!state.open) this.heldBack.set(image, state);
+    return state.open;
+  }
+
+  private slots(): number {
+    return this.options.pacer ? (this.options.pacerSlots ?? 1) : this.options.linkPacer ? DEFAULT_LINK_SLOTS : 1;
   }
 
   /**
    * One image, up to the retry policy's attempts: a permanent error ends them (and rests the
    * image), a corrupt blob from the cache sends the next attempt past it at once.
    */
-  async pull(image: string, bytes: number | undefined, auth: PullAuth | undefined, onRetry: () => void): Promise<void> {
+  async pull(image: string, bytes: number | undefined, auth: PullAuth | undefined, onRetry: () => void, signal?: AbortSignal): Promise<void> {
     const { runtime, log, metrics } = this.options;
     const record = this.record(image);
     const timeoutMs = Math.max(
@@ -167,7 +248,7 @@ export class PullExecutor {
         const started = Date.now();
         this.deadlines.set(image, started + timeoutMs + PULL_DEADLINE_GRACE_MS);
         try {
-          await runtime.pull(image, { auth, timeoutMs });
+          await runtime.pull(image, { auth, timeoutMs, ...(signal ? { signal } : {}) });
           record.lastError = undefined;
           record.notBefore = undefined;
           metrics?.pulls.inc({ outcome: 'ok' });
@@ -176,6 +257,12 @@ export class PullExecutor {
           log.info({ image, attempt, ms: Date.now() - started }, 'pulled');
           return;
         } catch (error) {
+          // Stopped at a strict window's close: no failure, the next window pulls it again.
+          if (signal?.aborted) {
+            log.info({ image, attempt }, 'pull stopped: the staging window closed');
+            record.attempts--;
+            return;
+          }
           record.lastError = explainPullError(image, oneLine((error as Error).message));
           const permanent = isPermanentPullError(record.lastError);
           metrics?.pulls.inc({ outcome: 'error' });
@@ -203,14 +290,17 @@ export class PullExecutor {
 
   /**
    * Before pulling `images`: the cache warmed with them (by this node or another), then a pull
-   * slot when pulls are paced. Waiting one's turn is progress, not a hang, for liveness.
+   * slot when pulls are paced, or when a link cap is shared out. Waiting one's turn is progress,
+   * not a hang, for liveness.
    */
-  private async waitForTurn(images: readonly string[], arch: string): Promise<PullSlot | undefined> {
-    const { cacheWarmer, pacer, progressed } = this.options;
+  private async waitForTurn(images: readonly string[], arch: string, sharingLink: boolean, cap: number | undefined): Promise<PullSlot | undefined> {
+    const { cacheWarmer, progressed } = this.options;
+    const pacer = this.options.pacer ?? (sharingLink ? this.options.linkPacer : undefined);
     if (!cacheWarmer && !pacer) return undefined;
     const heartbeat = setInterval(() => progressed(), 10_000);
     try {
-      await cacheWarmer?.warm(images, arch, () => progressed());
+      // The warm is where bytes cross the link when a cache serves the pulls: the whole cap is its own (one node warms at a time).
+      await cacheWarmer?.warm(images, arch, () => progressed(), cap);
       return await pacer?.acquire();
     } finally {
       clearInterval(heartbeat);

@@ -16,6 +16,7 @@
  */
 import type { Logger } from 'pino';
 import { isSetDone, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
+import { gateOf, linkRateOf, scheduleOf, type Gate } from '../api/staging.js';
 import type { RuntimeImage } from '../cri/client.js';
 import type { AgentCluster } from './agent-cluster.js';
 import { DiskAdmission } from './disk-admission.js';
@@ -34,7 +35,10 @@ export type { AgentCluster } from './agent-cluster.js';
 export type { RetryPolicy } from './pull-executor.js';
 
 /** The pull executor's settings (retries, timeouts, pacing, the cache) are the agent's own. */
-type PullSettings = Pick<PullExecutorOptions, 'retry' | 'minThroughputBytesPerSecond' | 'minPullTimeoutMs' | 'pacer' | 'cacheWarmer' | 'bypassCache' | 'permanentFailureBackoffMs'>;
+type PullSettings = Pick<
+  PullExecutorOptions,
+  'retry' | 'minThroughputBytesPerSecond' | 'minPullTimeoutMs' | 'pacer' | 'pacerSlots' | 'linkPacer' | 'linkRate' | 'servedByCache' | 'cacheWarmer' | 'bypassCache' | 'permanentFailureBackoffMs'
+>;
 
 export interface NodeAgentOptions extends PullSettings {
   readonly nodeName: string;
@@ -63,6 +67,8 @@ export interface NodeAgentOptions extends PullSettings {
 
 const DEFAULT_RESYNC_MS = 60_000;
 const DEFAULT_STALL_MS = 5 * 60_000;
+/** While sets wait for a window: look again at least this often (the clock may have been set meanwhile). */
+const WINDOW_RECHECK_MS = 10_000;
 
 export class NodeAgent {
   private readonly admission: DiskAdmission;
@@ -76,6 +82,9 @@ export class NodeAgent {
   private stopped = false;
   /** Set failures of the current pass that are not per-image (disk, pinning, its Secret). */
   private setErrors = new Map<string, string>();
+  /** Set → why its missing images wait (paused, outside a window), from the last pass. */
+  private waiting = new Map<string, string>();
+  private windowTimer: NodeJS.Timeout | undefined;
   /** The last step forward (a pull attempt ended, a status written, a pass completed), ms since epoch. */
   private lastProgressAt = Date.now();
 
@@ -162,6 +171,7 @@ export class NodeAgent {
     this.pulls.stop();
     this.verifyAnswers.stop();
     if (this.timer) clearInterval(this.timer);
+    if (this.windowTimer) clearTimeout(this.windowTimer);
     await this.idle();
     await this.verifyAnswers.idle();
     await this.writer.drained();
@@ -188,10 +198,18 @@ export class NodeAgent {
     const nodeSecrets = readNodePullSecret(this.options.pullSecretPath, log);
     const setSecrets = await readSetPullSecrets(sets, present, cluster.readPullSecret?.bind(cluster), log);
     for (const [name, reason] of setSecrets.failures) this.setErrors.set(name, reason);
+    // A set whose staging windows cannot be read pulls nothing: when it may is unknown.
+    for (const set of sets) {
+      try {
+        scheduleOf(set.metadata.annotations);
+      } catch (error) {
+        this.setErrors.set(set.metadata.name, (error as Error).message);
+      }
+    }
     // A set whose Secret cannot be read pulls nothing: its pulls would only be denied.
     const pullable = sets.filter((set) => !this.setErrors.has(set.metadata.name));
     const allSetSecrets = [...new Set([...setSecrets.bySet.values()].flat())];
-    const { admitted, failures } = await this.admission.admit(pullable, present, filesystem.freeBytes, [...allSetSecrets, ...nodeSecrets], arch);
+    const { admitted, failures, linkBytes } = await this.admission.admit(pullable, present, filesystem.freeBytes, [...allSetSecrets, ...nodeSecrets], arch);
     for (const [name, error] of failures) this.setErrors.set(name, error);
     const progress = new ProgressPublisher(async () => {
       await this.writer.write(await this.snapshot());
@@ -207,7 +225,11 @@ export class NodeAgent {
       onSlotLost: () => {
         this.rerun = true;
       },
+      gate: gateFor(pullable),
+      ...rateOf(pullable),
+      linkBytes: (image) => linkBytes.get(image) ?? 0,
     });
+    this.noteWaiting(pullable);
 
     // Phase 2: pin LAST, from a fresh look at sets and the runtime.
     const status = await this.pinAndReport(filesystem);
@@ -239,6 +261,21 @@ export class NodeAgent {
     return status;
   }
 
+  /** Which sets wait and why, for the status; a pass again at the earliest opening (re-checked every 10 s). */
+  private noteWaiting(sets: readonly PinnedImageSet[]): void {
+    this.waiting = new Map();
+    let opensAt = Infinity;
+    for (const [image, gate] of this.pulls.held()) {
+      for (const set of sets) if (set.spec.pinnedImages.some((entry) => entry.name === image)) this.waiting.set(set.metadata.name, gate.note);
+      if (gate.opensAt !== undefined) opensAt = Math.min(opensAt, gate.opensAt);
+    }
+    if (this.windowTimer) clearTimeout(this.windowTimer);
+    this.windowTimer = undefined;
+    if (opensAt === Infinity || this.stopped) return;
+    this.windowTimer = setTimeout(() => this.trigger(), Math.min(Math.max(opensAt - Date.now(), 1_000), WINDOW_RECHECK_MS));
+    this.windowTimer.unref();
+  }
+
   private status(
     sets: readonly PinnedImageSet[],
     stored: readonly RuntimeImage[],
@@ -256,10 +293,33 @@ export class NodeAgent {
       history: (image) => this.pulls.history(image),
       imageBytes: (image) => this.admission.imageBytes(image),
       setBytes: (images, isStored) => this.admission.setBytes(images, isStored),
+      waiting: this.waiting,
+      link: { bytes: this.pulls.linkBytes(), ...capOf(this.pulls.linkCap(rateOf(sets))) },
     });
   }
 
   private selectingSets(): PinnedImageSet[] {
     return selectingSets(this.options.cluster.pinnedImageSets(), this.options.cluster.nodeLabels() ?? {});
   }
+}
+
+/** An image may start when a set naming it is neither paused nor outside its windows; else the first set's reason. */
+function gateFor(sets: readonly PinnedImageSet[]): (image: string) => Gate {
+  const byImage = new Map<string, PinnedImageSet[]>();
+  for (const set of sets) for (const entry of set.spec.pinnedImages) byImage.set(entry.name, [...(byImage.get(entry.name) ?? []), set]);
+  return (image) => {
+    const now = Date.now();
+    const gates = (byImage.get(image) ?? []).map((set) => gateOf(set.metadata.annotations, now));
+    return gates.find((gate) => gate.open) ?? gates[0] ?? { open: true };
+  };
+}
+
+/** The lowest link cap the sets carry. */
+function rateOf(sets: readonly PinnedImageSet[]): { linkRate?: number } {
+  const rates = sets.map((set) => linkRateOf(set.metadata.annotations)).filter((rate): rate is number => rate !== undefined);
+  return rates.length ? { linkRate: Math.min(...rates) } : {};
+}
+
+function capOf(rate: number | undefined): { capBytesPerSecond?: number } {
+  return rate === undefined ? {} : { capBytesPerSecond: Math.round(rate) };
 }

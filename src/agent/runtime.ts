@@ -15,6 +15,8 @@ export interface ImageFilesystem {
 export interface RuntimePullOptions {
   readonly auth?: PullAuth;
   readonly timeoutMs?: number;
+  /** Stops the pull (a strict staging window closed): the runtime's call is cancelled. */
+  readonly signal?: AbortSignal;
 }
 
 export interface ImageRuntime {

@@ -175,6 +175,15 @@ export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = clusterScopedCrd
               type: 'object',
               properties: { capacityBytes: { type: 'integer', format: 'int64' }, freeBytes: { type: 'integer', format: 'int64' } },
             },
+            link: {
+              type: 'object',
+              description: 'The slow link as this agent uses it: compressed bytes of the pulls it started over the link (not through the in-cluster cache) since it started, and the cap in force.',
+              required: ['bytes'],
+              properties: {
+                bytes: { type: 'integer', format: 'int64', minimum: 0 },
+                capBytesPerSecond: { type: 'integer', format: 'int64', minimum: 1 },
+              },
+            },
             verified: {
               type: 'object',
               description: "The node's last answer to `prestage verify`: per set carrying prestage.dev/verify-requested, its images as CRI ListImages reported them then.",
@@ -230,6 +239,7 @@ export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = clusterScopedCrd
                     description: "Uncompressed bytes of the set's unique layers (shared layers counted once); absent when not every image's layers are known.",
                   },
                   pulledBytes: { type: 'integer', format: 'int64', minimum: 0, description: 'Uncompressed bytes of the unique layers of the images of the set stored on the node.' },
+                  waiting: { type: 'string', maxLength: 1024, description: 'Why images of the set are not being pulled now though missing: paused, or outside its staging windows (and until when).' },
                   images: {
                     type: 'array',
                     maxItems: MAX_PINNED_IMAGES,

@@ -85,6 +85,8 @@ export interface PinnedImageSetStatus {
   bytes?: number;
   /** Of those, the bytes of the unique layers of the set's images stored on the node. */
   pulledBytes?: number;
+  /** Why missing images are not pulled now: paused, or outside its staging windows (until when). */
+  waiting?: string;
   images: ImageStatus[];
 }
 
@@ -128,6 +130,8 @@ export interface NodePinnedImagesStatus {
   conditions?: Condition[];
   pinnedImageSets?: PinnedImageSetStatus[];
   imageFilesystem?: { capacityBytes: number; freeBytes: number };
+  /** Compressed bytes of the pulls this agent started over the link since it started; the cap in force. */
+  link?: { bytes: number; capBytesPerSecond?: number };
   verified?: NodeVerification;
 }
 

@@ -100,6 +100,8 @@ export interface PullOptions {
   /** The pod namespace the pull is made for: CRI-O selects a per-namespace signature policy by it. */
   readonly namespace?: string;
   readonly timeoutMs?: number;
+  /** Cancels the call (the runtime sees the client go away and stops the pull). */
+  readonly signal?: AbortSignal;
 }
 
 export interface ConnectOptions {
@@ -122,7 +124,7 @@ interface WireFilesystemUsage {
 }
 
 type Callback<Res> = (error: grpc.ServiceError | null, response?: Res) => void;
-type UnaryMethod = (request: object, options: grpc.CallOptions, callback: Callback<unknown>) => void;
+type UnaryMethod = (request: object, options: grpc.CallOptions, callback: Callback<unknown>) => grpc.ClientUnaryCall;
 interface ServiceClientConstructor {
   new (address: string, credentials: grpc.ChannelCredentials, options?: grpc.ClientOptions): grpc.Client;
 }
@@ -211,6 +213,7 @@ export class CriClient {
       request,
       options.timeoutMs ?? DEFAULT_PULL_TIMEOUT_MS,
       `pull ${image}`,
+      options.signal,
     );
     return response.imageRef;
   }
@@ -246,18 +249,22 @@ export class CriClient {
     this.runtime.close();
   }
 
-  private call<Res>(client: grpc.Client, method: string, request: object, timeoutMs?: number, what?: string): Promise<Res> {
+  private call<Res>(client: grpc.Client, method: string, request: object, timeoutMs?: number, what?: string, signal?: AbortSignal): Promise<Res> {
     const rpc = (client as unknown as Record<string, UnaryMethod>)[method];
     if (!rpc) throw new Error(`CRI method ${method} is not in proto/cri.proto`);
     const deadline = Date.now() + (timeoutMs ?? this.callTimeoutMs);
     return new Promise<Res>((resolve, reject) => {
-      rpc.call(client, request, { deadline }, (error, response) => {
+      const call = rpc.call(client, request, { deadline }, (error, response) => {
+        signal?.removeEventListener('abort', cancel);
         if (error) {
           reject(new CriError(`CRI ${what ?? method} on ${this.socketPath} failed: ${error.details || error.message}`, error.code, { cause: error }));
         } else {
           resolve(response as Res);
         }
       });
+      const cancel = () => call.cancel();
+      if (signal?.aborted) cancel();
+      else signal?.addEventListener('abort', cancel, { once: true });
     });
   }
 }

@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import { virtualClock as fakeClock } from '../../test/support/virtual-clock.js';
+import { paced, StreamPacer, WindowLedger } from './link-rate.js';
+
+/** Bytes per window of `windowMs` over a list of [time, bytes], the maximum over every start. */
+function maxInWindow(events: ReadonlyArray<readonly [number, number]>, windowMs: number): number {
+  return Math.max(...events.map(([start]) => events.filter(([at]) => at >= start && at < start + windowMs).reduce((total, [, bytes]) => total + bytes, 0)));
+}
+
+describe('StreamPacer', () => {
+  it('reads a stream no faster than the rate: 10 MiB at 2 MiB/s takes 5 s less the burst', async () => {
+    const clock = fakeClock();
+    const pacer = new StreamPacer(2 * 2 ** 20, clock, 100);
+    const chunks = Array.from({ length: 160 }, () => Buffer.alloc(64 * 1024));
+    async function* source() {
+      yield* chunks;
+    }
+    const started = clock.now();
+    const times: Array<[number, number]> = [];
+    for await (const chunk of paced(source(), pacer)) times.push([clock.now(), chunk.length]);
+    const elapsed = clock.now() - started;
+    expect(elapsed).toBeGreaterThanOrEqual(4_900 - 1);
+    expect(elapsed).toBeLessThanOrEqual(5_000);
+    // Over any second, at most the rate plus the burst and a chunk.
+    expect(maxInWindow(times, 1_000)).toBeLessThanOrEqual(2 * 2 ** 20 * 1.1 + 64 * 1024);
+  });
+
+  it('shares one rate between readers', async () => {
+    const clock = fakeClock();
+    const pacer = new StreamPacer(1_000, clock, 0);
+    await Promise.all([pacer.pay(1_000), pacer.pay(1_000), pacer.pay(1_000)]);
+    // The third reader waited for all three seconds' worth.
+    expect(Math.max(...clock.slept)).toBe(3_000);
+  });
+
+  it('refuses a rate of zero', () => {
+    expect(() => new StreamPacer(0)).toThrow(/more than zero/);
+  });
+});
+
+describe('WindowLedger', () => {
+  it('never lets a 5 s window hold more than its bytes, whatever the sizes', async () => {
+    const clock = fakeClock();
+    const ledger = new WindowLedger(10_000, 5_000, clock);
+    const starts: Array<[number, number]> = [];
+    for (const bytes of [3_000, 4_000, 2_500, 6_000, 1_000, 9_000, 500, 500, 7_000, 2_000]) {
+      await ledger.start(bytes);
+      starts.push([clock.now(), bytes]);
+    }
+    expect(maxInWindow(starts, 5_000)).toBeLessThanOrEqual(10_000);
+    // And it is not idle for nothing: 35.5 kB over 10 kB per 5 s is at least 12.75 s, well under twice that.
+    expect(clock.now() - 1_000_000).toBeLessThan(25_000);
+  });
+
+  it('lets a start bigger than a window go alone, once the window is empty', async () => {
+    const clock = fakeClock();
+    const ledger = new WindowLedger(1_000, 5_000, clock);
+    await ledger.start(600);
+    await ledger.start(5_000);
+    expect(clock.now() - 1_000_000).toBe(5_001);
+    expect(ledger.recent()).toEqual([[clock.now(), 5_000]]);
+  });
+
+  it('starts from charges handed over by a previous holder', async () => {
+    const clock = fakeClock();
+    const ledger = new WindowLedger(1_000, 5_000, clock);
+    ledger.absorb([[clock.now() - 1_000, 900], [clock.now() - 9_000, 900]]);
+    expect(ledger.waitFor(500)).toBe(4_001);
+    expect(ledger.waitFor(100)).toBe(0);
+  });
+});

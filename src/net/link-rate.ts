@@ -1,0 +1,115 @@
+/**
+ * A cap on the bytes that cross a slow link, in two forms for the two kinds of traffic:
+ *
+ * - `StreamPacer`: bytes prestage reads itself (a bundle's blobs, the cache warm). Each chunk is
+ *   paid for as it arrives and the reader sleeps off its debt before reading on, so TCP's window
+ *   holds the sender back: the link carries the rate plus at most `burstMs` of it and a chunk.
+ * - `WindowLedger`: transfers prestage starts but cannot slow once started (a CRI pull is one
+ *   unary call; CRI-O reports no progress and has no per-pull rate). Each start is charged its
+ *   whole size up front and waits until the charges of the last `windowMs` leave room for it,
+ *   so no window of that length holds more than `bytesPerWindow` (one transfer larger than a
+ *   window's worth goes alone, with nothing else in its window).
+ *
+ * Both take the clock and the sleep as parameters, so tests run them without waiting.
+ */
+import { setTimeout as delay } from 'node:timers/promises';
+
+export interface Clock {
+  now(): number;
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+export const SYSTEM_CLOCK: Clock = {
+  now: () => Date.now(),
+  sleep: (ms, signal) => delay(ms, undefined, signal ? { signal } : undefined),
+};
+
+/** The window a cap is averaged over: what "at most R" means for pulls started whole. */
+export const LINK_WINDOW_MS = 5_000;
+
+export class StreamPacer {
+  /** When the bytes paid so far are paid off at the rate (ms since epoch). */
+  private paidUntil = 0;
+
+  constructor(
+    readonly bytesPerSecond: number,
+    private readonly clock: Clock = SYSTEM_CLOCK,
+    /** Credit a reader idle for a while may spend at once. */
+    private readonly burstMs = 100,
+  ) {
+    if (!(bytesPerSecond > 0)) throw new RangeError('a link rate must be more than zero');
+  }
+
+  /** Pays for `bytes` just read; resolves once reading on keeps the rate. Readers sharing one pacer share the rate. */
+  async pay(bytes: number, signal?: AbortSignal): Promise<void> {
+    const now = this.clock.now();
+    this.paidUntil = Math.max(this.paidUntil, now - this.burstMs) + (bytes / this.bytesPerSecond) * 1000;
+    const wait = this.paidUntil - now;
+    if (wait > 0) await this.clock.sleep(wait, signal);
+  }
+}
+
+/** Each chunk of `source` passed on after it was paid for: the source is read no faster than the rate. */
+export async function* paced<T extends { length: number }>(source: AsyncIterable<T>, pacer: StreamPacer | undefined, signal?: AbortSignal): AsyncGenerator<T> {
+  for await (const chunk of source) {
+    if (pacer) await pacer.pay(chunk.length, signal);
+    yield chunk;
+  }
+}
+
+/** One start: when (ms since epoch) and how many bytes it was charged. */
+export type LedgerEntry = readonly [at: number, bytes: number];
+
+export class WindowLedger {
+  private entries: LedgerEntry[] = [];
+
+  constructor(
+    readonly bytesPerWindow: number,
+    readonly windowMs: number = LINK_WINDOW_MS,
+    private readonly clock: Clock = SYSTEM_CLOCK,
+  ) {
+    if (!(bytesPerWindow > 0)) throw new RangeError('a link rate must be more than zero');
+  }
+
+  /** Charges made in the last window (another holder's, handed over with a pull slot, included). */
+  recent(): LedgerEntry[] {
+    const since = this.clock.now() - this.windowMs;
+    this.entries = this.entries.filter(([at]) => at > since);
+    return [...this.entries];
+  }
+
+  /** Takes over charges made elsewhere (the previous holder of the same share). */
+  absorb(entries: readonly LedgerEntry[]): void {
+    this.entries.push(...entries.filter(([at, bytes]) => Number.isFinite(at) && bytes > 0));
+    this.entries.sort((a, b) => a[0] - b[0]);
+  }
+
+  /** How long until `bytes` may start: 0 when the window has room now. */
+  waitFor(bytes: number): number {
+    const now = this.clock.now();
+    const entries = this.recent();
+    // Too big for any window: it goes once the window is empty.
+    const room = Math.min(bytes, this.bytesPerWindow);
+    let used = entries.reduce((total, [, charged]) => total + charged, 0);
+    if (used + room <= this.bytesPerWindow) return 0;
+    // The oldest charges leave the window first: wait until enough of them have.
+    for (const [at, charged] of entries) {
+      used -= charged;
+      if (used + room <= this.bytesPerWindow) return Math.max(0, at + this.windowMs - now + 1);
+    }
+    return 0;
+  }
+
+  /** Waits for room, then charges `bytes` as started now. Callers sharing a ledger are served in turn. */
+  async start(bytes: number, signal?: AbortSignal): Promise<void> {
+    const turn = this.queue.then(async () => {
+      signal?.throwIfAborted();
+      for (let wait = this.waitFor(bytes); wait > 0; wait = this.waitFor(bytes)) await this.clock.sleep(wait, signal);
+      this.entries.push([this.clock.now(), bytes]);
+    });
+    this.queue = turn.catch(() => undefined);
+    await turn;
+  }
+
+  private queue: Promise<void> = Promise.resolve();
+}
