@@ -138,6 +138,26 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     ],
     load: async () => (await import('./prune.js')).pruneCommand,
   },
+  pause: {
+    usage: 'pause [sets..]',
+    docs: 'link-etiquette.md',
+    describe: 'Pause staging of sets (default: every prestage set): no new pulls start; on MCO the pools stop selecting them until resume',
+    examples: [
+      ['$0 pause prestage-4.16.3-worker', 'Start no new pulls for one set; pulls under way finish'],
+      ['$0 pause --dry-run', 'Show what pausing every prestage set would do; change nothing'],
+    ],
+    load: async () => (await import('./pause.js')).pauseCommand,
+  },
+  resume: {
+    usage: 'resume [sets..]',
+    docs: 'link-etiquette.md',
+    describe: 'Resume staging of paused sets (default: every paused prestage set)',
+    examples: [
+      ['$0 resume prestage-4.16.3-worker', 'Let one paused set pull again'],
+      ['$0 resume', 'Resume every paused prestage set'],
+    ],
+    load: async () => (await import('./pause.js')).resumeCommand,
+  },
   stage: {
     usage: 'stage [release]',
     docs: 'staging-with-mco.md',

@@ -1,0 +1,73 @@
+/**
+ * `prestage pause [SET...]` and `prestage resume [SET...]`: stop and restart staging of sets
+ * (default: every prestage set), one line per set. The cluster side is cluster/pause.ts.
+ */
+import type { Argv } from 'yargs';
+import { PAUSED_ROLE_ANNOTATION } from '../api/staging.js';
+import { MCO_ROLE_LABEL, patchSet, planPause, planResume, type PauseStep, type PauseTarget, type ResumeStep } from '../cluster/pause.js';
+import type { KubeClient } from '../kube/client.js';
+import type { CommandContext } from './context.js';
+import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
+
+const pools = (names: readonly string[] | undefined) => (names?.length ?? 0) > 1 ? `pools ${names!.join(', ')}` : `pool ${names![0]}`;
+
+/** The line for a set pause changes (before `paused`/`would pause`). */
+export function pauseLine(step: Extract<PauseStep, { action: 'pause' }>): string {
+  if (step.role === undefined) return `${step.set} (agent: no new pulls start; pulls under way finish; nothing is unpinned)`;
+  const unselected = step.unselectedBy?.length ? `${pools(step.unselectedBy)} no longer ${step.unselectedBy.length > 1 ? 'select' : 'selects'} it` : 'no pool selected it';
+  return `${step.set} (MCO: label ${MCO_ROLE_LABEL}=${step.role} moved to annotation ${PAUSED_ROLE_ANNOTATION}; ${unselected})`;
+}
+
+/** What a pause means on MCO, once after the sets' lines. */
+export const MCO_PAUSE_NOTE =
+  "MCO has no pause: a pool no longer selecting a set has MCO's daemon rewrite its pin drop-in without the set's images; it never removes images, but unpinned images are subject to the kubelet's image garbage collection until resume; pulls under way finish. resume puts the label back: MCO pulls what is missing and pins it again.";
+
+/** The line for a set resume changes (before `resumed`/`would resume`). */
+export function resumeLine(step: ResumeStep): string {
+  if (step.role === undefined) return step.set;
+  const selected = step.selectedBy?.length ? `${pools(step.selectedBy)} ${step.selectedBy.length > 1 ? 'select' : 'selects'} it again: MCO pulls what is missing and pins it again` : 'no pool selects it';
+  return `${step.set} (MCO: label ${MCO_ROLE_LABEL}=${step.role} ${step.restored ? 'restored' : 'kept'}; ${selected})`;
+}
+
+export async function runPause(client: KubeClient, target: PauseTarget, names: readonly string[], out: NodeJS.WritableStream, dryRun: boolean, now = new Date()): Promise<void> {
+  const steps = await planPause(client, target, names, now);
+  for (const step of steps) {
+    if (step.action === 'already') {
+      out.write(`${step.set} already paused since ${step.since}\n`);
+      continue;
+    }
+    await patchSet(client, target, step.set, step.patch, { dryRun, verb: 'pause' });
+    out.write(`${dryRun ? 'would pause' : 'paused'} ${pauseLine(step)}\n`);
+  }
+  if (target.kind === 'mco' && steps.some((step) => step.action === 'pause')) out.write(`${MCO_PAUSE_NOTE}\n`);
+  if (dryRun) out.write('Dry run (checked by the API server): nothing changed.\n');
+}
+
+export async function runResume(client: KubeClient, target: PauseTarget, names: readonly string[], out: NodeJS.WritableStream, dryRun: boolean): Promise<void> {
+  for (const step of await planResume(client, target, names)) {
+    await patchSet(client, target, step.set, step.patch, { dryRun, verb: 'resume' });
+    out.write(`${dryRun ? 'would resume' : 'resumed'} ${resumeLine(step)}\n`);
+  }
+  if (dryRun) out.write('Dry run (checked by the API server): nothing changed.\n');
+}
+
+function factory(verb: 'pause' | 'resume') {
+  return (ctx: CommandContext, scriptName: string) => ({
+    builder: (y: Argv) =>
+      withKubeOptions(
+        y
+          .positional('sets', { type: 'string', array: true, describe: verb === 'pause' ? 'PinnedImageSet names (default: every prestage set)' : 'PinnedImageSet names (default: every paused prestage set)' })
+          .option('dry-run', { type: 'boolean', default: false, describe: `Print what ${verb} would do (the API server checks each patch); change nothing` }),
+      ),
+    handler: async (args: any) => {
+      const { client, mco } = await clusterFrom(args as KubeFlags, scriptName);
+      const target: PauseTarget = mco ? { kind: 'mco', versions: mco } : { kind: 'agent' };
+      const names = ((args.sets as string[] | undefined) ?? []).filter((name) => name !== '');
+      const dryRun = args['dry-run'] === true;
+      await (verb === 'pause' ? runPause(client, target, names, ctx.stdout, dryRun) : runResume(client, target, names, ctx.stdout, dryRun));
+    },
+  });
+}
+
+export const pauseCommand = factory('pause');
+export const resumeCommand = factory('resume');
