@@ -113,6 +113,8 @@ export class PullExecutor {
   private heldBack: HeldBack = new Map();
   /** Compressed bytes of the pulls started over the link since the agent started (the status's `link.bytes`). */
   private linkBytesStarted = 0;
+  /** Compressed bytes of this round's pulls over the link not started yet. */
+  private linkBytesPending = 0;
 
   constructor(private readonly options: PullExecutorOptions) {
     this.retry = options.retry ?? DEFAULT_RETRY;
@@ -124,9 +126,9 @@ export class PullExecutor {
     return this.heldBack;
   }
 
-  /** Compressed bytes of the pulls this agent started over the link. */
-  linkBytes(): number {
-    return this.linkBytesStarted;
+  /** Compressed bytes of the pulls this agent started over the link, and those of this round still to start. */
+  linkBytes(): { bytes: number; pendingBytes: number } {
+    return { bytes: this.linkBytesStarted, pendingBytes: this.linkBytesPending };
   }
 
   /** The cap in force: the lowest of the agent's and the round's. */
@@ -172,46 +174,53 @@ export class PullExecutor {
     const needsShare = cap !== undefined && due.some(([image]) => overLink(image) && (round.linkBytes?.(image) ?? 0) > 0);
     const slot = due.length > 0 ? await this.waitForTurn(due.map(([image]) => image), round.arch, needsShare, cap) : undefined;
     const share = cap !== undefined && needsShare ? new LinkShare(cap, this.slots(), this.clock, slot?.annotations?.[LINK_LEDGER_ANNOTATION]) : undefined;
+    const charge = (image: string) => (overLink(image) ? (round.linkBytes?.(image) ?? 0) : 0);
+    this.linkBytesPending = due.reduce((total, [image]) => total + charge(image), 0);
+    const pullOne = async (image: string, bytes: number | undefined): Promise<void> => {
+      // A set deleted or unselected meanwhile no longer wants this image.
+      if (!round.wanted(image)) return;
+      const record = this.record(image);
+      // Pulling again at once would only fill the disk or hammer the registry again.
+      if ((record.notBefore ?? 0) > this.clock.now()) return;
+      // The pull slot was lost (renewals failed, another node took it): pull in a later pass.
+      if (slot && !slot.held()) return round.onSlotLost();
+      if (share && charge(image) > 0) {
+        // Room in the share first; the gate may have shut while waiting for it.
+        if (!this.open(image, gate)) return;
+        await share.start(charge(image));
+        this.linkBytesStarted += charge(image);
+      }
+      const now = gate(image);
+      if (!now.open) return void this.heldBack.set(image, now);
+      record.pulling = true;
+      progress.poke();
+      // A strict window stops the pull at its close; it is started again in the next window.
+      const signal = now.strict && now.closesAt !== undefined ? AbortSignal.timeout(Math.max(now.closesAt - this.clock.now(), 1)) : undefined;
+      // Each failed attempt is published at once: the error shows while retries go on.
+      await this.pull(image, bytes, round.auth(image), () => progress.poke(), signal);
+      if (signal?.aborted) {
+        const shut = gate(image);
+        if (!shut.open) this.heldBack.set(image, shut);
+      }
+      progress.poke();
+    };
     const limit = pLimit(round.concurrency);
     try {
       await Promise.all(
         due.map(([image, bytes]) =>
           limit(async () => {
-            // A set deleted or unselected meanwhile no longer wants this image.
-            if (!round.wanted(image)) return;
-            const record = this.record(image);
-            // Pulling again at once would only fill the disk or hammer the registry again.
-            if ((record.notBefore ?? 0) > this.clock.now()) return;
-            // The pull slot was lost (renewals failed, another node took it): pull in a later pass.
-            if (slot && !slot.held()) {
-              round.onSlotLost();
-              return;
+            try {
+              await pullOne(image, bytes);
+            } finally {
+              // Started or not, its bytes are no longer pending once its turn ends.
+              this.linkBytesPending = Math.max(0, this.linkBytesPending - charge(image));
             }
-            if (share && overLink(image)) {
-              const charge = round.linkBytes?.(image) ?? 0;
-              // Room in the share first; the gate may have shut while waiting for it.
-              if (charge > 0 && !this.open(image, gate)) return;
-              await share.start(charge);
-              this.linkBytesStarted += charge;
-            }
-            const now = gate(image);
-            if (!now.open) return void this.heldBack.set(image, now);
-            record.pulling = true;
-            progress.poke();
-            // A strict window stops the pull at its close; it is started again in the next window.
-            const signal = now.strict && now.closesAt !== undefined ? AbortSignal.timeout(Math.max(now.closesAt - this.clock.now(), 1)) : undefined;
-            // Each failed attempt is published at once: the error shows while retries go on.
-            await this.pull(image, bytes, round.auth(image), () => progress.poke(), signal);
-            if (signal?.aborted) {
-              const shut = gate(image);
-              if (!shut.open) this.heldBack.set(image, shut);
-            }
-            progress.poke();
           }),
         ),
       );
       await progress.settle();
     } finally {
+      this.linkBytesPending = 0;
       await slot?.release(share?.handOver());
     }
   }

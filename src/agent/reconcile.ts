@@ -294,7 +294,7 @@ export class NodeAgent {
       imageBytes: (image) => this.admission.imageBytes(image),
       setBytes: (images, isStored) => this.admission.setBytes(images, isStored),
       waiting: this.waiting,
-      link: { bytes: this.pulls.linkBytes(), ...capOf(this.pulls.linkCap(rateOf(sets))) },
+      link: { ...this.pulls.linkBytes(), ...capOf(this.pulls.linkCap(rateOf(sets))) },
     });
   }
 

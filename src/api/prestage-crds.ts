@@ -181,6 +181,7 @@ export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = clusterScopedCrd
               required: ['bytes'],
               properties: {
                 bytes: { type: 'integer', format: 'int64', minimum: 0 },
+                pendingBytes: { type: 'integer', format: 'int64', minimum: 0, description: 'Compressed bytes of the pulls over the link still to start in the current pass.' },
                 capBytesPerSecond: { type: 'integer', format: 'int64', minimum: 1 },
               },
             },

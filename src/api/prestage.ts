@@ -131,7 +131,7 @@ export interface NodePinnedImagesStatus {
   pinnedImageSets?: PinnedImageSetStatus[];
   imageFilesystem?: { capacityBytes: number; freeBytes: number };
   /** Compressed bytes of the pulls this agent started over the link since it started; the cap in force. */
-  link?: { bytes: number; capBytesPerSecond?: number };
+  link?: { bytes: number; pendingBytes?: number; capBytesPerSecond?: number };
   verified?: NodeVerification;
 }
 

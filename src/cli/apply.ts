@@ -16,6 +16,9 @@ import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { planOptionsFrom, withPlanOptions, type PlanFlags } from './plan-options.js';
 import { registryClientFrom, withRegistryOptions, type RegistryFlags } from './registry-options.js';
+import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
+import { linkRate } from './flag-values.js';
+import { LINK_RATE_ANNOTATION } from '../api/staging.js';
 
 /** The plan and registry flags `apply` and `stage` need when they plan a release themselves. */
 export function withReleasePlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags & RegistryFlags> {
@@ -98,17 +101,21 @@ export function renderApplyOutcomes(outcomes: readonly ApplyOutcome[], dryRun: b
 export function applyCommand(ctx: CommandContext, scriptName: string) {
   return {
     builder: (y: Argv) =>
-      withKubeOptions(withReleasePlanOptions(
+      withStagingOptions(withKubeOptions(withReleasePlanOptions(
         y
           .positional('source', { type: 'string', demandOption: true, describe: 'Plan JSON file, PinnedImageSet YAML file or directory, or release pullspec' })
           .option('dry-run', { choices: ['none', 'server'] as const, default: 'none' as const, describe: 'server: ask the API server what would change, change nothing' })
           .option('force', { type: 'boolean', default: false, describe: 'Apply even when MCO\'s own disk check would refuse a set (it is checked first on the MCO backend, for sets from a plan or a release)' })
-          .option('os-image-via-mco', { type: 'boolean', default: false, describe: `${OS_IMAGE_VIA_MCO_HELP} (sets from a plan or a release)` }),
-      )),
+          .option('os-image-via-mco', { type: 'boolean', default: false, describe: `${OS_IMAGE_VIA_MCO_HELP} (sets from a plan or a release)` })
+          .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: `Cluster-wide cap on the slow link for these sets (20MiB/s, 100Mbit/s), stored as ${LINK_RATE_ANNOTATION}: the agents share it over their pull slots (prestage agent only)` }),
+      ))),
     handler: async (args: any) => {
-      const { sets, plan } = await readSetsSource(args.source, args, ctx);
+      scheduleFrom(args as StagingFlags);
+      const read = await readSetsSource(args.source, args, ctx);
+      const { plan } = read;
       if (args['os-image-via-mco'] && !plan) throw new BadInputError(`--os-image-via-mco: ${args.source} holds PinnedImageSets, not a plan; apply a plan JSON file or a release so the OS images are known`);
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
+      const sets = withStaging(read.sets, args as StagingFlags, backend.kind, (line) => ctx.log.warn(line));
       const dryRun = args['dry-run'] === 'server';
       await checkMcoPreflight(client, backend, sets, { version: undefined, force: args.force === true, warn: (line) => ctx.log.warn(line) });
       const osImage = plan ? await stageOsImage(client, backend, plan, { viaMco: args['os-image-via-mco'] === true, dryRun, warn: (line) => ctx.log.warn(line) }) : [];

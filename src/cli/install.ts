@@ -11,6 +11,7 @@ import { RegistryClient } from '../registry/client.js';
 import type { Manifest } from '../install/apply.js';
 import { applyCacheMirrorSet, removeCacheMirrorSet, servesMirrorSets } from '../install/cache-mirror-set.js';
 import { cacheManifests, cacheMirrorArg as cacheMirrorArg_, cacheMirrorArgsOf, cacheObjectPaths, checkCacheOptions, DEFAULT_CACHE_IMAGE, DEFAULT_CACHE_SIZE, DEFAULT_CACHE_UPSTREAM, HOST_IP_ADDRESS, type CacheOptions } from '../install/cache.js';
+import { integerAtLeast, linkRate } from './flag-values.js';
 import type { CommandContext } from './context.js';
 import { AGENT_NAME } from '../api/names.js';
 import { CACHE_NAME } from '../api/names.js';
@@ -23,6 +24,8 @@ export function installCommand(ctx: CommandContext) {
         .option('namespace', { alias: 'n', type: 'string', default: 'prestage', describe: 'Namespace of the agent' })
         .option('image-store', { type: 'string', default: DEFAULT_IMAGE_STORE, describe: "CRI-O's storage root (crio.conf `root`), mounted read-only for the disk check" })
         .option('agent-arg', { type: 'string', array: true, default: [] as string[], describe: 'Extra `prestage agent` flag for the DaemonSet (repeatable)' })
+        .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Cluster-wide cap on the slow link for every set (20MiB/s, 100Mbit/s): the agents\' --link-rate, shared over their pull slots (--max-pulling-nodes, else 3); with --cache it paces the cache warm' })
+        .option('max-pulling-nodes', { type: 'number', coerce: integerAtLeast('max-pulling-nodes', 1), describe: 'At most this many nodes pull at once (the agents\' --max-pulling-nodes)' })
         .option('openshift', { type: 'boolean', describe: 'Render the SecurityContextConstraints OpenShift needs (with --apply: detected from security.openshift.io)' })
         .option('output', { alias: 'o', choices: ['yaml', 'json'] as const, default: 'yaml' as const, describe: 'Output format when rendering' })
         .option('apply', { type: 'boolean', default: false, describe: 'Apply server-side (field manager prestage) instead of printing' })
@@ -53,7 +56,12 @@ export function installCommand(ctx: CommandContext) {
       }
       if (!reference.tag && !reference.digest) throw new BadInputError(`--image ${image} names no tag or digest: pin the version the nodes run, e.g. ${image}:0.1.0`);
       if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(args.namespace)) throw new BadInputError(`--namespace ${args.namespace} is not a namespace name (lower-case letters, digits and '-', at most 63)`);
-      const options = { namespace: args.namespace, image, agentArgs: args['agent-arg'], imageStore: args['image-store'] };
+      const agentArgs: string[] = [
+        ...args['agent-arg'],
+        ...(args['link-rate'] !== undefined ? [`--link-rate=${Math.round(args['link-rate'])}`] : []),
+        ...(args['max-pulling-nodes'] !== undefined ? [`--max-pulling-nodes=${args['max-pulling-nodes']}`] : []),
+      ];
+      const options = { namespace: args.namespace, image, agentArgs, imageStore: args['image-store'] };
       const cache = args.cache ? cacheOptionsFrom(args) : undefined;
       if (!args.apply) {
         let cacheManifestList: Manifest[] = [];

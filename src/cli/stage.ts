@@ -25,6 +25,7 @@ import { parseQuantity } from '../kube/quantity.js';
 import { applyServerSide } from '../install/apply.js';
 import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
 import { formatBytes } from '../units.js';
+import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
 import { AGENT_NAME } from '../api/names.js';
 
 /**
@@ -63,13 +64,15 @@ function sameSets(a: readonly string[], b: readonly string[]): boolean {
 export function stageCommand(ctx: CommandContext, scriptName: string) {
   return {
     builder: (y: Argv) =>
-      withSignaturesFromOptions(withToOptions(withLiveOptions(withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', describe: 'Release pullspec (or --to VERSION)' })))), 'on; a cluster without ClusterVersion is planned from the release alone')))
+      withStagingOptions(withSignaturesFromOptions(withToOptions(withLiveOptions(withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', describe: 'Release pullspec (or --to VERSION)' })))), 'on; a cluster without ClusterVersion is planned from the release alone'))
+        ))
         .option('prune', { type: 'boolean', default: false, describe: 'Once every set is ready, delete the prestage sets of releases older than the one the cluster runs (as prune does)' })
         .option('force', { type: 'boolean', default: false, describe: 'Apply even when MCO\'s own disk check would refuse a set (it is checked first on the MCO backend)' })
         .option('os-image-via-mco', { type: 'boolean', default: false, describe: OS_IMAGE_VIA_MCO_HELP })
         .option('cache', { type: 'boolean', default: false, describe: 'Through the in-cluster cache (install --cache): check it is there, wired to the nodes and large enough for the plan before applying; wait shows its figures either way' })
         .epilogue(LIVE_CLUSTER_HELP),
     handler: async (args: any) => {
+      scheduleFrom(args as StagingFlags);
       const cluster = await clusterFrom(args as KubeFlags, scriptName);
       const { client, backend } = cluster;
       const release = await releaseToPlan(args, (line) => ctx.log.warn(line));
@@ -77,7 +80,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       // What earlier stages pinned is on the nodes' disks too: not new bytes.
       const live = observed && { ...observed, pinned: await pinnedOnNodes(client, backend) };
       const plan = await planRelease(release, args, ctx, live);
-      const sets = desiredSetsFromPlan(plan);
+      const sets = withStaging(desiredSetsFromPlan(plan), args as StagingFlags, backend.kind, (line) => ctx.log.warn(line));
       // Progress goes to stdout; with -o json only the events do, so the table goes to stderr.
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(renderPlanTable(plan));
       if (args.cache) {

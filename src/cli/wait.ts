@@ -4,6 +4,7 @@
  */
 import type { Argv } from 'yargs';
 import type { PinningBackend } from '../cluster/backend.js';
+import { LinkMeter, type LinkEvent } from '../cluster/link-meter.js';
 import { cacheEvent, CacheMetricsReader, type CacheCounters, type CacheEvent } from '../cluster/cache-metrics.js';
 import type { KubeClient } from '../kube/client.js';
 import { waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTracker } from '../cluster/wait.js';
@@ -34,7 +35,7 @@ export function withWaitOptions<T>(y: Argv<T>): Argv<T & WaitFlags> {
   return y
     .option('timeout', { type: 'string', coerce: positiveDuration('timeout'), describe: 'Give up after this long (exit 124), e.g. 90s, 30m, 2h [default: 60m; on MCO at least twice the slowest node\'s predicted time]' })
     .option('fail-after', { type: 'string', coerce: positiveDuration('fail-after'), describe: 'Fail (exit 1) when a node stays degraded this long; nodes retry until then [default: 10m; on MCO at least the time its next sync takes to retry a pull]' })
-    .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'The rate of the link the nodes pull over, shared by all (e.g. 20MiB/s, 100Mbit/s): on MCO its predicted pace counts the bytes with it' })
+    .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'The slow link\'s rate (e.g. 20MiB/s, 100Mbit/s): stage and apply store it on the sets as a cap prestage\'s agents share out; on MCO, which cannot be capped, its predicted pace counts the bytes with it' })
     .option('output', { alias: 'o', choices: ['text', 'json'] as const, default: 'text' as const, describe: 'text: progress lines (redrawn on a terminal); json: one event per line' })
     .option('cache-namespace', { type: 'string', default: 'prestage', describe: 'Namespace of the in-cluster cache (install --cache): its upstream bytes and hit ratio since wait started are shown; nothing when there is none' }) as unknown as Argv<T & WaitFlags>;
 }
@@ -46,6 +47,7 @@ export class WaitPrinter {
   private readonly tty: boolean;
   private tracker: WaitTracker | undefined;
   private cacheLine: string | undefined;
+  private readonly cacheMeter = new LinkMeter('cache');
 
   constructor(
     private readonly out: NodeJS.WritableStream,
@@ -63,7 +65,8 @@ export class WaitPrinter {
   /** The cache's figures: a line of its own, or on a terminal the last line of the redrawn block. */
   printCache(event: CacheEvent): void {
     if (this.output === 'json') return void this.out.write(`${JSON.stringify(event)}\n`);
-    const line = cacheLine(event);
+    // The cache's upstream is where bytes cross the link: its rate, against the cap the agents report.
+    const line = cacheLine(event, this.cacheMeter.sample({ bytes: event.upstreamBytes, ...(this.tracker?.lastLink?.capBytesPerSecond ? { capBytesPerSecond: this.tracker.lastLink.capBytesPerSecond } : {}) }, Date.parse(event.time)));
     if (line === this.cacheLine) return;
     this.cacheLine = line;
     if (!this.tty) return void this.out.write(`${line}\n`);
@@ -77,7 +80,7 @@ export class WaitPrinter {
       return;
     }
     if (!this.tty) {
-      for (const event of events) this.out.write(`${event.type === 'node' ? nodeLine(event) : setLine(event)}\n`);
+      for (const event of events) this.out.write(`${event.type === 'node' ? nodeLine(event) : event.type === 'link' ? linkLine(event) : setLine(event)}\n`);
       return;
     }
     // Terminal: the first error of each node stays on screen; the set lines are redrawn below.
@@ -88,7 +91,7 @@ export class WaitPrinter {
         text += `\x1b[2K${nodeLine(event)}\n`;
       }
     }
-    const lines = [...tracker.summaries().map(setLine), ...(this.cacheLine ? [this.cacheLine] : [])];
+    const lines = [...tracker.summaries().map(setLine), ...(tracker.lastLink ? [linkLine(tracker.lastLink)] : []), ...(this.cacheLine ? [this.cacheLine] : [])];
     text += lines.map((l) => `\x1b[2K${l}\n`).join('');
     this.drawn = lines.length;
     this.out.write(text);
@@ -108,9 +111,19 @@ function setLine(e: SetEvent): string {
   return `${e.set}: ${e.nodesDone}/${e.nodesTotal} nodes done${bytes}${eta}${e.ready ? '  ready' : ''}`;
 }
 
-function cacheLine(e: CacheEvent): string {
+function cacheLine(e: CacheEvent, link?: LinkEvent): string {
   const hits = e.hitRatio !== undefined ? `, blob hits ${e.hits} of ${e.hits + e.misses} (${Math.round(e.hitRatio * 100)}%)` : '';
-  return `cache ${e.cache}: ${formatBytes(e.upstreamBytes)} from upstream, ${formatBytes(e.servedBytes)} served to nodes${hits} (since wait started)`;
+  const rate = link?.bytesPerSecond !== undefined ? `, upstream ${formatBytes(link.bytesPerSecond)}/s${link.capBytesPerSecond ? ` of the ${formatBytes(link.capBytesPerSecond)}/s cap` : ''}` : '';
+  return `cache ${e.cache}: ${formatBytes(e.upstreamBytes)} from upstream, ${formatBytes(e.servedBytes)} served to nodes${hits}${rate} (since wait started)`;
+}
+
+/** `link: 1.9 MiB/s of the 2.0 MiB/s cap, 12.4 MiB to start, ETA 6s` (the nodes' pulls over the link since wait started). */
+export function linkLine(e: LinkEvent): string {
+  const rate = e.bytesPerSecond !== undefined ? `${formatBytes(e.bytesPerSecond)}/s` : 'measuring';
+  const cap = e.capBytesPerSecond ? ` of the ${formatBytes(e.capBytesPerSecond)}/s cap` : ' (no cap)';
+  const pending = e.pendingBytes ? `, ${formatBytes(e.pendingBytes)} to start` : '';
+  const eta = e.etaSeconds !== undefined ? `, ETA ${formatSeconds(e.etaSeconds)}` : '';
+  return `link: ${rate}${cap}${pending}${eta}; ${formatBytes(e.bytes)} pulled over it since wait started`;
 }
 
 

@@ -73,6 +73,17 @@ export interface ProgressSnapshot {
   readonly sets: readonly SetProgress[];
   /** The pools the sets target, as the pools report themselves (MCO only). */
   readonly pools?: readonly PoolProgress[];
+  /** The slow link as the nodes report it (prestage's agent only), summed over nodes. */
+  readonly link?: LinkProgress;
+}
+
+export interface LinkProgress {
+  /** Compressed bytes of the pulls the nodes started over the link since their agents started. */
+  readonly bytes: number;
+  /** Compressed bytes of the pulls over the link still to start in the nodes' current passes. */
+  readonly pendingBytes: number;
+  /** The cap in force, where one is. */
+  readonly capBytesPerSecond?: number;
 }
 
 export interface WatchOptions {

@@ -4,6 +4,7 @@
  * watch, with `--fail-after` and `--timeout` timers. Never polls.
  */
 import { BadInputError, ExitCode, PrestageError } from '../errors.js';
+import { LinkMeter, type LinkEvent } from './link-meter.js';
 import { setReady, type NodeSetPhase, type NodeSetProgress, type PinningBackend, type ProgressSnapshot, type SetProgress } from './backend.js';
 
 /** wait: a set failed on a node (degraded for longer than --fail-after). Exit 1. */
@@ -46,7 +47,7 @@ export interface SetEvent {
   readonly etaSeconds?: number;
 }
 
-export type WaitEvent = NodeEvent | SetEvent;
+export type WaitEvent = NodeEvent | SetEvent | LinkEvent;
 
 export interface Failure {
   readonly set: string;
@@ -72,6 +73,11 @@ export class WaitTracker {
   /** `set/node` → since when degraded (or unreported), and the first error of this streak. */
   private readonly degraded = new Map<string, { since: number; error: string; unreported: boolean }>();
   latest: ProgressSnapshot = { sets: [] };
+  private readonly linkMeter = new LinkMeter('nodes');
+  /** The last link figures shown (rounded as printed): a new event only when they change. */
+  private linkShown = '';
+  private linkShownAt = -Infinity;
+  lastLink: LinkEvent | undefined;
 
   /** `predictedEndMs`: when each node is expected to be done (MCO's pace), for an ETA before any is. */
   constructor(
@@ -105,6 +111,18 @@ export class WaitTracker {
       const before = this.sets.get(set.name);
       this.sets.set(set.name, summary);
       if (!before || before.ready !== summary.ready || before.nodesDone !== summary.nodesDone || before.nodesTotal !== summary.nodesTotal || before.pulledBytes !== summary.pulledBytes) events.push(summary);
+    }
+    if (snapshot.link) {
+      const link = this.linkMeter.sample(snapshot.link, now);
+      this.lastLink = link;
+      // Shown as the printer rounds it: a new line only when one of its figures moves by a shown digit.
+      const shown = [link.bytesPerSecond, link.capBytesPerSecond, link.pendingBytes, link.etaSeconds].map((n) => (n === undefined ? '' : n.toPrecision(2))).join('/');
+      // At most one line per 10 s: the rate moves with every snapshot.
+      if (shown !== this.linkShown && now - this.linkShownAt >= 10_000) {
+        this.linkShown = shown;
+        this.linkShownAt = now;
+        events.push(link);
+      }
     }
     return events;
   }

@@ -45,7 +45,12 @@ export function projectAgent(view: ClusterView, names: readonly string[] | undef
   const statuses = view.get(AGENT_PATHS.nodePinnedImages)! as unknown as ReadonlyMap<string, NodePinnedImages>;
   const nodes = [...view.get(AGENT_PATHS.nodes)!.values()];
   const wanted = names ?? [...sets.values()].filter((s) => s.metadata.labels?.[MANAGED_BY_LABEL] === 'prestage').map((s) => s.metadata.name);
+  const links = [...statuses.values()].flatMap((status) => (status.status?.link ? [status.status.link] : []));
+  const caps = links.flatMap((link) => (link.capBytesPerSecond ? [link.capBytesPerSecond] : []));
   return {
+    ...(links.length
+      ? { link: { bytes: links.reduce((total, link) => total + link.bytes, 0), pendingBytes: links.reduce((total, link) => total + (link.pendingBytes ?? 0), 0), ...(caps.length ? { capBytesPerSecond: Math.min(...caps) } : {}) } }
+      : {}),
     sets: [...new Set(wanted)].sort().map((name): SetProgress => {
       const set = sets.get(name);
       if (!set) return { name, exists: false, generation: 0, nodes: [] };
@@ -69,6 +74,8 @@ function nodeProgress(node: string, set: string, generation: number, uid: string
   const base = {
     node,
     set,
+    // Paused, or outside its staging windows: said while it waits (a failure still wins).
+    ...(entry?.waiting && currentGeneration !== desiredGeneration ? { note: entry.waiting } : {}),
     desiredGeneration,
     currentGeneration,
     ...(images.length ? { imagesTotal: images.length, imagesDone: images.filter((i) => i.state === 'Pulled' || i.state === 'Pinned').length } : {}),
