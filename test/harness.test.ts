@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { Agent, request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { linkWindows } from './harness/fault-proxy.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
 
 const REPOSITORY = 'harness/blobs';
@@ -358,7 +359,57 @@ describe('fault proxy', () => {
     expect(proxy.stats.firstByteAt).toBeGreaterThan(0);
     expect(proxy.stats.lastByteAt).toBeGreaterThanOrEqual(proxy.stats.firstByteAt);
     proxy.resetStats();
-    expect(proxy.stats).toEqual({ requests: 0, bytesSent: 0, firstByteAt: 0, lastByteAt: 0, log: [] });
+    expect(proxy.stats).toEqual({ requests: 0, bytesSent: 0, firstByteAt: 0, lastByteAt: 0, perSecond: new Map(), log: [] });
+  });
+
+  it('logs body bytes per second on both origins: the buckets add up to the bytes sent', async () => {
+    // 1.5 MiB at 1 MiB/s, so the bytes land in two or three seconds; two thirds through the cdn.
+    const rate = 1024 * 1024;
+    proxy.setBandwidth(rate);
+    const started = Math.floor(Date.now() / 1000);
+    const first = await request(`${proxy.url}${blobPath(largeDigest)}`, { headers: { range: 'bytes=0-524287' } });
+    expect((await first.body.arrayBuffer()).byteLength).toBe(512 * 1024);
+    proxy.redirectBlobsToCdn(true);
+    const redirected = await request(`${proxy.url}${blobPath(largeDigest)}`);
+    await redirected.body.dump();
+    expect(redirected.statusCode).toBe(307);
+    const fromCdn = await request(String(redirected.headers.location));
+    expect(Buffer.from(await fromCdn.body.arrayBuffer())).toEqual(LARGE);
+    const ended = Math.floor(Date.now() / 1000);
+
+    const { perSecond, bytesSent, log } = proxy.stats;
+    expect(log.map((r) => `${r.origin} ${r.status} ${r.bytesSent}`)).toEqual(['registry 206 524288', 'registry 307 0', `cdn 200 ${LARGE.length}`]);
+    expect(bytesSent).toBe(512 * 1024 + LARGE.length);
+    expect([...perSecond.values()].reduce((a, b) => a + b, 0)).toBe(bytesSent);
+    // Each bucket is a second the bytes were written in: inside the run, more than one.
+    expect(perSecond.size).toBeGreaterThanOrEqual(2);
+    for (const second of perSecond.keys()) expect(second >= started && second <= ended, `second ${second} of ${started}..${ended}`).toBe(true);
+    const busiest = linkWindows(perSecond, 1);
+    expect(busiest.seconds).toBe(Math.max(...perSecond.keys()) - Math.min(...perSecond.keys()) + 1);
+    expect(busiest.maxBytesPerSecond).toBeLessThanOrEqual(rate * 1.1);
+    proxy.resetStats();
+    expect(proxy.stats.perSecond.size).toBe(0);
+  });
+
+  it('a window holds what a client has not read: over loopback the kernel would take it all', async () => {
+    const unread = async (): Promise<number> => {
+      proxy.resetStats();
+      const read = await request(`${proxy.url}${blobPath(largeDigest)}`);
+      // The client reads nothing for a while: only the kernel's buffers (or the window) take bytes.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const sent = proxy.stats.bytesSent;
+      expect(Buffer.from(await read.body.arrayBuffer())).toEqual(LARGE);
+      expect(proxy.stats.bytesSent).toBe(LARGE.length);
+      return sent;
+    };
+    expect(await unread()).toBe(LARGE.length);
+    proxy.setWindow(64 * 1024);
+    try {
+      // The window, and what the client's own buffers took out of it.
+      expect(await unread()).toBeLessThanOrEqual(512 * 1024);
+    } finally {
+      proxy.setWindow(null);
+    }
   });
 });
 

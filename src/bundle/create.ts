@@ -8,6 +8,7 @@
  * verified), transfer.ts with range-parts.ts and sync-behind.ts (each blob into the layout),
  * layout-write.ts (the layout's own files); this module composes them.
  */
+import { StreamPacer } from '../net/link-rate.js';
 import type { Plan } from '../plan/types.js';
 import type { RegistryClient } from '../registry/client.js';
 import type { Descriptor } from '../registry/manifest.js';
@@ -54,6 +55,8 @@ export interface CreateOptions {
   readonly sigstore: boolean;
   /** The release's GPG signatures, gathered and verified before (signatures/gather.ts). */
   readonly releaseSignatures?: GatheredSignatures;
+  /** `--link-rate`, bytes per second: the cap all blob reads of the run share (manifests are not paced). */
+  readonly linkRate?: number;
 }
 
 export interface CreateReport {
@@ -127,7 +130,9 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   // a crash left short is re-hashed and fetched again on the rerun like any damaged one.
   const written = new SyncBehind();
   for (const file of release?.files ?? []) written.add(blobPath(dir, file.digest), file.size);
-  const blobs = new BlobTransfers(client, dir, left, progress, written);
+  // One pacer for the run: every blob read, small, streamed or in Range parts, shares its rate.
+  const pacer = opts.linkRate !== undefined ? new StreamPacer(opts.linkRate) : undefined;
+  const blobs = new BlobTransfers(client, dir, left, progress, written, pacer);
   const lanes = new TransferLanes(opts.concurrency, bulkSlots(opts.concurrency));
 
   const complete = ({ image, fetchedAny }: CompleteImage): void => {

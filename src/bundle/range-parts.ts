@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { open, type FileHandle } from 'node:fs/promises';
 import { DigestMismatchError } from '../errors.js';
+import type { StreamPacer } from '../net/link-rate.js';
 import type { RegistryClient } from '../registry/client.js';
 import type { Descriptor } from '../registry/manifest.js';
 import { formatReference, type ImageReference } from '../registry/reference.js';
@@ -36,9 +37,10 @@ const HASH_READ_BYTES = 4 * 1024 * 1024;
  * comes (all of the first part, and each later part once the frontier reached it), the rest is
  * read back from the file behind the contiguous bytes written. A registry that answers the
  * first part with the whole blob raises RangesRefused at once. On failure the file is cut back
- * to a hashed prefix that is on disk, which a rerun continues from.
+ * to a hashed prefix that is on disk, which a rerun continues from. With a `pacer` (`--link-rate`),
+ * each part is a paced read (pacedRead), sharing the rate with every other read.
  */
-export async function fetchInParts(client: RegistryClient, from: ImageReference, blob: Descriptor, parts: number, partial: string, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {
+export async function fetchInParts(client: RegistryClient, from: ImageReference, blob: Descriptor, parts: number, partial: string, signal: AbortSignal, onBytes: (n: number) => void, pacer?: StreamPacer): Promise<void> {
   const bounds = partBounds(blob.size, parts);
   /** Per part: the end of the bytes received (its writer holds the end of those written). */
   const received = bounds.map(([start]) => start);
@@ -55,7 +57,7 @@ export async function fetchInParts(client: RegistryClient, from: ImageReference,
     waiting?.();
   };
   const file = await open(partial, 'w+');
-  const readers = bounds.map(([start, end]) => client.blobPart(from, blob, start, end));
+  const readers = bounds.map(([start, end]) => (pacer ? pacedRead(client.blobPart(from, blob, start, end), end - start, pacer, signal) : client.blobPart(from, blob, start, end)));
   const writers = bounds.map(([start]) => new PartWriter(file, start, notify));
   const fill = async (i: number, first?: IteratorResult<Buffer>): Promise<void> => {
     const reader = readers[i]!;
@@ -129,6 +131,35 @@ export async function fetchInParts(client: RegistryClient, from: ImageReference,
     await file.close();
   }
   if (error !== undefined) throw error;
+}
+
+/**
+ * What a read has across the link before its reader could pace it: the connection's first TCP
+ * window, the buffers between the socket and the reader (a chunk of up to 64 KiB in each: some
+ * 224 KiB behind a 64 KiB window, measured), and the chunk that reading the first one lets
+ * across. A pace that paid for each chunk only as it arrived would pay for these late: with many
+ * reads starting at once, their windows alone overshoot the rate. (A connection whose window
+ * grew larger than this still gets ahead of its pay by the difference.)
+ */
+export const PREPAID_BYTES = 320 * 1024;
+
+/**
+ * `source` (lazy: it asks for nothing until first read) through `pacer`, paid ahead of what it
+ * brings: the first PREPAID_BYTES (all of `bytes`, if fewer) before it is asked for, then each
+ * chunk as it arrives, the reader sleeping off the debt before it reads on (which lets the next
+ * chunk's worth across), until `bytes` are paid: the last chunks crossed with the first window.
+ */
+export async function* pacedRead(source: AsyncIterable<Buffer>, bytes: number, pacer: StreamPacer, signal: AbortSignal): AsyncGenerator<Buffer> {
+  let paid = Math.min(bytes, PREPAID_BYTES);
+  await pacer.pay(paid, signal);
+  for await (const chunk of source) {
+    const owed = Math.min(chunk.length, bytes - paid);
+    if (owed > 0) {
+      paid += owed;
+      await pacer.pay(owed, signal);
+    }
+    yield chunk;
+  }
 }
 
 /**

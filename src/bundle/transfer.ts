@@ -2,7 +2,8 @@
  * One blob into the layout: kept if an earlier run left it whole (re-hashed first), else
  * fetched, a partial download continued from its last byte. Small blobs are read into memory,
  * big ones streamed or read in Range parts (range-parts.ts); every digest is checked before
- * the file is renamed into blobs/.
+ * the file is renamed into blobs/. With `--link-rate`, every blob body of the run is read through
+ * one StreamPacer (net/link-rate.ts): all connections together stay at the rate.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, renameSync, writeFileSync } from 'node:fs';
@@ -10,13 +11,14 @@ import { readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { DigestMismatchError } from '../errors.js';
+import type { StreamPacer } from '../net/link-rate.js';
 import { RangesRefused, type RegistryClient } from '../registry/client.js';
 import type { Descriptor } from '../registry/manifest.js';
 import type { ImageReference } from '../registry/reference.js';
 import type { BundleManifest } from './content.js';
 import { BLOBS_DIR, PARTIAL_DIR, blobFileName, blobPath, partialPath } from './layout.js';
 import type { TransferProgress } from './progress.js';
-import { fetchInParts, rangeParts } from './range-parts.js';
+import { fetchInParts, pacedRead, rangeParts } from './range-parts.js';
 import type { SyncBehind } from './sync-behind.js';
 import { hashBlobs } from './verify.js';
 
@@ -77,6 +79,11 @@ export class BlobTransfers {
     private readonly left: Leftovers,
     private readonly progress: TransferProgress,
     private readonly written: SyncBehind,
+    /**
+     * `--link-rate`: the cap every blob body read by this run shares. Manifests are not paced:
+     * they are read (discovery.ts) before they come here, a few KiB each, next to gigabytes of blobs.
+     */
+    private readonly pacer?: StreamPacer,
   ) {}
 
   /** A manifest (read and verified): kept if the file from an earlier run holds its bytes, else written. Whether it was written. */
@@ -107,7 +114,7 @@ export class BlobTransfers {
     this.written.add(await fetchBlob(this.client, dir, task, signal, (n) => {
       this.counts.fetchedBytes += n;
       this.progress.addBytes(n);
-    }, this.rangesRefused, connections), descriptor.size);
+    }, this.rangesRefused, connections, this.pacer), descriptor.size);
     return true;
   }
 }
@@ -125,12 +132,14 @@ async function usablePartialBytes(dir: string, blob: Descriptor, size: number): 
  * be synced with the others. A partial file that turns out damaged is discarded and the blob
  * fetched again from byte 0.
  */
-async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, signal: AbortSignal, onBytes: (n: number) => void, rangesRefused: Set<string>, connections: number): Promise<string> {
+async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, signal: AbortSignal, onBytes: (n: number) => void, rangesRefused: Set<string>, connections: number, pacer: StreamPacer | undefined): Promise<string> {
   const { descriptor } = task;
   const partial = partialPath(dir, descriptor.digest);
   if (task.partialBytes === 0 && descriptor.size <= IN_MEMORY_BLOB) {
     // Most blobs of a release are a few KiB: one verified read into memory and one write cost
     // far less per blob than a stream pipeline, and per-blob cost is what bounds small blobs.
+    // Paid before it is asked for: a small blob comes whole at once, before any pace could hold it.
+    await pacer?.pay(descriptor.size, signal);
     const bytes = await client.readBlob(task.from, descriptor, IN_MEMORY_BLOB);
     onBytes(bytes.length);
     return storeBlob(dir, descriptor.digest, bytes);
@@ -139,7 +148,7 @@ async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, si
   const parts = Math.min(connections, rangeParts(descriptor.size));
   if (offset === 0 && parts > 1 && !rangesRefused.has(task.from.registry)) {
     try {
-      await fetchInParts(client, task.from, descriptor, parts, partial, signal, onBytes);
+      await fetchInParts(client, task.from, descriptor, parts, partial, signal, onBytes, pacer);
       const path = blobPath(dir, descriptor.digest);
       await rename(partial, path);
       return path;
@@ -152,7 +161,7 @@ async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, si
   }
   for (;;) {
     try {
-      await appendBlob(client, task.from, descriptor, partial, offset, signal, onBytes);
+      await appendBlob(client, task.from, descriptor, partial, offset, signal, onBytes, pacer);
       break;
     } catch (err) {
       if (!(err instanceof DigestMismatchError)) throw err;
@@ -183,7 +192,7 @@ export function storeBlob(dir: string, digest: string, bytes: Buffer): string {
 /** Write buffer: large writes, few syscalls; the registry's chunks pass through uncopied. */
 const WRITE_BUFFER = 4 * 1024 * 1024;
 
-async function appendBlob(client: RegistryClient, from: ImageReference, blob: Descriptor, partial: string, offset: number, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {
+async function appendBlob(client: RegistryClient, from: ImageReference, blob: Descriptor, partial: string, offset: number, signal: AbortSignal, onBytes: (n: number) => void, pacer: StreamPacer | undefined): Promise<void> {
   const hash = createHash('sha256');
   if (offset > 0) {
     for await (const chunk of createReadStream(partial, { end: offset - 1, highWaterMark: WRITE_BUFFER })) hash.update(chunk as Buffer);
@@ -191,7 +200,7 @@ async function appendBlob(client: RegistryClient, from: ImageReference, blob: De
   await pipeline(
     client.blobStream(from, blob, offset > 0 ? { offset, hash } : undefined),
     async function* counted(source: AsyncIterable<Buffer>) {
-      for await (const chunk of source) {
+      for await (const chunk of pacer ? pacedRead(source, blob.size - offset, pacer, signal) : source) {
         onBytes(chunk.length);
         yield chunk;
       }

@@ -32,7 +32,7 @@ import { PushClient } from '../registry/upload.js';
 import { checkOutputDir } from '../render/output-dir.js';
 import { helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
-import { integerAtLeast } from './flag-values.js';
+import { integerAtLeast, linkRate } from './flag-values.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
 import { formatBytes, parseSize } from '../units.js';
@@ -69,11 +69,13 @@ function createCommand(ctx: CommandContext) {
           .option('max-archive-size', { type: 'string', describe: 'Also write the bundle as tar parts of at most SIZE (e.g. 4G) into <to>.parts/' })
           .option('parallel', { type: 'number', default: 32, coerce: integerAtLeast('parallel', 1), describe: 'Connections at once for manifests and blobs (small blobs need many in flight to fill a link; big blobs, one per Range part, get a quarter of them while small ones are left)' })
           .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --to' })
+          .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Read blobs no faster than RATE in all (e.g. 20MiB/s, 100Mbit/s), leaving the rest of a shared link to others; manifests are not counted' })
           .option('agent-image', { type: 'string', describe: 'Also carry the prestage agent image (`prestage image push`), e.g. registry.example.com/prestage:0.1.0; push mirrors it by digest' })
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --verification-key redhat-release.asc`, 'Bundle a release with its GPG signatures (verified with the key) and sigstore signatures'))
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))
           .example(...example('$0 bundle create plan.json --to ocp-4.16.3 --max-archive-size 4G', 'Bundle a plan file, also as 4 GiB tar parts in ocp-4.16.3.parts/'))
           .example(...example('$0 bundle create plan-4.16.4.json --to ocp-4.16.4 --since ocp-4.16.3', 'Carry only what the 4.16.3 bundle did not'))
+          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --link-rate 50Mbit/s`, 'Leave the rest of a shared link to others: blobs at 50 Mbit/s in all'))
           .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
       ))),
     handler: async (args: any) => {
@@ -106,9 +108,11 @@ function createCommand(ctx: CommandContext) {
           progressTo: ctx.stderr,
           sigstore: !args['remove-signatures'],
           releaseSignatures,
+          ...(args['link-rate'] !== undefined ? { linkRate: args['link-rate'] as number } : {}),
         });
         const again = [report.resumedBlobs ? `${report.resumedBlobs} resumed` : '', report.repairedBlobs ? `${report.repairedBlobs} damaged, fetched again` : ''].filter(Boolean).join(', ');
-        const fetched = `fetched ${formatBytes(report.fetchedBytes)} in ${report.fetchedBlobs} blobs${again ? ` (${again})` : ''} in ${report.seconds.toFixed(1)} s`;
+        const cap = args['link-rate'] !== undefined ? ` at ${formatBytes(args['link-rate'])}/s cap` : '';
+        const fetched = `fetched ${formatBytes(report.fetchedBytes)} in ${report.fetchedBlobs} blobs${again ? ` (${again})` : ''} in ${report.seconds.toFixed(1)} s${cap}`;
         const fromPrevious = report.previousBlobs ? `; ${report.previousBlobs} blobs left to the previous bundle` : '';
         ctx.stdout.write(`bundle ${args.to}: ${report.images} images, ${report.blobs} blobs, ${formatBytes(report.bytes)}; ${fetched}${fromPrevious}\n`);
         for (const line of signatureLines(plan.release, report.signatures)) ctx.stdout.write(`${line}\n`);

@@ -8,6 +8,7 @@
  * `WWW-Authenticate` are left alone: clients fetch tokens from the issuer directly.
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import {
   Agent as HttpAgent,
@@ -21,7 +22,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -87,6 +88,12 @@ export interface ProxyStats {
   /** `performance.now()` when the first and the last body byte were written; 0 before any. */
   readonly firstByteAt: number;
   readonly lastByteAt: number;
+  /**
+   * Response body bytes written on both origins per whole second: key `Math.floor(Date.now() / 1000)`
+   * when the bytes were written, value their sum; seconds without a byte are absent. What
+   * `linkWindows` reads.
+   */
+  readonly perSecond: ReadonlyMap<number, number>;
   /** One record per request, in arrival order, updated while the response is sent. */
   readonly log: readonly RequestRecord[];
 }
@@ -113,6 +120,16 @@ export interface FaultProxy {
    * trip, or a CDN's per-connection limit); `null` lifts it. Applies to responses started after.
    */
   setFlowBandwidth(bytesPerSecond: number | null): void;
+  /**
+   * A TCP window of `bytes` on every connection, as a real link has: body pieces are written
+   * only while the bytes in flight (written by the proxy, not yet read by the client: the proxy
+   * socket's tx_queue and the client socket's rx_queue in Linux's /proc/net/tcp) leave room. Over
+   * loopback the kernel takes megabytes a paced client has not asked for (a 4 MiB send buffer, a
+   * receive buffer that grows as the client drains it in bursts), which `stats` would count as
+   * sent though a link would not have carried them yet. For tests of a client's own pacing
+   * (`--link-rate`), whose client runs on this host; `null` lifts it. Applies to pieces written after.
+   */
+  setWindow(bytes: number | null): void;
   /** Answer registry blob GETs the client may read with a 307 to the cdn, as Quay does. */
   redirectBlobsToCdn(enabled: boolean): void;
   resetStats(): void;
@@ -166,12 +183,14 @@ class FaultInjectingProxy implements FaultProxy {
   private readonly agent: HttpAgent;
   private readonly bandwidth = new SharedBandwidth();
   private flowBytesPerSecond: number | null = null;
+  private window: number | null = null;
+  private readonly inFlight = new InFlight();
   private rules: ActiveRule[] = [];
   private latencyMs = 0;
   private readonly handshaken = new WeakSet<object>();
   private cdnRedirects = false;
   private readonly cdnObjects = new Map<string, CdnObject>();
-  private counters = { requests: 0, bytesSent: 0, firstByteAt: 0, lastByteAt: 0, log: [] as RequestRecord[] };
+  private counters = emptyCounters();
 
   constructor(private readonly upstream: URL, ca: Buffer | undefined) {
     this.agent = upstream.protocol === 'https:' ? new HttpsAgent({ keepAlive: true, ca }) : new HttpAgent({ keepAlive: true });
@@ -210,12 +229,16 @@ class FaultInjectingProxy implements FaultProxy {
     this.flowBytesPerSecond = bytesPerSecond;
   }
 
+  setWindow(bytes: number | null): void {
+    this.window = bytes;
+  }
+
   redirectBlobsToCdn(enabled: boolean): void {
     this.cdnRedirects = enabled;
   }
 
   resetStats(): void {
-    this.counters = { requests: 0, bytesSent: 0, firstByteAt: 0, lastByteAt: 0, log: [] };
+    this.counters = emptyCounters();
   }
 
   async stop(): Promise<void> {
@@ -224,6 +247,7 @@ class FaultInjectingProxy implements FaultProxy {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
     this.agent.destroy();
+    this.inFlight.stop();
   }
 
   /** Every request: count it, pick its fault, wait out the latency, then serve it. */
@@ -415,6 +439,7 @@ class FaultInjectingProxy implements FaultProxy {
           }
           await flow.take(size);
           await this.bandwidth.take(size);
+          if (this.window !== null && res.socket) await this.inFlight.room(res.socket, size, this.window);
           const cutNow = offset + size >= cutAfter;
           // Before a cut the bytes must have reached the socket, or a reset would drop them.
           if (!(await write(res, piece, cutNow))) return;
@@ -472,14 +497,55 @@ class FaultInjectingProxy implements FaultProxy {
     if (this.counters.bytesSent === 0) this.counters.firstByteAt = now;
     this.counters.lastByteAt = now;
     this.counters.bytesSent += bytes;
+    const second = Math.floor(Date.now() / 1000);
+    this.counters.perSecond.set(second, (this.counters.perSecond.get(second) ?? 0) + bytes);
   }
 
   private writeHead(res: ServerResponse, record: RequestRecord, status: number, headers: OutgoingHttpHeaders): void {
     record.status = status;
     res.writeHead(status, headers);
   }
+}
 
+function emptyCounters(): { requests: number; bytesSent: number; firstByteAt: number; lastByteAt: number; perSecond: Map<number, number>; log: RequestRecord[] } {
+  return { requests: 0, bytesSent: 0, firstByteAt: 0, lastByteAt: 0, perSecond: new Map(), log: [] };
+}
 
+/** What a link carried, from `ProxyStats.perSecond`, in bytes per second. */
+export interface LinkWindows {
+  /**
+   * The most any `windowSeconds` consecutive whole seconds carried, over `windowSeconds`: every
+   * window lying between the first and the last second that carried a byte (a second without
+   * one inside counts 0). A span shorter than one window is one window, padded with empty
+   * seconds: its total over `windowSeconds`.
+   */
+  readonly maxBytesPerSecond: number;
+  /** All bytes over the seconds from the first to the last that carried a byte (both counted whole). */
+  readonly meanBytesPerSecond: number;
+  /** Those seconds: last - first + 1; 0 when nothing was carried. */
+  readonly seconds: number;
+}
+
+/**
+ * The rate a link held, averaged over sliding windows of `windowSeconds` whole seconds (what
+ * "at most R, averaged over 5 s" means), and over the whole span. Pure: it reads only `perSecond`.
+ */
+export function linkWindows(perSecond: ReadonlyMap<number, number>, windowSeconds = 5): LinkWindows {
+  if (!(Number.isInteger(windowSeconds) && windowSeconds > 0)) throw new RangeError(`a window is a whole number of seconds, not ${windowSeconds}`);
+  const carried = [...perSecond].filter(([, bytes]) => bytes > 0);
+  if (carried.length === 0) return { maxBytesPerSecond: 0, meanBytesPerSecond: 0, seconds: 0 };
+  const first = Math.min(...carried.map(([second]) => second));
+  const last = Math.max(...carried.map(([second]) => second));
+  const seconds = last - first + 1;
+  const bytes = Array.from({ length: Math.max(seconds, windowSeconds) }, (_, i) => perSecond.get(first + i) ?? 0);
+  let inWindow = bytes.slice(0, windowSeconds).reduce((a, b) => a + b, 0);
+  let max = inWindow;
+  for (let end = windowSeconds; end < bytes.length; end++) {
+    inWindow += bytes[end]! - bytes[end - windowSeconds]!;
+    max = Math.max(max, inWindow);
+  }
+  const total = carried.reduce((a, [, b]) => a + b, 0);
+  return { maxBytesPerSecond: max / windowSeconds, meanBytesPerSecond: total / seconds, seconds };
 }
 
 /**
@@ -510,6 +576,99 @@ class SharedBandwidth {
     const wait = this.linkFreeAt - now;
     if (wait >= 1) await sleep(wait);
   }
+}
+
+/**
+ * How often the kernel's queues are read while a response waits for room in its window: every
+ * 5 ms, or less often where reading them is slow (a host with thousands of sockets, most in
+ * TIME_WAIT, takes milliseconds to list), so the reads take at most a quarter of the proxy's time.
+ */
+const WINDOW_POLL_MS = 5;
+
+/**
+ * Bytes in flight on the proxy's connections (its socket's tx_queue and its client's rx_queue,
+ * from /proc/net/tcp{,6}), read only while a writer waits. A connection may take a piece while
+ * what it held at the last read, plus what was written to it since, stays within its window (an
+ * upper bound: nothing written, the queues only shrink); a socket /proc does not list holds
+ * nothing. One writer per connection at a time (a response's pieces go in order).
+ */
+class InFlight {
+  private readonly state = new WeakMap<Socket, { queued: number; writtenSince: number }>();
+  private waiters: Array<{ socket: Socket; size: number; window: number; resolve: () => void }> = [];
+  private timer: NodeJS.Timeout | undefined;
+  private readMs = 0;
+
+  async room(socket: Socket, size: number, window: number): Promise<void> {
+    if (!this.fits(socket, size, window)) {
+      await new Promise<void>((resolve) => {
+        this.waiters.push({ socket, size, window, resolve });
+        this.schedule();
+      });
+    }
+    const known = this.state.get(socket);
+    if (known) known.writtenSince += size;
+  }
+
+  stop(): void {
+    for (const waiter of this.waiters) waiter.resolve();
+    this.waiters = [];
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private schedule(): void {
+    this.timer ??= setTimeout(() => {
+      this.timer = undefined;
+      this.poll();
+    }, Math.max(WINDOW_POLL_MS, 3 * this.readMs));
+  }
+
+  /** Room for a piece; a piece bigger than the window goes alone into an empty one. */
+  private fits(socket: Socket, size: number, window: number): boolean {
+    const known = this.state.get(socket);
+    if (!known) return false;
+    const held = known.queued + known.writtenSince;
+    return held === 0 || held + size <= window;
+  }
+
+  private poll(): void {
+    const started = performance.now();
+    const queues = kernelQueues();
+    this.readMs = performance.now() - started;
+    for (const { socket } of this.waiters) {
+      const sending = queues.get(`${socket.localPort}:${socket.remotePort}`)?.tx ?? 0;
+      const receiving = queues.get(`${socket.remotePort}:${socket.localPort}`)?.rx ?? 0;
+      this.state.set(socket, { queued: sending + receiving, writtenSince: 0 });
+    }
+    const ready = this.waiters.filter((w) => w.socket.destroyed || this.fits(w.socket, w.size, w.window));
+    this.waiters = this.waiters.filter((w) => !ready.includes(w));
+    if (this.waiters.length > 0) this.schedule();
+    for (const waiter of ready) waiter.resolve();
+  }
+}
+
+/** tx_queue and rx_queue of every TCP socket of this host, by `localPort:remotePort`. */
+function kernelQueues(): Map<string, { tx: number; rx: number }> {
+  const queues = new Map<string, { tx: number; rx: number }>();
+  const port = (address: string): number => parseInt(address.slice(address.lastIndexOf(':') + 1), 16);
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const [, local, remote, , queue] = line.trim().split(/\s+/);
+      if (!local || !remote || !queue) continue;
+      const [tx = '0', rx = '0'] = queue.split(':');
+      const key = `${port(local)}:${port(remote)}`;
+      const seen = queues.get(key);
+      // The same ports on other addresses (a socket in TIME_WAIT, say) hold no more than their own.
+      queues.set(key, { tx: Math.max(seen?.tx ?? 0, parseInt(tx, 16)), rx: Math.max(seen?.rx ?? 0, parseInt(rx, 16)) });
+    }
+  }
+  return queues;
 }
 
 function matches(match: FaultRule['match'], request: ProxiedRequest): boolean {
