@@ -29,7 +29,7 @@ export interface Admission {
   readonly admitted: Map<string, number | undefined>;
   /** Set → why it does not fit on disk; nothing of it is admitted. */
   readonly failures: Map<string, string>;
-  /** Admitted image → compressed bytes its pull moves over the link (layers new to the node, each once). */
+  /** Admitted image → compressed bytes its pull moves over the link (layers new to the node, each once; config, manifests). */
   readonly linkBytes: Map<string, number>;
 }
 

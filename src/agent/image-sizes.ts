@@ -34,6 +34,8 @@ export interface ImageLayers {
   readonly layers: readonly SizedLayer[];
   /** Where they were read: the mirror or source reference. */
   readonly from: string;
+  /** What a pull reads besides layers: its config blob and manifest (and the manifest this size read took). */
+  readonly overheadBytes?: number;
 }
 
 /** The layers, or why they could not be found (one line). */
@@ -179,6 +181,7 @@ export class RegistryImageSizes implements ImageSizeSource {
           const result: ImageLayers = {
             layers: measured.layers.map((layer) => ({ digest: layer.digest, diskBytes: layer.diskBytes, linkBytes: layer.compressedBytes, exact: layer.method !== 'estimate-2x' })),
             from: formatReference(source.ref),
+            overheadBytes: measured.config.size + 2 * (measured.manifestBytes ?? 0),
           };
           this.remember(key, result);
           this.options.log.debug({ image, from: result.from, layers: result.layers.length, ms: Date.now() - started, warnings }, 'image sizes read');

@@ -1,28 +1,34 @@
 /**
- * A node's share of the cluster-wide link cap (`--link-rate`, or a set's `prestage.dev/link-rate`)
- * for pulls that cross the link (not served by the in-cluster cache):
+ * The cluster's slow link, shared by every node's pulls under one cap (`--link-rate`, or a
+ * set's `prestage.dev/link-rate`) for pulls that cross it (not served by the in-cluster cache):
  *
- * - at most K nodes pull at once (the pull-slot Leases), so each slot's share is cap / K;
  * - a CRI pull cannot be slowed once started (PullImage is one unary call; CRI-O reports no
  *   bytes and has no per-pull rate), so the unit is the image: before a pull starts, its new
- *   compressed bytes are charged against the slot's ledger and the pull waits until the last
- *   5 s of charges leave room for it (`net/link-rate.ts` WindowLedger). The K shares add up to
- *   the cap over any 5 s;
- * - the ledger travels with the slot: a node releasing a slot writes its recent charges onto the
- *   Lease (`prestage.dev/link-ledger`), and the next holder starts from them, so a hand-off
- *   does not give the slot a fresh window.
+ *   compressed bytes are charged and it waits until the last 5 s of charges leave room for
+ *   them (`net/link-rate.ts` WindowLedger): no 5 s holds more than the cap's worth;
+ * - the charges of all nodes are one ledger, on Lease `prestage-link` in the agent's namespace
+ *   (written with optimistic concurrency, its entries stamped with the writer's clock): one
+ *   node left pulling has the whole cap, instead of a fixed share while the link idles;
+ * - under a cap a node pulls one image at a time (`pull-executor.ts`): CRI-O fetches a layer once
+ *   per pull in flight and commits one image at a time, so concurrent pulls would carry shared
+ *   layers more than once and let bytes cross later than they were charged. Each layer is
+ *   charged to the first image that needs it.
  */
-import { LINK_WINDOW_MS, WindowLedger, type Clock, type LedgerEntry, SYSTEM_CLOCK } from '../net/link-rate.js';
+import type { Logger } from 'pino';
+import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
+import { LINK_WINDOW_MS, SYSTEM_CLOCK, WindowLedger, type Clock, type LedgerEntry } from '../net/link-rate.js';
 import { hasLayers, type SizeResult } from './image-sizes.js';
 
+export const LINK_LEASE = 'prestage-link';
 export const LINK_LEDGER_ANNOTATION = 'prestage.dev/link-ledger';
-/** Slots a cap is shared over when the agent was given no `--max-pulling-nodes`. */
-export const DEFAULT_LINK_SLOTS = 3;
+/** Entries kept on the Lease: about 25 bytes each, far inside an object's 256 KiB of annotations. */
+const MAX_ENTRIES = 2_000;
 
 /**
- * Bytes each image's pull moves over the link, in pull order: the compressed sizes of its
- * layers that are neither on the node nor charged to an earlier image of the round. Where the
- * layers are unknown, `fallback` (the image's share of its set's compressed bytes), else 0.
+ * Bytes each image's pull moves over the link, in pull order: its config and manifests, and the
+ * compressed sizes of its layers that are neither on the node nor charged to an earlier image of
+ * the round. Where the layers are unknown, `fallback` (the image's share of its set's
+ * compressed bytes), else 0.
  */
 export function linkCharges(
   images: readonly string[],
@@ -39,7 +45,7 @@ export function linkCharges(
       charges.set(image, fallback(image) ?? 0);
       continue;
     }
-    let bytes = 0;
+    let bytes = result.overheadBytes ?? 0;
     for (const layer of result.layers) {
       if (counted.has(layer.digest)) continue;
       counted.add(layer.digest);
@@ -50,27 +56,100 @@ export function linkCharges(
   return charges;
 }
 
-/** The ledger of one pull slot's share: `cap / slots` averaged over 5 s. */
-export class LinkShare {
-  readonly ledger: WindowLedger;
+/** Where pulls charge the link before they start. */
+export interface LinkLedger {
+  /** Waits until `bytes` fit the cap's last 5 s, then charges them: the pull may start. */
+  start(bytes: number, capBytesPerSecond: number, signal?: AbortSignal): Promise<void>;
+}
 
-  constructor(readonly capBytesPerSecond: number, readonly slots: number, clock: Clock = SYSTEM_CLOCK, handedOver?: string) {
-    this.ledger = new WindowLedger(((capBytesPerSecond / Math.max(slots, 1)) * LINK_WINDOW_MS) / 1000, LINK_WINDOW_MS, clock);
-    if (handedOver) this.ledger.absorb(readLedger(handedOver));
-  }
+/** One process's ledger (tests, and an agent with nothing to share it with). */
+export class MemoryLinkLedger implements LinkLedger {
+  private entries: LedgerEntry[] = [];
+  private queue: Promise<void> = Promise.resolve();
 
-  /** Waits until `bytes` fit the share, then charges them: the pull may start. */
-  async start(bytes: number, signal?: AbortSignal): Promise<void> {
-    if (bytes > 0) await this.ledger.start(bytes, signal);
-  }
+  constructor(private readonly clock: Clock = SYSTEM_CLOCK) {}
 
-  /** What the next holder of the slot starts from. */
-  handOver(): Record<string, string> {
-    return { [LINK_LEDGER_ANNOTATION]: JSON.stringify(this.ledger.recent()) };
+  start(bytes: number, capBytesPerSecond: number, signal?: AbortSignal): Promise<void> {
+    const turn = this.queue.then(async () => {
+      const ledger = windowLedger(capBytesPerSecond, this.entries, this.clock);
+      await ledger.start(bytes, signal);
+      this.entries = ledger.recent();
+    });
+    this.queue = turn.catch(() => undefined);
+    return turn;
   }
 }
 
-function readLedger(text: string): LedgerEntry[] {
+export interface LeaseLinkLedgerOptions {
+  readonly namespace: string;
+  /** This node: written into the Lease's holder, for people reading it. */
+  readonly holder: string;
+  readonly log: Logger;
+  readonly clock?: Clock;
+}
+
+interface Lease extends KubeObject {
+  spec?: { holderIdentity?: string; renewTime?: string };
+}
+
+/** The cluster-wide ledger on Lease `prestage-link`: read, wait for room, write with its resourceVersion; a conflict reads again. */
+export class LeaseLinkLedger implements LinkLedger {
+  private readonly path: string;
+  private readonly clock: Clock;
+  /** One start at a time from this node: its own starts never conflict with each other. */
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(private readonly client: KubeClient, private readonly options: LeaseLinkLedgerOptions) {
+    this.path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(options.namespace)}/leases`;
+    this.clock = options.clock ?? SYSTEM_CLOCK;
+  }
+
+  start(bytes: number, capBytesPerSecond: number, signal?: AbortSignal): Promise<void> {
+    const turn = this.queue.then(() => this.charge(bytes, capBytesPerSecond, signal));
+    this.queue = turn.catch(() => undefined);
+    return turn;
+  }
+
+  private async charge(bytes: number, cap: number, signal?: AbortSignal): Promise<void> {
+    for (let conflicts = 0; ; ) {
+      signal?.throwIfAborted();
+      const lease = await this.client.find<Lease>(`${this.path}/${LINK_LEASE}`);
+      const ledger = windowLedger(cap, readLedger(lease?.metadata.annotations?.[LINK_LEDGER_ANNOTATION]), this.clock);
+      const wait = ledger.waitFor(bytes);
+      if (wait > 0) {
+        // Others may charge meanwhile: look again after the wait (at most a second: a node that stops frees its room sooner).
+        await this.clock.sleep(Math.min(wait, 1_000), signal);
+        continue;
+      }
+      const entries = [...ledger.recent(), [this.clock.now(), bytes] as const].slice(-MAX_ENTRIES);
+      const annotations = { ...lease?.metadata.annotations, [LINK_LEDGER_ANNOTATION]: JSON.stringify(entries) };
+      const spec = { holderIdentity: this.options.holder, renewTime: new Date(this.clock.now()).toISOString().replace(/Z$/, '000Z') };
+      try {
+        if (lease) await this.client.request('PUT', `${this.path}/${LINK_LEASE}`, { body: { ...lease, metadata: { ...lease.metadata, annotations }, spec: { ...lease.spec, ...spec } } });
+        else await this.client.request('POST', this.path, { body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: LINK_LEASE, namespace: this.options.namespace, annotations }, spec } });
+        return;
+      } catch (error) {
+        // Another node charged first (409), or created it first: read again and recount.
+        if (!(error instanceof KubeApiError && (error.status === 409 || error.status === 422))) throw error;
+        if (++conflicts % 20 === 0) this.options.log.warn({ conflicts }, 'link ledger: many conflicting writes; retrying');
+        await this.clock.sleep(Math.random() * 50, signal);
+      }
+    }
+  }
+}
+
+function windowLedger(capBytesPerSecond: number, entries: readonly LedgerEntry[], clock: Clock): WindowLedger {
+  const ledger = new WindowLedger((capBytesPerSecond * LINK_WINDOW_MS) / 1000, LINK_WINDOW_MS, clock);
+  // Entries are stamped by each writer's clock. One a little ahead of ours counts from now; one
+  // more than a window ahead is a clock gone wrong (or set by hand) and is dropped: kept, it would
+  // fill the ledger until our clock caught up with it, hours maybe, and no node would pull.
+  const now = clock.now();
+  ledger.absorb(entries.filter(([at]) => at <= now + LINK_WINDOW_MS).map(([at, bytes]) => [Math.min(at, now), bytes] as const));
+  return ledger;
+}
+
+function readLedger(text: string | undefined): LedgerEntry[] {
+  if (!text) return [];
   try {
     const parsed: unknown = JSON.parse(text);
     if (!Array.isArray(parsed)) return [];

@@ -18,8 +18,6 @@ import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.j
 export interface PullSlot {
   /** False once the slot was released or lost (renewals failed, another node took it): start no new pull. */
   held(): boolean;
-  /** The Lease's annotations when it was taken: what its previous holder left (the link ledger, the warm record). */
-  readonly annotations?: Readonly<Record<string, string>>;
   /** Frees the slot; `annotations` are written onto the Lease in the same update (the cache warmer's record). */
   release(annotations?: Readonly<Record<string, string>>): Promise<void>;
 }
@@ -232,7 +230,6 @@ export class LeasePacer implements PullPacer {
     schedule(this.durationMs / 3);
     return {
       held: () => state === 'held',
-      annotations: lease.metadata.annotations ?? {},
       release: async (annotations) => {
         const wasHeld = state === 'held';
         state = 'released';

@@ -4,7 +4,7 @@ import { createLogger } from '../telemetry/log.js';
 import type { CacheWarmer } from './cache-warm.js';
 import type { PullPacer, PullSlot } from './pacing.js';
 import { virtualClock } from '../../test/support/virtual-clock.js';
-import { LINK_LEDGER_ANNOTATION } from './link-share.js';
+import { MemoryLinkLedger } from './link-share.js';
 import { PULL_DEADLINE_GRACE_MS, PullExecutor, type PullExecutorOptions, type PullRound } from './pull-executor.js';
 import type { ImageFilesystem, ImageRuntime, RuntimePullOptions } from './runtime.js';
 
@@ -212,26 +212,35 @@ describe('PullExecutor.pullAll', () => {
     expect(asked).toBe(false);
   });
 
-  it('under a link cap, starts each pull only when the slot\'s share has room, hands the ledger over with the slot, and warms at the whole cap', async () => {
-    const released: Array<Readonly<Record<string, string>> | undefined> = [];
-    const slot: PullSlot = { held: () => true, annotations: { [LINK_LEDGER_ANNOTATION]: JSON.stringify([[Date.now() - 1_000, 2 * MiB]]) }, release: async (annotations) => void released.push(annotations) };
+  it('under a link cap, starts each pull only when the ledger has room, and warms at the whole cap', async () => {
     let warmedAt: number | undefined;
     const runtime = new ScriptedRuntime();
-    // 2 slots: the share is 1 MiB/s, 5 MiB per 5 s; the previous holder charged 2 MiB a second ago.
     const clock = virtualClock(Date.now());
-    const pulls = executor(runtime, { clock, pacer: { acquire: async () => slot }, pacerSlots: 2, linkRate: 2 * MiB, cacheWarmer: { warm: async (_images, _arch, _wait, rate) => void (warmedAt = rate), close: async () => undefined } });
-    const charges = new Map([[image(1), 2 * MiB], [image(2), 1 * MiB], [image(3), 1 * MiB]]);
+    const ledger = new MemoryLinkLedger(clock);
+    // Another node charged 6 MiB a second ago: 10 MiB per 5 s at 2 MiB/s leaves 4 MiB.
+    await ledger.start(6 * MiB, 2 * MiB);
+    const charges = new Map([[image(1), 2 * MiB], [image(2), 1 * MiB], [image(3), 2 * MiB]]);
     const started = clock.now();
-    const startedAt: number[] = [];
-    await pulls.pullAll(round([[image(1), undefined], [image(2), undefined], [image(3), undefined]], { concurrency: 1, linkBytes: (name) => charges.get(name)!, progress: { poke: () => void startedAt.push(clock.now() - started), settle: async () => undefined } }));
-    // 2 + 2 + 1 MiB fit the first window; the last 1 MiB waits until the handed-over 2 MiB leave it, 4 s on.
-    expect(runtime.calls.map((call) => call.image)).toEqual([image(1), image(2), image(3)]);
-    expect(clock.slept).toEqual([4_001]);
-    expect(pulls.linkBytes()).toEqual({ bytes: 4 * MiB, pendingBytes: 0 });
+    const startedAt = new Map<string, number>();
+    const timed: ImageRuntime = { ...runtime, pull: async (name) => void startedAt.set(name, clock.now() - started), listImages: runtime.listImages, imageFilesystem: runtime.imageFilesystem, pin: runtime.pin, close: runtime.close };
+    const timedPulls = executor(timed, { clock, linkLedger: ledger, linkRate: 2 * MiB, cacheWarmer: { warm: async (_images, _arch, _wait, rate) => void (warmedAt = rate), close: async () => undefined } });
+    await timedPulls.pullAll(round([[image(1), undefined], [image(2), undefined], [image(3), undefined]], { concurrency: 3, linkBytes: (name) => charges.get(name)! }));
+    // One pull at a time under a cap. Images 1 and 2 fit the window with the other node's 6 MiB;
+    // image 3 waits for those 6 MiB to leave it, 5 s on.
+    expect(startedAt.get(image(1))).toBe(0);
+    expect(startedAt.get(image(2))).toBe(0);
+    expect(startedAt.get(image(3))).toBe(5_001);
+    expect(timedPulls.linkBytes()).toEqual({ bytes: 5 * MiB, pendingBytes: 0 });
     expect(warmedAt).toBe(2 * MiB);
-    const ledger = JSON.parse(released[0]![LINK_LEDGER_ANNOTATION]!) as Array<[number, number]>;
-    // What the next holder inherits: this node's charges of the last 5 s (the handed-over one has left it).
-    expect(ledger.map(([, bytes]) => bytes)).toEqual([2 * MiB, 1 * MiB, 1 * MiB]);
+  });
+
+  it('under a cap pulls one image at a time, whatever the concurrency', async () => {
+    const runtime = new ScriptedRuntime({}, 20);
+    await executor(runtime, { linkRate: 100 * MiB }).pullAll(round([[image(1), undefined], [image(2), undefined], [image(3), undefined]], { concurrency: 3, linkBytes: () => 1 }));
+    expect(runtime.maxInFlight).toBe(1);
+    const free = new ScriptedRuntime({}, 20);
+    await executor(free).pullAll(round([[image(1), undefined], [image(2), undefined], [image(3), undefined]], { concurrency: 3 }));
+    expect(free.maxInFlight).toBe(3);
   });
 
   it('starts nothing a shut gate holds back, says why, and a strict window stops a pull under way at its close', async () => {

@@ -13,7 +13,7 @@ import type { PullAuth } from '../cri/client.js';
 import { SYSTEM_CLOCK, type Clock } from '../net/link-rate.js';
 import type { CacheWarmer } from './cache-warm.js';
 import type { AgentMetrics } from './metrics.js';
-import { DEFAULT_LINK_SLOTS, LINK_LEDGER_ANNOTATION, LinkShare } from './link-share.js';
+import { MemoryLinkLedger, type LinkLedger } from './link-share.js';
 import { oneLine } from './one-line.js';
 import type { PullPacer, PullSlot } from './pacing.js';
 import { explainPullError, isPermanentPullError } from './pull-errors.js';
@@ -35,10 +35,8 @@ export interface PullExecutorOptions {
   readonly minPullTimeoutMs?: number;
   /** Cluster-wide pacing: hold a pull slot while pulling. */
   readonly pacer?: PullPacer;
-  /** How many slots the pacer has (a link cap's share is cap / slots); default 1. */
-  readonly pacerSlots?: number;
-  /** Without `pacer`: the slots a link cap is shared over (`link-share.ts`, DEFAULT_LINK_SLOTS of them), taken only under a cap. */
-  readonly linkPacer?: PullPacer;
+  /** Where pulls over the link are charged under a cap: the cluster's one ledger (`link-share.ts`). */
+  readonly linkLedger?: LinkLedger;
   /** The agent's own link cap (`--link-rate`, bytes/s); a set's annotation may lower it. */
   readonly linkRate?: number;
   /** Images the in-cluster cache serves: their pulls do not cross the link (the warm did, under the cap). */
@@ -115,10 +113,12 @@ export class PullExecutor {
   private linkBytesStarted = 0;
   /** Compressed bytes of this round's pulls over the link not started yet. */
   private linkBytesPending = 0;
+  private readonly linkLedger: LinkLedger;
 
   constructor(private readonly options: PullExecutorOptions) {
     this.retry = options.retry ?? DEFAULT_RETRY;
     this.clock = options.clock ?? SYSTEM_CLOCK;
+    this.linkLedger = options.linkLedger ?? new MemoryLinkLedger(this.clock);
   }
 
   /** The images the last round did not start, and why. */
@@ -171,10 +171,8 @@ export class PullExecutor {
     const due = [...admitted].filter(([image]) => !this.resting(image) && this.open(image, gate));
     const cap = this.linkCap(round);
     const overLink = (image: string) => !(this.options.servedByCache?.(image) ?? false);
-    const needsShare = cap !== undefined && due.some(([image]) => overLink(image) && (round.linkBytes?.(image) ?? 0) > 0);
-    const slot = due.length > 0 ? await this.waitForTurn(due.map(([image]) => image), round.arch, needsShare, cap) : undefined;
-    const share = cap !== undefined && needsShare ? new LinkShare(cap, this.slots(), this.clock, slot?.annotations?.[LINK_LEDGER_ANNOTATION]) : undefined;
     const charge = (image: string) => (overLink(image) ? (round.linkBytes?.(image) ?? 0) : 0);
+    const slot = due.length > 0 ? await this.waitForTurn(due.map(([image]) => image), round.arch, cap) : undefined;
     this.linkBytesPending = due.reduce((total, [image]) => total + charge(image), 0);
     const pullOne = async (image: string, bytes: number | undefined): Promise<void> => {
       // A set deleted or unselected meanwhile no longer wants this image.
@@ -184,14 +182,15 @@ export class PullExecutor {
       if ((record.notBefore ?? 0) > this.clock.now()) return;
       // The pull slot was lost (renewals failed, another node took it): pull in a later pass.
       if (slot && !slot.held()) return round.onSlotLost();
-      if (share && charge(image) > 0) {
-        // Room in the share first; the gate may have shut while waiting for it.
-        if (!this.open(image, gate)) return;
-        await share.start(charge(image));
-        this.linkBytesStarted += charge(image);
-      }
+      if (!this.open(image, gate)) return progress.poke();
+      // Room under the cap; the gate may shut while waiting for it (the room then goes unused).
+      if (cap !== undefined && charge(image) > 0) await this.linkLedger.start(charge(image), cap);
       const now = gate(image);
-      if (!now.open) return void this.heldBack.set(image, now);
+      if (!now.open) {
+        this.heldBack.set(image, now);
+        return progress.poke();
+      }
+      if (cap !== undefined) this.linkBytesStarted += charge(image);
       record.pulling = true;
       progress.poke();
       // A strict window stops the pull at its close; it is started again in the next window.
@@ -204,7 +203,10 @@ export class PullExecutor {
       }
       progress.poke();
     };
-    const limit = pLimit(round.concurrency);
+    // Under a cap one pull at a time: a pull's bytes then cross the link when it is charged, not
+    // later behind the others in CRI-O (whose storage commits one image at a time), and a layer
+    // two images share crosses once (CRI-O fetches it once per pull in flight).
+    const limit = pLimit(cap !== undefined ? 1 : round.concurrency);
     try {
       await Promise.all(
         due.map(([image, bytes]) =>
@@ -221,7 +223,7 @@ export class PullExecutor {
       await progress.settle();
     } finally {
       this.linkBytesPending = 0;
-      await slot?.release(share?.handOver());
+      await slot?.release();
     }
   }
 
@@ -230,10 +232,6 @@ export class PullExecutor {
     const state = gate(image);
     if (!state.open) this.heldBack.set(image, state);
     return state.open;
-  }
-
-  private slots(): number {
-    return this.options.pacer ? (this.options.pacerSlots ?? 1) : this.options.linkPacer ? DEFAULT_LINK_SLOTS : 1;
   }
 
   /**
@@ -299,12 +297,10 @@ export class PullExecutor {
 
   /**
    * Before pulling `images`: the cache warmed with them (by this node or another), then a pull
-   * slot when pulls are paced, or when a link cap is shared out. Waiting one's turn is progress,
-   * not a hang, for liveness.
+   * slot when pulls are paced. Waiting one's turn is progress, not a hang, for liveness.
    */
-  private async waitForTurn(images: readonly string[], arch: string, sharingLink: boolean, cap: number | undefined): Promise<PullSlot | undefined> {
-    const { cacheWarmer, progressed } = this.options;
-    const pacer = this.options.pacer ?? (sharingLink ? this.options.linkPacer : undefined);
+  private async waitForTurn(images: readonly string[], arch: string, cap: number | undefined): Promise<PullSlot | undefined> {
+    const { cacheWarmer, pacer, progressed } = this.options;
     if (!cacheWarmer && !pacer) return undefined;
     const heartbeat = setInterval(() => progressed(), 10_000);
     try {

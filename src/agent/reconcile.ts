@@ -37,7 +37,7 @@ export type { RetryPolicy } from './pull-executor.js';
 /** The pull executor's settings (retries, timeouts, pacing, the cache) are the agent's own. */
 type PullSettings = Pick<
   PullExecutorOptions,
-  'retry' | 'minThroughputBytesPerSecond' | 'minPullTimeoutMs' | 'pacer' | 'pacerSlots' | 'linkPacer' | 'linkRate' | 'servedByCache' | 'cacheWarmer' | 'bypassCache' | 'permanentFailureBackoffMs'
+  'retry' | 'minThroughputBytesPerSecond' | 'minPullTimeoutMs' | 'pacer' | 'linkLedger' | 'linkRate' | 'servedByCache' | 'cacheWarmer' | 'bypassCache' | 'permanentFailureBackoffMs'
 >;
 
 export interface NodeAgentOptions extends PullSettings {
@@ -82,8 +82,6 @@ export class NodeAgent {
   private stopped = false;
   /** Set failures of the current pass that are not per-image (disk, pinning, its Secret). */
   private setErrors = new Map<string, string>();
-  /** Set → why its missing images wait (paused, outside a window), from the last pass. */
-  private waiting = new Map<string, string>();
   private windowTimer: NodeJS.Timeout | undefined;
   /** The last step forward (a pull attempt ended, a status written, a pass completed), ms since epoch. */
   private lastProgressAt = Date.now();
@@ -225,11 +223,12 @@ export class NodeAgent {
       onSlotLost: () => {
         this.rerun = true;
       },
-      gate: gateFor(pullable),
+      // From the sets as they are now: a pause or a new window applies to pulls not started yet.
+      gate: gateFor(() => this.selectingSets().filter((set) => !this.setErrors.has(set.metadata.name))),
       ...rateOf(pullable),
       linkBytes: (image) => linkBytes.get(image) ?? 0,
     });
-    this.noteWaiting(pullable);
+    this.noteWaiting();
 
     // Phase 2: pin LAST, from a fresh look at sets and the runtime.
     const status = await this.pinAndReport(filesystem);
@@ -261,14 +260,10 @@ export class NodeAgent {
     return status;
   }
 
-  /** Which sets wait and why, for the status; a pass again at the earliest opening (re-checked every 10 s). */
-  private noteWaiting(sets: readonly PinnedImageSet[]): void {
-    this.waiting = new Map();
+  /** A pass again at the earliest opening of a window that holds images back (re-checked every 10 s: the clock may be set meanwhile). */
+  private noteWaiting(): void {
     let opensAt = Infinity;
-    for (const [image, gate] of this.pulls.held()) {
-      for (const set of sets) if (set.spec.pinnedImages.some((entry) => entry.name === image)) this.waiting.set(set.metadata.name, gate.note);
-      if (gate.opensAt !== undefined) opensAt = Math.min(opensAt, gate.opensAt);
-    }
+    for (const gate of this.pulls.held().values()) if (gate.opensAt !== undefined) opensAt = Math.min(opensAt, gate.opensAt);
     if (this.windowTimer) clearTimeout(this.windowTimer);
     this.windowTimer = undefined;
     if (opensAt === Infinity || this.stopped) return;
@@ -293,7 +288,7 @@ export class NodeAgent {
       history: (image) => this.pulls.history(image),
       imageBytes: (image) => this.admission.imageBytes(image),
       setBytes: (images, isStored) => this.admission.setBytes(images, isStored),
-      waiting: this.waiting,
+      waiting: waitingSets(sets, this.pulls.held()),
       link: { ...this.pulls.linkBytes(), ...capOf(this.pulls.linkCap(rateOf(sets))) },
     });
   }
@@ -304,14 +299,32 @@ export class NodeAgent {
 }
 
 /** An image may start when a set naming it is neither paused nor outside its windows; else the first set's reason. */
-function gateFor(sets: readonly PinnedImageSet[]): (image: string) => Gate {
-  const byImage = new Map<string, PinnedImageSet[]>();
-  for (const set of sets) for (const entry of set.spec.pinnedImages) byImage.set(entry.name, [...(byImage.get(entry.name) ?? []), set]);
+function gateFor(sets: () => readonly PinnedImageSet[]): (image: string) => Gate {
   return (image) => {
     const now = Date.now();
-    const gates = (byImage.get(image) ?? []).map((set) => gateOf(set.metadata.annotations, now));
+    const gates = sets()
+      .filter((set) => set.spec.pinnedImages.some((entry) => entry.name === image))
+      .map((set): Gate => {
+        try {
+          return gateOf(set.metadata.annotations, now);
+        } catch (error) {
+          // Its windows became unreadable mid-pass: nothing starts; the next pass reports the set failed.
+          return { open: false, why: 'window', note: (error as Error).message };
+        }
+      });
     return gates.find((gate) => gate.open) ?? gates[0] ?? { open: true };
   };
+}
+
+/** Set → why its missing images wait: the images the pull executor holds back now (paused, outside a window). */
+function waitingSets(sets: readonly PinnedImageSet[], held: ReadonlyMap<string, { readonly note: string }>): Map<string, string> {
+  const waiting = new Map<string, string>();
+  if (held.size === 0) return waiting;
+  for (const set of sets) {
+    const entry = set.spec.pinnedImages.find((image) => held.has(image.name));
+    if (entry) waiting.set(set.metadata.name, held.get(entry.name)!.note);
+  }
+  return waiting;
 }
 
 /** The lowest link cap the sets carry. */

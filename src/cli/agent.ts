@@ -21,7 +21,7 @@ import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.
 import { createLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
 import { integerAtLeast, linkRate, positiveSeconds } from './flag-values.js';
-import { DEFAULT_LINK_SLOTS } from '../agent/link-share.js';
+import { LeaseLinkLedger } from '../agent/link-share.js';
 import { LINK_RATE_ANNOTATION } from '../api/staging.js';
 import { DEFAULT_PIN_DROP_IN } from '../api/names.js';
 import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../api/names.js';
@@ -68,11 +68,11 @@ export function agentCommand(ctx: CommandContext) {
           coerce: positiveSeconds('stall-timeout'),
           describe: '/healthz answers 503 after this long (300s, 5m; bare: seconds) without progress (a pull attempt ended, a status written, a pass done); a pull within its own timeout counts as progress',
         })
-        .option('max-pulling-nodes', { type: 'number', default: 0, coerce: integerAtLeast('max-pulling-nodes', 0), describe: 'Cluster-wide: at most this many nodes pull at once, via Leases (0: no limit; under a link cap, 3)' })
+        .option('max-pulling-nodes', { type: 'number', default: 0, coerce: integerAtLeast('max-pulling-nodes', 0), describe: 'Cluster-wide: at most this many nodes pull at once, via Leases (0: no limit)' })
         .option('link-rate', {
           type: 'string',
           coerce: linkRate('link-rate'),
-          describe: `Cluster-wide cap on the slow link (20MiB/s, 100Mbit/s), for every set (a set's ${LINK_RATE_ANNOTATION} annotation may lower it): each pulling node gets cap / --max-pulling-nodes, averaged over any 5 s; with --cache-mirror the cap paces the cache warm, where bytes cross the link`,
+          describe: `Cluster-wide cap on the slow link (20MiB/s, 100Mbit/s), for every set (a set's ${LINK_RATE_ANNOTATION} annotation may lower it): every node's pulls over the link draw on one budget (Lease prestage-link), at most the cap over any 5 s; with --cache-mirror the cap paces the cache warm, where bytes cross the link`,
         })
         .option('namespace', {
           alias: 'lease-namespace',
@@ -132,8 +132,8 @@ export function agentCommand(ctx: CommandContext) {
       );
       const slots: number = args['max-pulling-nodes'];
       const pacer = slots > 0 ? new LeasePacer(client, { namespace: args.namespace, slots, holder: nodeName, log }) : undefined;
-      // A link cap needs the pulling nodes counted: without --max-pulling-nodes, DEFAULT_LINK_SLOTS slots, taken only under a cap.
-      const linkPacer = pacer ? undefined : new LeasePacer(client, { namespace: args.namespace, slots: DEFAULT_LINK_SLOTS, holder: nodeName, log });
+      // Under a link cap, every node's pulls over the link are charged on one Lease.
+      const linkLedger = new LeaseLinkLedger(client, { namespace: args.namespace, holder: nodeName, log });
       // Through a cache: one node fills it, then all pull from it (each blob crosses the link once).
       const cacheWarmer = cacheMirrors.length > 0 ? new LeaseCacheWarmer(client, { namespace: args.namespace, holder: nodeName, mirrors: cacheMirrors, log }) : undefined;
       agent = new NodeAgent({
@@ -152,8 +152,7 @@ export function agentCommand(ctx: CommandContext) {
         stallMs: args['stall-timeout'] * 1000,
         permanentFailureBackoffMs: args['permanent-failure-backoff'] * 1000,
         pacer,
-        pacerSlots: slots,
-        ...(linkPacer ? { linkPacer } : {}),
+        linkLedger,
         ...(args['link-rate'] ? { linkRate: args['link-rate'] } : {}),
         servedByCache: (image) => cachedImages([image], cacheMirrors).length > 0,
         cacheWarmer,
@@ -202,7 +201,6 @@ export function agentCommand(ctx: CommandContext) {
       } finally {
         clearInterval(cacheResync);
         pacer?.stop();
-        linkPacer?.stop();
         await cacheWarmer?.close();
         await cluster.stop();
         await imageSizes.close();

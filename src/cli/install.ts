@@ -24,7 +24,7 @@ export function installCommand(ctx: CommandContext) {
         .option('namespace', { alias: 'n', type: 'string', default: 'prestage', describe: 'Namespace of the agent' })
         .option('image-store', { type: 'string', default: DEFAULT_IMAGE_STORE, describe: "CRI-O's storage root (crio.conf `root`), mounted read-only for the disk check" })
         .option('agent-arg', { type: 'string', array: true, default: [] as string[], describe: 'Extra `prestage agent` flag for the DaemonSet (repeatable)' })
-        .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Cluster-wide cap on the slow link for every set (20MiB/s, 100Mbit/s): the agents\' --link-rate, shared over their pull slots (--max-pulling-nodes, else 3); with --cache it paces the cache warm' })
+        .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Cluster-wide cap on the slow link for every set (20MiB/s, 100Mbit/s): the agents\' --link-rate, one budget all nodes\' pulls draw on; with --cache it paces the cache warm' })
         .option('max-pulling-nodes', { type: 'number', coerce: integerAtLeast('max-pulling-nodes', 1), describe: 'At most this many nodes pull at once (the agents\' --max-pulling-nodes)' })
         .option('openshift', { type: 'boolean', describe: 'Render the SecurityContextConstraints OpenShift needs (with --apply: detected from security.openshift.io)' })
         .option('output', { alias: 'o', choices: ['yaml', 'json'] as const, default: 'yaml' as const, describe: 'Output format when rendering' })

@@ -35,7 +35,9 @@ export class LinkMeter {
     if (last && link.bytes < last.bytes) this.samples = [];
     this.base ??= link.bytes;
     this.samples.push({ at: now, bytes: link.bytes });
-    this.samples = this.samples.filter((sample, index) => index === this.samples.length - 1 || sample.at >= now - RATE_WINDOW_MS);
+    // The last 10 s, and the sample before them: snapshots come as the nodes change, not on a beat.
+    const inside = this.samples.findIndex((sample) => sample.at >= now - RATE_WINDOW_MS);
+    this.samples = this.samples.slice(Math.max(0, inside - 1));
     const first = this.samples[0]!;
     const seconds = (now - first.at) / 1000;
     const rate = seconds >= 1 ? (link.bytes - first.bytes) / seconds : undefined;

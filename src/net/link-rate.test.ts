@@ -52,13 +52,16 @@ describe('WindowLedger', () => {
     expect(clock.now() - 1_000_000).toBeLessThan(25_000);
   });
 
-  it('lets a start bigger than a window go alone, once the window is empty', async () => {
+  it('lets a start bigger than a window go alone, once the ledger is empty, and holds it for its time at the rate', async () => {
     const clock = fakeClock();
     const ledger = new WindowLedger(1_000, 5_000, clock);
     await ledger.start(600);
     await ledger.start(5_000);
     expect(clock.now() - 1_000_000).toBe(5_001);
     expect(ledger.recent()).toEqual([[clock.now(), 5_000]]);
+    // 5 000 bytes at 200 B/s: 25 s before anything else starts, so the long-run rate holds.
+    await ledger.start(10);
+    expect(clock.now() - 1_000_000).toBe(5_001 + 25_001);
   });
 
   it('starts from charges handed over by a previous holder', async () => {

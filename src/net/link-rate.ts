@@ -7,8 +7,9 @@
  * - `WindowLedger`: transfers prestage starts but cannot slow once started (a CRI pull is one
  *   unary call; CRI-O reports no progress and has no per-pull rate). Each start is charged its
  *   whole size up front and waits until the charges of the last `windowMs` leave room for it,
- *   so no window of that length holds more than `bytesPerWindow` (one transfer larger than a
- *   window's worth goes alone, with nothing else in its window).
+ *   so no window of that length holds more than `bytesPerWindow`. A transfer larger than a
+ *   window's worth goes alone and holds the ledger for as long as it takes at the rate, so the
+ *   long-run rate holds for big images too.
  *
  * Both take the clock and the sleep as parameters, so tests run them without waiting.
  */
@@ -71,14 +72,14 @@ export class WindowLedger {
     if (!(bytesPerWindow > 0)) throw new RangeError('a link rate must be more than zero');
   }
 
-  /** Charges made in the last window (another holder's, handed over with a pull slot, included). */
+  /** Charges still counted (another node's, read from the shared record, included). */
   recent(): LedgerEntry[] {
-    const since = this.clock.now() - this.windowMs;
-    this.entries = this.entries.filter(([at]) => at > since);
+    const now = this.clock.now();
+    this.entries = this.entries.filter((entry) => this.leavesAt(entry) > now);
     return [...this.entries];
   }
 
-  /** Takes over charges made elsewhere (the previous holder of the same share). */
+  /** Takes over charges made elsewhere. */
   absorb(entries: readonly LedgerEntry[]): void {
     this.entries.push(...entries.filter(([at, bytes]) => Number.isFinite(at) && bytes > 0));
     this.entries.sort((a, b) => a[0] - b[0]);
@@ -87,15 +88,15 @@ export class WindowLedger {
   /** How long until `bytes` may start: 0 when the window has room now. */
   waitFor(bytes: number): number {
     const now = this.clock.now();
-    const entries = this.recent();
-    // Too big for any window: it goes once the window is empty.
+    const entries = this.recent().sort((a, b) => this.leavesAt(a) - this.leavesAt(b));
+    // Too big for any window: it goes once the ledger is empty.
     const room = Math.min(bytes, this.bytesPerWindow);
     let used = entries.reduce((total, [, charged]) => total + charged, 0);
     if (used + room <= this.bytesPerWindow) return 0;
-    // The oldest charges leave the window first: wait until enough of them have.
-    for (const [at, charged] of entries) {
-      used -= charged;
-      if (used + room <= this.bytesPerWindow) return Math.max(0, at + this.windowMs - now + 1);
+    // Charges leave as their windows (or an oversized one's own time at the rate) pass.
+    for (const entry of entries) {
+      used -= entry[1];
+      if (used + room <= this.bytesPerWindow) return Math.max(0, this.leavesAt(entry) - now + 1);
     }
     return 0;
   }
@@ -109,6 +110,11 @@ export class WindowLedger {
     });
     this.queue = turn.catch(() => undefined);
     await turn;
+  }
+
+  /** A charge counts for the window, or for as long as it takes at the rate when that is longer. */
+  private leavesAt([at, bytes]: LedgerEntry): number {
+    return at + Math.max(this.windowMs, (bytes / this.bytesPerWindow) * this.windowMs);
   }
 
   private queue: Promise<void> = Promise.resolve();

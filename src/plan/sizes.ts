@@ -17,6 +17,8 @@ export interface MeasuredImage {
   readonly digest: string;
   readonly config: { readonly digest: string; readonly size: number };
   readonly layers: readonly PlannedLayer[];
+  /** Bytes of the platform manifest as the registry sent it. */
+  readonly manifestBytes?: number;
 }
 
 /** Deflate cannot shrink data by more than about 1032:1. */
@@ -118,6 +120,7 @@ export async function measureImage(
   return {
     digest: img.listDigest ?? img.digest,
     config: { digest: img.manifest.config.digest, size: img.manifest.config.size },
+    manifestBytes: img.manifestBytes,
     layers: await Promise.all(img.manifest.layers.map(sizeOnce)),
   };
 }

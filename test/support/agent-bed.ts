@@ -46,6 +46,8 @@ export interface NodeAgentOptions {
   /** Flags on top of the common ones (concurrency, --cache-mirror, ...). */
   readonly args?: readonly string[];
   readonly logName?: string;
+  /** The process's environment (default: this one's). */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 /**
@@ -79,5 +81,6 @@ export async function startNodeAgent(cluster: TestCluster, node: TestNode, optio
     ],
     logPath: join(options.dir, options.logName ?? `agent-${node.name}.log`),
     readyWhen: '"msg":"agent started"',
+    ...(options.env ? { env: options.env } : {}),
   });
 }

@@ -1,0 +1,226 @@
+/**
+ * Sharing the slow link politely, on the real thing: the test bed's kube-apiserver and 3 nodes
+ * (one control plane, two workers), each with its own CRI-O pulling quay.io from the fixture
+ * registry through the fault proxy (the link, which counts the bytes it carries per second),
+ * and one real `prestage agent` process per node as the DaemonSet runs them.
+ *
+ * - a staging window: shut when the sets arrive (nothing pulls, each node says until when),
+ *   open, closing mid-stage (no new pull starts), open again: the stage completes. The agents'
+ *   wall clock is moved by the test (`support/clock-shift.mjs`), not waited for;
+ * - pause and resume mid-stage: nothing pulled is lost, nothing is pulled twice;
+ * - `stage --link-rate`: the link never carries more than the cap averaged over any 5 s.
+ */
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { AGENT_NAME } from '../src/api/names.js';
+import type { NodePinnedImages, PinnedImageSet } from '../src/api/prestage.js';
+import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
+import { CriClient } from '../src/cri/client.js';
+import { KubeClient } from '../src/kube/client.js';
+import { formatBytes } from '../src/units.js';
+import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
+import { waitFor, type Daemon } from './cluster/processes.js';
+import { linkWindows, startFaultProxy, type FaultProxy } from './harness/fault-proxy.js';
+import { startRegistry, type RegistryHandle } from './harness/index.js';
+import { startNodeAgent } from './support/agent-bed.js';
+import { runCli } from './support/cli.js';
+
+const NAMESPACE = 'prestage';
+const MiB = 2 ** 20;
+const CLOCK_SHIFT = fileURLToPath(new URL('./support/clock-shift.mjs', import.meta.url));
+const truth = inject('fixtureTruth');
+
+let dir: string;
+let registry: RegistryHandle;
+let link: FaultProxy;
+let cluster: TestCluster;
+let client: KubeClient;
+let kube: string[];
+let registryFlags: string[];
+let clockFile: string;
+const agents = new Map<string, Daemon>();
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'prestage-link-'));
+  clockFile = join(dir, 'clock-offset');
+  await writeFile(clockFile, '0');
+  registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
+  link = await startFaultProxy({ upstream: registry.url });
+  cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': link.host }, insecureRegistries: [link.host] });
+  client = new KubeClient(cluster.kubeConfig);
+  kube = ['--kubeconfig', cluster.kubeconfigPath];
+  // The CLI reads the release straight from the registry (where it runs); the nodes pull over the link.
+  registryFlags = ['--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host, '--no-cluster'];
+  const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', '--apply', ...kube]);
+  expect([installed.code, installed.stderr]).toEqual([0, '']);
+  const env = { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${CLOCK_SHIFT}`.trim(), PRESTAGE_TEST_CLOCK_FILE: clockFile };
+  for (const node of cluster.nodes) agents.set(node.name, await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, env, args: ['--concurrency', '4', '--control-plane-concurrency', '4'] }));
+}, COLD_BUILD_TIMEOUT_MS);
+
+afterAll(async () => {
+  await Promise.allSettled([...agents.values()].map((agent) => agent.stop(30_000)));
+  await cluster?.stop();
+  await link?.stop();
+  await registry?.stop();
+  if (dir && !process.env.PRESTAGE_TESTBED_KEEP) await rm(dir, { recursive: true, force: true });
+});
+
+/** The agents' wall clock reads `hhmmss` UTC (today) now. */
+async function setAgentClock(hhmmss: string): Promise<void> {
+  const target = Date.parse(`${new Date().toISOString().slice(0, 10)}T${hhmmss}Z`);
+  await writeFile(clockFile, String(target - Date.now()));
+}
+
+async function withCri<T>(node: TestNode, use: (cri: CriClient) => Promise<T>): Promise<T> {
+  const cri = await CriClient.connect(node.crio.socketPath);
+  try {
+    return await use(cri);
+  } finally {
+    cri.close();
+  }
+}
+
+/** The release's images each node stores now. */
+async function storedCounts(): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const node of cluster.nodes) counts[node.name] = await withCri(node, async (cri) => (await cri.listImages()).filter((image) => image.repoDigests.some((name) => name.startsWith('quay.io/openshift-release-dev/'))).length);
+  return counts;
+}
+
+async function statuses(): Promise<NodePinnedImages[]> {
+  return (await client.get<{ items: NodePinnedImages[] }>(AGENT_PATHS.nodePinnedImages)).items;
+}
+
+/** Every prestage set deleted, the agents' pins gone, and the release's images removed from every node: fresh nodes again. */
+async function reset(): Promise<void> {
+  const sets = (await client.get<{ items: PinnedImageSet[] }>(AGENT_PATHS.pinnedImageSets)).items;
+  for (const set of sets) await client.request('DELETE', `${AGENT_PATHS.pinnedImageSets}/${set.metadata.name}`);
+  await waitFor('the agents to unpin', async () => ((await Promise.all(cluster.nodes.map((node) => withCri(node, async (cri) => (await cri.listImages()).some((image) => image.pinned && image.repoDigests.some((name) => name.startsWith('quay.io/openshift-release-dev/'))))))).some(Boolean) ? undefined : true), 60_000, 500);
+  for (const node of cluster.nodes) {
+    await withCri(node, async (cri) => {
+      for (const image of await cri.listImages()) if (image.repoDigests.some((name) => name.startsWith('quay.io/openshift-release-dev/'))) await cri.removeImage(image.id);
+    });
+  }
+  expect(Object.values(await storedCounts())).toEqual([0, 0, 0]);
+}
+
+/** `pulled` log lines per node and image since `offsets` (the agents' log lengths then). */
+function pullsSince(offsets: ReadonlyMap<string, number>): Map<string, Map<string, number>> {
+  const pulls = new Map<string, Map<string, number>>();
+  for (const [node, agent] of agents) {
+    const counts = new Map<string, number>();
+    for (const line of agent.logSince(offsets.get(node) ?? 0).split('\n')) {
+      if (!line.includes('"msg":"pulled"')) continue;
+      const image = (JSON.parse(line) as { image: string }).image;
+      counts.set(image, (counts.get(image) ?? 0) + 1);
+    }
+    pulls.set(node, counts);
+  }
+  return pulls;
+}
+
+function logOffsets(): Map<string, number> {
+  return new Map([...agents].map(([node, agent]) => [node, agent.logSince(0).length]));
+}
+
+describe('sharing the slow link', () => {
+  it('keeps to a staging window: nothing starts outside it, a close mid-stage stops new pulls, and the stage completes once it reopens', async () => {
+    // 12:xx UTC on the agents' clock (the real one): outside 22:00-06:00.
+    await setAgentClock(new Date().toISOString().slice(11, 19));
+    const applied = await runCli(['apply', truth.release.pullSpec, ...registryFlags.slice(0, 4), '--window', '22:00-06:00', '--window-tz', 'UTC', '--link-rate', '1MiB/s', ...kube]);
+    expect([applied.code, applied.stderr]).toEqual([0, '']);
+    // Each node says why it waits, and pulls nothing.
+    await waitFor('every node to report its sets paused until 22:00', async () => {
+      const entries = (await statuses()).flatMap((status) => status.status?.pinnedImageSets ?? []).filter((set) => set.name.startsWith('prestage-4.16.3-'));
+      // One set per node: the control plane's on master-0, the workers' on each worker.
+      return entries.length === 3 && entries.every((set) => set.waiting === 'paused until 22:00 UTC (staging windows 22:00-06:00)') ? true : undefined;
+    }, 60_000, 500);
+    expect(Object.values(await storedCounts())).toEqual([0, 0, 0]);
+    const waiting = runCli(['wait', '--timeout', '5m', ...kube]);
+
+    // The window opens 20 s before its close; the agents look again within 10 s.
+    await setAgentClock('05:59:40');
+    const closesAt = Date.now() + 20_000;
+    await waitFor('pulls to start in the window', async () => (Object.values(await storedCounts()).some((count) => count > 0) ? true : undefined), 15_000, 250);
+    // Past the close, and past the pulls it found under way (non-strict: they finish).
+    await sleep(Math.max(0, closesAt - Date.now()) + 4_000);
+    const atClose = await storedCounts();
+    await sleep(8_000);
+    const later = await storedCounts();
+    const expected = await statuses();
+    const incomplete = expected.flatMap((status) => status.status?.pinnedImageSets ?? []).filter((set) => set.currentGeneration !== set.desiredGeneration);
+    console.log(`window closed mid-stage: images per node at the close ${JSON.stringify(atClose)}, 8 s later ${JSON.stringify(later)}; ${incomplete.length} node sets incomplete, waiting: ${incomplete[0]?.waiting}`);
+    expect(later).toEqual(atClose);
+    expect(incomplete.length).toBeGreaterThan(0);
+    expect(incomplete.every((set) => set.waiting === 'paused until 22:00 UTC (staging windows 22:00-06:00)')).toBe(true);
+
+    // It opens again: the stage completes.
+    await setAgentClock('21:59:58');
+    const waited = await waiting;
+    console.log(`$ prestage wait (exit ${waited.code})\n${waited.stdout.split('\n').filter((line) => /paused until|ready|link:/.test(line)).slice(0, 12).join('\n')}`);
+    expect([waited.code, waited.stderr]).toEqual([0, '']);
+    expect(waited.stdout).toContain('note: paused until 22:00 UTC (staging windows 22:00-06:00)');
+    await setAgentClock(new Date().toISOString().slice(11, 19));
+  }, 300_000);
+
+  it('pauses and resumes mid-stage: what was pulled stays, nothing is pulled twice, and the stage completes', async () => {
+    await reset();
+    const offsets = logOffsets();
+    const applied = await runCli(['apply', truth.release.pullSpec, ...registryFlags.slice(0, 4), '--link-rate', '1MiB/s', ...kube]);
+    expect([applied.code, applied.stderr]).toEqual([0, '']);
+    await waitFor('some pulls', async () => (Object.values(await storedCounts()).reduce((a, b) => a + b, 0) >= 20 ? true : undefined), 60_000, 250);
+    const paused = await runCli(['pause', ...kube]);
+    expect([paused.code, paused.stderr]).toEqual([0, '']);
+    expect(paused.stdout).toContain('paused prestage-4.16.3-worker (agent: no new pulls start; pulls under way finish; nothing is unpinned)');
+    // Pulls under way finish; then nothing more.
+    await sleep(4_000);
+    const atPause = await storedCounts();
+    await sleep(6_000);
+    expect(await storedCounts()).toEqual(atPause);
+    const notes = (await statuses()).flatMap((status) => (status.status?.pinnedImageSets ?? []).map((set) => ({ node: status.metadata.name, set: set.name, done: set.currentGeneration === set.desiredGeneration, waiting: set.waiting })));
+    expect(notes.filter((note) => !note.done).length).toBeGreaterThan(0);
+    expect(notes.filter((note) => !note.done && !note.waiting?.startsWith('paused by prestage pause at '))).toEqual([]);
+    const resumed = await runCli(['resume', ...kube]);
+    expect([resumed.code, resumed.stderr]).toEqual([0, '']);
+    const waited = await runCli(['wait', '--timeout', '5m', ...kube]);
+    expect([waited.code, waited.stderr]).toEqual([0, '']);
+    // Nothing lost: every node has at least what it had at the pause (all of its sets now); nothing pulled twice.
+    const after = await storedCounts();
+    for (const node of Object.keys(atPause)) expect(after[node]).toBeGreaterThanOrEqual(atPause[node]!);
+    const pulls = pullsSince(offsets);
+    const twice = [...pulls].flatMap(([node, counts]) => [...counts].filter(([, count]) => count > 1).map(([image]) => `${node} ${image}`));
+    console.log(`pause/resume: images per node at the pause ${JSON.stringify(atPause)}, at the end ${JSON.stringify(after)}; pulls per node ${JSON.stringify(Object.fromEntries([...pulls].map(([node, counts]) => [node, counts.size])))}, pulled twice: ${twice.length}`);
+    expect(twice).toEqual([]);
+  }, 300_000);
+
+  it('holds the link to the cap: stage --link-rate 2MiB/s never carries more than 2 MiB/s averaged over any 5 s, where the same stage uncapped does', async () => {
+    const cap = 2 * MiB;
+    const run = async (extra: readonly string[]) => {
+      await reset();
+      link.resetStats();
+      const started = Date.now();
+      const staged = await runCli(['stage', truth.release.pullSpec, ...registryFlags, ...extra, '--timeout', '10m', ...kube]);
+      const seconds = (Date.now() - started) / 1000;
+      expect([staged.code, staged.stderr]).toEqual([0, '']);
+      const windows = linkWindows(link.stats.perSecond, 5);
+      const first = Math.min(...link.stats.perSecond.keys());
+      console.log(
+        `$ prestage stage ${truth.release.pullSpec} ${extra.join(' ')} ...  (exit ${staged.code}, ${seconds.toFixed(1)} s)\n` +
+          `${staged.stdout.split('\n').filter((line) => /^link:/.test(line)).slice(-3).join('\n')}\n` +
+          `link: ${formatBytes(link.stats.bytesSent)} in ${windows.seconds} s; max over 5 s ${formatBytes(windows.maxBytesPerSecond)}/s (${(windows.maxBytesPerSecond / cap).toFixed(3)} of 2 MiB/s), mean ${formatBytes(windows.meanBytesPerSecond)}/s (${(windows.meanBytesPerSecond / cap).toFixed(3)})\n` +
+          `per second (KiB): ${[...link.stats.perSecond].sort((a, b) => a[0] - b[0]).map(([second, bytes]) => `${second - first}:${Math.round(bytes / 1024)}`).join(' ')}`,
+      );
+      return { staged, windows };
+    };
+    // The same stage without a cap: the link carries more than 2 MiB/s over some 5 s (so the check below can fail).
+    const uncapped = await run([]);
+    expect(uncapped.windows.maxBytesPerSecond).toBeGreaterThan(cap);
+    const capped = await run(['--link-rate', '2MiB/s']);
+    expect(capped.staged.stdout).toMatch(/^link: .* of the 2\.0 MiB\/s cap/m);
+    expect(capped.windows.maxBytesPerSecond).toBeLessThanOrEqual(cap);
+  }, 600_000);
+});
