@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { PREPAID_BYTES, pacedRead } from '../src/bundle/range-parts.js';
+import { PREPAID_BYTES, pacedRead } from '../src/net/link-rate.js';
 import type { StreamPacer } from '../src/net/link-rate.js';
 import { parseRate } from '../src/units.js';
 import { linkWindows } from './harness/fault-proxy.js';
@@ -80,13 +80,12 @@ describe('bundle create --link-rate', () => {
     const windows = linkWindows(perSecond);
     const manifestBytes = log.filter((record) => record.target.includes('/manifests/')).reduce((a, record) => a + record.bytesSent, 0);
     const perSecondFigures = [...perSecond.values()].map((bytes) => (bytes / cap).toFixed(2)).join(' ');
-    console.log(`--link-rate ${RATE}: ${bytesSent} B (${manifestBytes} B of manifests, unpaced) over ${windows.seconds} s; `
+    console.log(`--link-rate ${RATE}: ${bytesSent} B (${manifestBytes} B of manifests) over ${windows.seconds} s; `
       + `max over 5 s ${(windows.maxBytesPerSecond / cap).toFixed(3)} x cap, mean ${(windows.meanBytesPerSecond / cap).toFixed(3)} x cap; `
       + `makespan ${makespan.toFixed(2)} s (link ${((lastByteAt - firstByteAt) / 1000).toFixed(2)} s), bytes/cap ${(bytesSent / cap).toFixed(2)} s; per second x cap: ${perSecondFigures}`);
 
     expect([...perSecond.values()].reduce((a, b) => a + b, 0)).toBe(bytesSent);
-    // At most the cap, plus what is not paced or paid late: the pacer's 100 ms of credit (2% of a
-    // window), the manifests (unpaced, some 280 KB read first: 3% of the first windows at this rate),
+    // At most the cap, plus what is paid late: the manifests (paid once read, some 280 KB read first),
     // and what connections have in flight beyond PREPAID_BYTES. Measured 1.02-1.06 (2-core host).
     expect(windows.maxBytesPerSecond).toBeLessThanOrEqual(cap * 1.12);
     // ... and the link is used (whole seconds counted: the first and the last only partly used),

@@ -60,6 +60,10 @@ describe('agent backend', () => {
 
     const again = await runCli(['pause', 'agent-worker', ...kube('agent')]);
     expect([again.code, again.stdout]).toEqual([0, `agent-worker already paused since ${since}\n`]);
+    // Applied again (server-side apply, field manager prestage): the pause, another operation's field, stays.
+    const reapplied = await runCli(['apply', writePlan(dir, testPlan('agent')), ...kube('agent')]);
+    expect([reapplied.code, reapplied.stderr]).toEqual([0, '']);
+    expect((await metadataOf(path('agent-worker'))).annotations?.[PAUSED_ANNOTATION]).toBe(since);
 
     // One set named is not paused: nothing changes for either.
     const before = await Promise.all(['agent-worker', 'agent-control-plane'].map(async (set) => (await metadataOf(path(set))).resourceVersion));
@@ -98,6 +102,10 @@ describe('MCO backend, v1', () => {
     const during = await metadataOf(path('mco-worker'));
     expect(during.labels).not.toHaveProperty('machineconfiguration.openshift.io/role');
     expect(during.annotations).toMatchObject({ [PAUSED_ROLE_ANNOTATION]: 'worker', [PAUSED_ANNOTATION]: expect.stringMatching(RFC3339) });
+    expect(await backend.targetNodes('mco-worker')).toEqual([]);
+    // Applied again (a stage, a GitOps sync): it stays paused, or the pool would pull it at once.
+    const reapplied = await runCli(['apply', writePlan(dir, testPlan('mco')), ...kube('mco')]);
+    expect([reapplied.code, reapplied.stderr]).toEqual([0, '']);
     expect(await backend.targetNodes('mco-worker')).toEqual([]);
     // The patch is conditional on the resourceVersion read: one from before the pause is refused, not merged.
     await expect(patchSet(client, { kind: 'mco', versions: MCO_V1 }, 'mco-worker', { metadata: { resourceVersion: before.resourceVersion!, annotations: { [PAUSED_ANNOTATION]: null } } }, { dryRun: false, verb: 'resume' })).rejects.toThrow(

@@ -33,7 +33,7 @@ import { fetchSigstoreAttachment } from '../signatures/sigstore.js';
 import type { CacheMirror } from './cache-mirror.js';
 import { isUnreachable } from './image-sizes.js';
 import { LeasePacer } from './pacing.js';
-import { paced, StreamPacer } from '../net/link-rate.js';
+import { pacedRead, StreamPacer } from '../net/link-rate.js';
 
 export const CACHE_WARM_PREFIX = 'prestage-cache-warm-';
 export const CACHE_WARM_LABEL = 'prestage.dev/cache-warm';
@@ -235,7 +235,8 @@ export class LeaseCacheWarmer implements CacheWarmer {
       if (down || !held()) return;
       try {
         // The body is only hashed (blobStream verifies the digest) and dropped: the cache keeps it.
-        for await (const chunk of paced(this.registry.blobStream(ref, blob), pacer)) bytes += (chunk as Buffer).length;
+        const body = this.registry.blobStream(ref, blob);
+        for await (const chunk of pacer ? pacedRead(body, blob.size, pacer) : body) bytes += (chunk as Buffer).length;
         read++;
       } catch (error) {
         fail(`${formatReference({ registry: ref.registry, repository: ref.repository })}@${blob.digest}`, error);

@@ -55,7 +55,7 @@ export interface CreateOptions {
   readonly sigstore: boolean;
   /** The release's GPG signatures, gathered and verified before (signatures/gather.ts). */
   readonly releaseSignatures?: GatheredSignatures;
-  /** `--link-rate`, bytes per second: the cap all blob reads of the run share (manifests are not paced). */
+  /** `--link-rate`, bytes per second: the cap all manifest and blob reads of the run share. */
   readonly linkRate?: number;
 }
 
@@ -119,7 +119,9 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
     await writeMetadata(dir, plan, opts, [...content.blobs.values()].map((b) => b.descriptor).filter((d) => external(d.digest)), signatures);
     await dropOtherIndex(dir, collected.index);
   };
-  const discovery = new Discovery(client, plan, opts, signatures.sigstore, { take: (image) => take(image), allRead });
+  // One pacer for the run: every manifest and blob read, small, streamed or in Range parts, shares its rate.
+  const pacer = opts.linkRate !== undefined ? new StreamPacer(opts.linkRate) : undefined;
+  const discovery = new Discovery(client, plan, { ...opts, ...(pacer ? { pacer } : {}) }, signatures.sigstore, { take: (image) => take(image), allRead });
 
   const progress = new TransferProgress(opts.progressTo, { verb: 'bundled', totalBytes: 0, totalImages: discovery.pullSpecs.length, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
   const tracker = new ImageTracker();
@@ -130,8 +132,6 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   // a crash left short is re-hashed and fetched again on the rerun like any damaged one.
   const written = new SyncBehind();
   for (const file of release?.files ?? []) written.add(blobPath(dir, file.digest), file.size);
-  // One pacer for the run: every blob read, small, streamed or in Range parts, shares its rate.
-  const pacer = opts.linkRate !== undefined ? new StreamPacer(opts.linkRate) : undefined;
   const blobs = new BlobTransfers(client, dir, left, progress, written, pacer);
   const lanes = new TransferLanes(opts.concurrency, bulkSlots(opts.concurrency));
 

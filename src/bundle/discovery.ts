@@ -4,6 +4,7 @@
  * are complete as their parts land in the layout.
  */
 import type { Plan } from '../plan/types.js';
+import type { StreamPacer } from '../net/link-rate.js';
 import type { RegistryClient } from '../registry/client.js';
 import { bundledPullSpecs, collectImage, contentOf, type BundleContent, type BundleImage } from './content.js';
 import type { TransferLanes } from './lanes.js';
@@ -13,6 +14,11 @@ export interface DiscoveryOptions {
   readonly allPlatforms: boolean;
   /** Look for each manifest's sigstore attachment (`<repo>:sha256-<hex>.sig`). */
   readonly sigstore: boolean;
+  /**
+   * `--link-rate`: manifests are paid for once read (their size is unknown before), so the reads
+   * after them wait their turn; the blobs' reads share the pacer.
+   */
+  readonly pacer?: StreamPacer;
 }
 
 export interface DiscoveryHooks {
@@ -55,6 +61,7 @@ export class Discovery {
 
   private async read(at: number, lanes: TransferLanes): Promise<void> {
     const image = await collectImage(this.client, this.pullSpecs[at]!, this.plan.release.architecture, this.options.allPlatforms);
+    await this.options.pacer?.pay(manifestBytes(image));
     this.images[at] = image;
     await this.hooks.take(image);
     if (this.options.sigstore) {
@@ -69,6 +76,7 @@ export class Discovery {
   /** The attachment signing one of an image's manifests, if the source has one. */
   private async readAttachment(image: BundleImage, digest: string): Promise<void> {
     const attachment = await collectSigstoreAttachment(this.client, image.ref, digest);
+    if (attachment) await this.options.pacer?.pay(manifestBytes(attachment));
     if (attachment) {
       this.attachments.push(attachment);
       await this.hooks.take(attachment);
@@ -135,6 +143,10 @@ export class ImageTracker {
 }
 
 /** Bytes an image's manifests, configs and layers take. */
+function manifestBytes(image: BundleImage): number {
+  return image.manifests.reduce((total, manifest) => total + manifest.bytes.length, 0);
+}
+
 export function imageBytes(image: BundleImage): number {
   return image.manifests.reduce((a, m) => a + m.bytes.length, 0) + image.blobs.reduce((a, b) => a + b.size, 0);
 }

@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { open, type FileHandle } from 'node:fs/promises';
 import { DigestMismatchError } from '../errors.js';
-import type { StreamPacer } from '../net/link-rate.js';
+import { pacedRead, type StreamPacer } from '../net/link-rate.js';
 import type { RegistryClient } from '../registry/client.js';
 import type { Descriptor } from '../registry/manifest.js';
 import { formatReference, type ImageReference } from '../registry/reference.js';
@@ -131,35 +131,6 @@ export async function fetchInParts(client: RegistryClient, from: ImageReference,
     await file.close();
   }
   if (error !== undefined) throw error;
-}
-
-/**
- * What a read has across the link before its reader could pace it: the connection's first TCP
- * window, the buffers between the socket and the reader (a chunk of up to 64 KiB in each: some
- * 224 KiB behind a 64 KiB window, measured), and the chunk that reading the first one lets
- * across. A pace that paid for each chunk only as it arrived would pay for these late: with many
- * reads starting at once, their windows alone overshoot the rate. (A connection whose window
- * grew larger than this still gets ahead of its pay by the difference.)
- */
-export const PREPAID_BYTES = 320 * 1024;
-
-/**
- * `source` (lazy: it asks for nothing until first read) through `pacer`, paid ahead of what it
- * brings: the first PREPAID_BYTES (all of `bytes`, if fewer) before it is asked for, then each
- * chunk as it arrives, the reader sleeping off the debt before it reads on (which lets the next
- * chunk's worth across), until `bytes` are paid: the last chunks crossed with the first window.
- */
-export async function* pacedRead(source: AsyncIterable<Buffer>, bytes: number, pacer: StreamPacer, signal: AbortSignal): AsyncGenerator<Buffer> {
-  let paid = Math.min(bytes, PREPAID_BYTES);
-  await pacer.pay(paid, signal);
-  for await (const chunk of source) {
-    const owed = Math.min(chunk.length, bytes - paid);
-    if (owed > 0) {
-      paid += owed;
-      await pacer.pay(owed, signal);
-    }
-    yield chunk;
-  }
 }
 
 /**

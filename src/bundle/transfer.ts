@@ -11,14 +11,14 @@ import { readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { DigestMismatchError } from '../errors.js';
-import type { StreamPacer } from '../net/link-rate.js';
+import { pacedRead, type StreamPacer } from '../net/link-rate.js';
 import { RangesRefused, type RegistryClient } from '../registry/client.js';
 import type { Descriptor } from '../registry/manifest.js';
 import type { ImageReference } from '../registry/reference.js';
 import type { BundleManifest } from './content.js';
 import { BLOBS_DIR, PARTIAL_DIR, blobFileName, blobPath, partialPath } from './layout.js';
 import type { TransferProgress } from './progress.js';
-import { fetchInParts, pacedRead, rangeParts } from './range-parts.js';
+import { fetchInParts, rangeParts } from './range-parts.js';
 import type { SyncBehind } from './sync-behind.js';
 import { hashBlobs } from './verify.js';
 
@@ -80,8 +80,8 @@ export class BlobTransfers {
     private readonly progress: TransferProgress,
     private readonly written: SyncBehind,
     /**
-     * `--link-rate`: the cap every blob body read by this run shares. Manifests are not paced:
-     * they are read (discovery.ts) before they come here, a few KiB each, next to gigabytes of blobs.
+     * `--link-rate`: the cap every blob body read by this run shares (with the manifests, paid
+     * for as discovery.ts reads them).
      */
     private readonly pacer?: StreamPacer,
   ) {}

@@ -7,6 +7,8 @@ import { ClusterError } from '../errors.js';
 import { FIELD_MANAGER, type ApplyOutcome, type BackendKind, type DesiredSet, type PinningBackend, type ProgressSnapshot, type WatchOptions } from './backend.js';
 import { Informer } from '../kube/informer.js';
 import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from '../kube/client.js';
+import { PAUSED_ROLE_ANNOTATION } from '../api/staging.js';
+import { POOL_ROLE_LABEL } from '../plan/assemble.js';
 
 /** The watched collections by path, each as name → object. */
 export type ClusterView = ReadonlyMap<string, ReadonlyMap<string, KubeObject>>;
@@ -104,7 +106,7 @@ async function applySets(client: KubeClient, spec: BackendSpec, sets: readonly D
     const before = await client.find<KubeObject>(path);
     let after: KubeObject;
     try {
-      after = await client.apply(path, spec.toObject(set), { fieldManager: FIELD_MANAGER, dryRun });
+      after = await client.apply(path, keptPaused(spec.toObject(set), before), { fieldManager: FIELD_MANAGER, dryRun });
     } catch (error) {
       if (error instanceof KubeApiError && error.status === 422) throw new ClusterError(`the cluster refused set ${set.name}: ${error.message}`);
       throw error;
@@ -112,6 +114,17 @@ async function applySets(client: KubeClient, spec: BackendSpec, sets: readonly D
     outcomes.push(diffSet(set.name, spec, before, after));
   }
   return outcomes;
+}
+
+/**
+ * A set `prestage pause` took from MCO's pools (its role label moved into an annotation) stays
+ * paused when applied again: without the label, or the pools would select it and pull at once.
+ */
+function keptPaused(object: KubeObject, before: KubeObject | undefined): KubeObject {
+  const role = before?.metadata.annotations?.[PAUSED_ROLE_ANNOTATION];
+  if (role === undefined || !object.metadata.labels?.[POOL_ROLE_LABEL]) return object;
+  const { [POOL_ROLE_LABEL]: _role, ...labels } = object.metadata.labels;
+  return { ...object, metadata: { ...object.metadata, labels } };
 }
 
 function diffSet(name: string, spec: BackendSpec, before: KubeObject | undefined, after: KubeObject): ApplyOutcome {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { virtualClock as fakeClock } from '../../test/support/virtual-clock.js';
-import { paced, StreamPacer, WindowLedger } from './link-rate.js';
+import { pacedRead, StreamPacer, WindowLedger } from './link-rate.js';
 
 /** Bytes per window of `windowMs` over a list of [time, bytes], the maximum over every start. */
 function maxInWindow(events: ReadonlyArray<readonly [number, number]>, windowMs: number): number {
@@ -8,21 +8,21 @@ function maxInWindow(events: ReadonlyArray<readonly [number, number]>, windowMs:
 }
 
 describe('StreamPacer', () => {
-  it('reads a stream no faster than the rate: 10 MiB at 2 MiB/s takes 5 s less the burst', async () => {
+  it('reads a stream no faster than the rate: 10 MiB at 2 MiB/s takes 5 s, the first window paid before it is asked for', async () => {
     const clock = fakeClock();
-    const pacer = new StreamPacer(2 * 2 ** 20, clock, 100);
+    const pacer = new StreamPacer(2 * 2 ** 20, clock);
     const chunks = Array.from({ length: 160 }, () => Buffer.alloc(64 * 1024));
     async function* source() {
       yield* chunks;
     }
     const started = clock.now();
     const times: Array<[number, number]> = [];
-    for await (const chunk of paced(source(), pacer)) times.push([clock.now(), chunk.length]);
+    for await (const chunk of pacedRead(source(), 10 * 2 ** 20, pacer)) times.push([clock.now(), chunk.length]);
     const elapsed = clock.now() - started;
-    expect(elapsed).toBeGreaterThanOrEqual(4_900 - 1);
-    expect(elapsed).toBeLessThanOrEqual(5_000);
-    // Over any second, at most the rate plus the burst and a chunk.
-    expect(maxInWindow(times, 1_000)).toBeLessThanOrEqual(2 * 2 ** 20 * 1.1 + 64 * 1024);
+    expect(elapsed).toBeGreaterThanOrEqual(4_999);
+    expect(elapsed).toBeLessThanOrEqual(5_001);
+    // Over any second, at most the rate and the first window.
+    expect(maxInWindow(times, 1_000)).toBeLessThanOrEqual(2 * 2 ** 20 + 320 * 1024);
   });
 
   it('shares one rate between readers', async () => {

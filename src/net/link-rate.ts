@@ -1,9 +1,9 @@
 /**
  * A cap on the bytes that cross a slow link, in two forms for the two kinds of traffic:
  *
- * - `StreamPacer`: bytes prestage reads itself (a bundle's blobs, the cache warm). Each chunk is
- *   paid for as it arrives and the reader sleeps off its debt before reading on, so TCP's window
- *   holds the sender back: the link carries the rate plus at most `burstMs` of it and a chunk.
+ * - `StreamPacer` with `pacedRead`: bytes prestage reads itself (a bundle's blobs, the cache
+ *   warm). A read pays for its first window before it asks, then for each chunk as it arrives,
+ *   the reader sleeping off its debt before reading on, so TCP's window holds the sender back.
  * - `WindowLedger`: transfers prestage starts but cannot slow once started (a CRI pull is one
  *   unary call; CRI-O reports no progress and has no per-pull rate). Each start is charged its
  *   whole size up front and waits until the charges of the last `windowMs` leave room for it,
@@ -35,8 +35,8 @@ export class StreamPacer {
   constructor(
     readonly bytesPerSecond: number,
     private readonly clock: Clock = SYSTEM_CLOCK,
-    /** Credit a reader idle for a while may spend at once. */
-    private readonly burstMs = 100,
+    /** Credit a reader idle for a while may spend at once; none by default (it would be 2 % of a 5 s window per 100 ms). */
+    private readonly burstMs = 0,
   ) {
     if (!(bytesPerSecond > 0)) throw new RangeError('a link rate must be more than zero');
   }
@@ -50,10 +50,31 @@ export class StreamPacer {
   }
 }
 
-/** Each chunk of `source` passed on after it was paid for: the source is read no faster than the rate. */
-export async function* paced<T extends { length: number }>(source: AsyncIterable<T>, pacer: StreamPacer | undefined, signal?: AbortSignal): AsyncGenerator<T> {
+/**
+ * What a read has across the link before its reader could pace it: the connection's first TCP
+ * window, the buffers between the socket and the reader (a chunk of up to 64 KiB in each: some
+ * 224 KiB behind a 64 KiB window, measured), and the chunk that reading the first one lets
+ * across. A pace that paid for each chunk only as it arrived would pay for these late: with many
+ * reads starting at once, their windows alone overshoot the rate. (A connection whose window
+ * grew larger than this still gets ahead of its pay by the difference.)
+ */
+export const PREPAID_BYTES = 320 * 1024;
+
+/**
+ * `source` (lazy: it asks for nothing until first read) through `pacer`, paid ahead of what it
+ * brings: the first PREPAID_BYTES (all of `bytes`, if fewer) before it is asked for, then each
+ * chunk as it arrives, the reader sleeping off the debt before it reads on (which lets the next
+ * chunk's worth across), until `bytes` are paid: the last chunks crossed with the first window.
+ */
+export async function* pacedRead<T extends { length: number }>(source: AsyncIterable<T>, bytes: number, pacer: StreamPacer, signal?: AbortSignal): AsyncGenerator<T> {
+  let paid = Math.min(bytes, PREPAID_BYTES);
+  await pacer.pay(paid, signal);
   for await (const chunk of source) {
-    if (pacer) await pacer.pay(chunk.length, signal);
+    const owed = Math.min(chunk.length, bytes - paid);
+    if (owed > 0) {
+      paid += owed;
+      await pacer.pay(owed, signal);
+    }
     yield chunk;
   }
 }
