@@ -79,6 +79,22 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
     }
   });
 
+  it('a malformed rate or window, a window of zero length, an unknown time zone: one line, exit 2, before the kubeconfig is read', async () => {
+    const kube = ['--kubeconfig', join(dir, 'no-such-kubeconfig')];
+    for (const [args, message] of [
+      [['stage', RELEASE, '--link-rate', 'fast'], '--link-rate: bad rate "fast": use e.g. 20MiB/s, 100Mbit/s, 5MB/s; see prestage stage --help'],
+      [['install', '--image', 'r/p:1', '--link-rate', '0'], '--link-rate must be more than zero, e.g. 20MiB/s, 100Mbit/s, 5MB/s; see prestage install --help'],
+      [['agent', '--node', 'n', '--link-rate', '20 parsecs'], '--link-rate: bad rate "20 parsecs": use e.g. 20MiB/s, 100Mbit/s, 5MB/s; see prestage agent --help'],
+      [['stage', RELEASE, '--window', '22-06'], '--window: bad window "22-06": use HH:MM-HH:MM in 24-hour time, e.g. 22:00-06:00'],
+      [['apply', RELEASE, '--window', '22:00-22:00'], '--window: window "22:00-22:00" has zero length; give a start and an end that differ (22:00-06:00 wraps past midnight)'],
+      [['stage', RELEASE, '--window', '22:00-06:00', '--window-tz', 'Mars/Olympus'], '--window-tz: unknown time zone "Mars/Olympus": use an IANA name such as UTC, Europe/Paris or America/New_York'],
+      [['stage', RELEASE, '--window-strict'], '--window-strict needs --window HH:MM-HH:MM'],
+    ] as const) {
+      const result = await runBin('prestage', [...args, ...kube]);
+      expect(result, args.join(' ')).toEqual({ code: 2, stdout: '', stderr: `prestage: error: ${message}\n` });
+    }
+  });
+
   it('an unknown command is one line, exit 2', async () => {
     expect(await runBin('prestage', ['nope'])).toEqual({ code: 2, stdout: '', stderr: 'prestage: error: Unknown argument: nope; see prestage --help\n' });
   });
