@@ -11,6 +11,11 @@
  * link requests, what the cache fetched and served (its own metrics), the makespan, and for A the
  * bound 1.2 x unique / link rate + LAN time, where LAN time is what the nodes took after the warm
  * (set created to pinned everywhere, minus the warm's own time from its log line).
+ *
+ * Then the same two with the agents' `--link-rate` (issue #29; BENCH_CAP_BYTES_PER_SECOND,
+ * default the link rate above) on a link 4x faster, so the cap binds and not the link:
+ *   A+cap, B+cap: the link's bytes per second against the cap (max over any 5 s, mean over the
+ *   run), and the time the link carried them against bytes / cap (goal <= 1.1x).
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { request } from 'node:http';
@@ -24,12 +29,14 @@ import { parseCacheMetrics, type CacheCounters } from '../src/cluster/cache-metr
 import { startCluster, type TestCluster } from '../test/cluster/index.js';
 import type { Daemon } from '../test/cluster/processes.js';
 import { startFaultProxy, startRegistry } from '../test/harness/index.js';
+import { linkWindows, type LinkWindows } from '../test/harness/fault-proxy.js';
 import { pinState, startNodeAgent } from '../test/support/agent-bed.js';
 import { ProxyCache } from '../test/support/cache-bed.js';
 import { runCli } from '../test/support/cli.js';
 
 const NODES = Number(process.env.BENCH_NODES ?? 3);
 const LINK_RATE = Number(process.env.BENCH_LINK_BYTES_PER_SECOND ?? 2 * 1024 * 1024);
+const CAP = Number(process.env.BENCH_CAP_BYTES_PER_SECOND ?? LINK_RATE);
 const NAMESPACE = 'prestage';
 const BLOB = /^\/v2\/.+\/blobs\/sha256:[a-f0-9]{64}$/;
 
@@ -54,9 +61,15 @@ interface RunResult {
   readonly linkRangeReads: number;
   readonly cache?: CacheCounters;
   readonly warmS?: number;
+  /** The link's bytes per second over the run (whole seconds). */
+  readonly windows: LinkWindows;
+  /** First to last byte over the link, s. */
+  readonly linkBusyS: number;
 }
 
-async function run(withCache: boolean): Promise<RunResult> {
+async function run(withCache: boolean, cap?: number): Promise<RunResult> {
+  // Under a cap the link is 4x faster than it: the cap binds, not the link.
+  link.setBandwidth(cap ? 4 * cap : LINK_RATE);
   const dir = await mkdtemp(join(root, withCache ? 'with-' : 'without-'));
   const cache = withCache ? await ProxyCache.start({ dir, remoteUrl: link.url, volumeBytes: 256 * 1024 * 1024 }) : undefined;
   let cluster: TestCluster | undefined;
@@ -66,7 +79,7 @@ async function run(withCache: boolean): Promise<RunResult> {
     const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:bench', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
     if (installed.code !== 0) throw new Error(`install: ${installed.stderr}`);
     for (const node of cluster.nodes) {
-      agents.push(await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, args: cache ? ['--cache-mirror', `quay.io=${cache.host}`] : [], logName: `agent-${node.name}.log` }));
+      agents.push(await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, args: [...(cache ? ['--cache-mirror', `quay.io=${cache.host}`] : []), ...(cap ? ['--link-rate', String(cap)] : [])], logName: `agent-${node.name}.log` }));
     }
     const before = cache ? await metrics(cache.metrics) : undefined;
     link.resetStats();
@@ -93,9 +106,12 @@ async function run(withCache: boolean): Promise<RunResult> {
         }
       }
     }
+    const windows = linkWindows(link.stats.perSecond, 5);
     return {
-      name: withCache ? 'A: through the cache' : 'B: straight',
+      name: `${withCache ? 'A: through the cache' : 'B: straight'}${cap ? ' +cap' : ''}`,
       makespanS,
+      windows,
+      linkBusyS: (link.stats.lastByteAt - link.stats.firstByteAt) / 1000,
       linkBlobBytes: blobGets.reduce((total, record) => total + record.bytesSent, 0),
       linkRequests: link.stats.requests,
       linkWholeBlobGets: blobGets.filter((record) => record.range === undefined).length,
@@ -155,6 +171,23 @@ try {
   console.log(`  A: warm ${withCache.warmS?.toFixed(1) ?? '?'} s for ${mib(uniqueBytes)} (the link alone needs ${linkS.toFixed(1)} s: warm / link time ${((withCache.warmS ?? 0) / linkS).toFixed(2)}); LAN time after the warm ${lanS.toFixed(1)} s`);
   console.log(`  A: makespan ${withCache.makespanS.toFixed(1)} s against the bound 1.2 x ${linkS.toFixed(1)} s + ${lanS.toFixed(1)} s = ${bound.toFixed(1)} s: ${withCache.makespanS <= bound ? 'within' : 'OVER'} (${(withCache.makespanS / bound).toFixed(2)})`);
   console.log(`  B: makespan ${without.makespanS.toFixed(1)} s; the link alone needs ${(without.linkBlobBytes / LINK_RATE).toFixed(1)} s for what B fetched`);
+
+  // The cap (issue #29): the agents' --link-rate on a link 4x faster than it.
+  const cappedA = await run(true, CAP);
+  const cappedB = await run(false, CAP);
+  console.log(`bench:cache --link-rate ${mib(CAP)}/s on a ${mib(4 * CAP)}/s link; ratio = figure / cap`);
+  console.log(`  ${''.padEnd(50)}${'A+cap'.padStart(12)}${'B+cap'.padStart(14)}`);
+  const capRows: Array<[string, (r: RunResult) => string]> = [
+    ['link max over any 5 s / cap', (r) => (r.windows.maxBytesPerSecond / CAP).toFixed(3)],
+    ['link mean over the run / cap', (r) => (r.windows.meanBytesPerSecond / CAP).toFixed(3)],
+    ['link blob bytes', (r) => String(r.linkBlobBytes)],
+    ['link busy s (first to last byte)', (r) => r.linkBusyS.toFixed(1)],
+    ['link busy / (link bytes / cap) (goal <= 1.1)', (r) => (r.linkBusyS / (r.linkBlobBytes / CAP)).toFixed(2)],
+    ['makespan s', (r) => r.makespanS.toFixed(1)],
+    ['makespan / (unique bytes / cap)', (r) => (r.makespanS / (uniqueBytes / CAP)).toFixed(2)],
+  ];
+  for (const [label, figure] of capRows) console.log(`  ${label.padEnd(50)}${figure(cappedA).padStart(12)}${figure(cappedB).padStart(14)}`);
+  console.log(`  A+cap: warm ${cappedA.warmS?.toFixed(1) ?? '?'} s for ${mib(uniqueBytes)}: ${(((cappedA.warmS ?? 0) * CAP) / uniqueBytes).toFixed(2)} x unique / cap; the rest of its makespan is the nodes pulling from the cache over the LAN`);
 } finally {
   await link.stop();
   await registry.stop();

@@ -131,8 +131,8 @@ describe('sharing the slow link', () => {
   it('keeps to a staging window: nothing starts outside it, a close mid-stage stops new pulls, and the stage completes once it reopens', async () => {
     // 12:xx UTC on the agents' clock (the real one): outside 22:00-06:00.
     await setAgentClock(new Date().toISOString().slice(11, 19));
-    const applied = await runCli(['apply', truth.release.pullSpec, ...registryFlags.slice(0, 4), '--window', '22:00-06:00', '--window-tz', 'UTC', '--link-rate', '1MiB/s', ...kube]);
-    expect([applied.code, applied.stderr]).toEqual([0, '']);
+    // As a user runs it: stage plans, applies with the window and the cap on the sets, and waits.
+    const staging = runCli(['stage', truth.release.pullSpec, ...registryFlags, '--window', '22:00-06:00', '--window-tz', 'UTC', '--link-rate', '1MiB/s', '--timeout', '5m', ...kube]);
     // Each node says why it waits, and pulls nothing.
     await waitFor('every node to report its sets paused until 22:00', async () => {
       const entries = (await statuses()).flatMap((status) => status.status?.pinnedImageSets ?? []).filter((set) => set.name.startsWith('prestage-4.16.3-'));
@@ -140,7 +140,6 @@ describe('sharing the slow link', () => {
       return entries.length === 3 && entries.every((set) => set.waiting === 'paused until 22:00 UTC (staging windows 22:00-06:00)') ? true : undefined;
     }, 60_000, 500);
     expect(Object.values(await storedCounts())).toEqual([0, 0, 0]);
-    const waiting = runCli(['wait', '--timeout', '5m', ...kube]);
 
     // The window opens 20 s before its close; the agents look again within 10 s.
     await setAgentClock('05:59:40');
@@ -160,10 +159,11 @@ describe('sharing the slow link', () => {
 
     // It opens again: the stage completes.
     await setAgentClock('21:59:58');
-    const waited = await waiting;
-    console.log(`$ prestage wait (exit ${waited.code})\n${waited.stdout.split('\n').filter((line) => /paused until|ready|link:/.test(line)).slice(0, 12).join('\n')}`);
-    expect([waited.code, waited.stderr]).toEqual([0, '']);
-    expect(waited.stdout).toContain('note: paused until 22:00 UTC (staging windows 22:00-06:00)');
+    const staged = await staging;
+    console.log(`$ prestage stage ${truth.release.pullSpec} --window 22:00-06:00 --window-tz UTC --link-rate 1MiB/s ...  (exit ${staged.code})\n${staged.stdout}`);
+    expect([staged.code, staged.stderr]).toEqual([0, '']);
+    expect(staged.stdout).toContain('note: paused until 22:00 UTC (staging windows 22:00-06:00)');
+    expect(staged.stdout).toMatch(/^link: .* of the 1\.0 MiB\/s cap/m);
     await setAgentClock(new Date().toISOString().slice(11, 19));
   }, 300_000);
 
