@@ -16,7 +16,7 @@
  */
 import type { Logger } from 'pino';
 import { isSetDone, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
-import { gateOf, linkRateOf, scheduleOf, type Gate } from '../api/staging.js';
+import { scheduleOf } from '../api/staging.js';
 import type { RuntimeImage } from '../cri/client.js';
 import type { AgentCluster } from './agent-cluster.js';
 import { DiskAdmission } from './disk-admission.js';
@@ -30,6 +30,7 @@ import { presentNames, type ImageRuntime } from './runtime.js';
 import { isControlPlane, selectingSets } from './selector.js';
 import { FailureEvents, ProgressPublisher, StatusWriter } from './status-publishing.js';
 import { VerifyAnswers } from './verify-answers.js';
+import { capOf, gateFor, rateOf, waitingSets } from './staging-gate.js';
 
 export type { AgentCluster } from './agent-cluster.js';
 export type { RetryPolicy } from './pull-executor.js';
@@ -296,43 +297,4 @@ export class NodeAgent {
   private selectingSets(): PinnedImageSet[] {
     return selectingSets(this.options.cluster.pinnedImageSets(), this.options.cluster.nodeLabels() ?? {});
   }
-}
-
-/** An image may start when a set naming it is neither paused nor outside its windows; else the first set's reason. */
-function gateFor(sets: () => readonly PinnedImageSet[]): (image: string) => Gate {
-  return (image) => {
-    const now = Date.now();
-    const gates = sets()
-      .filter((set) => set.spec.pinnedImages.some((entry) => entry.name === image))
-      .map((set): Gate => {
-        try {
-          return gateOf(set.metadata.annotations, now);
-        } catch (error) {
-          // Its windows became unreadable mid-pass: nothing starts; the next pass reports the set failed.
-          return { open: false, why: 'window', note: (error as Error).message };
-        }
-      });
-    return gates.find((gate) => gate.open) ?? gates[0] ?? { open: true };
-  };
-}
-
-/** Set → why its missing images wait: the images the pull executor holds back now (paused, outside a window). */
-function waitingSets(sets: readonly PinnedImageSet[], held: ReadonlyMap<string, { readonly note: string }>): Map<string, string> {
-  const waiting = new Map<string, string>();
-  if (held.size === 0) return waiting;
-  for (const set of sets) {
-    const entry = set.spec.pinnedImages.find((image) => held.has(image.name));
-    if (entry) waiting.set(set.metadata.name, held.get(entry.name)!.note);
-  }
-  return waiting;
-}
-
-/** The lowest link cap the sets carry. */
-function rateOf(sets: readonly PinnedImageSet[]): { linkRate?: number } {
-  const rates = sets.map((set) => linkRateOf(set.metadata.annotations)).filter((rate): rate is number => rate !== undefined);
-  return rates.length ? { linkRate: Math.min(...rates) } : {};
-}
-
-function capOf(rate: number | undefined): { capBytesPerSecond?: number } {
-  return rate === undefined ? {} : { capBytesPerSecond: Math.round(rate) };
 }
