@@ -30,12 +30,12 @@ import { serveAgentHttp } from '../src/agent/http.js';
 import { AgentMetrics } from '../src/agent/metrics.js';
 import { main } from '../src/cli/main.js';
 import { KubeClient } from '../src/kube/client.js';
-import { CriClient } from '../src/cri/client.js';
 import { applyServerSide, type Manifest } from '../src/install/apply.js';
 import { createLogger } from '../src/telemetry/log.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { waitFor } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
+import { withCri } from './support/agent-bed.js';
 import { CRDS } from '../src/api/prestage-crds.js';
 
 const truth = inject('fixtureTruth');
@@ -171,15 +171,6 @@ async function waitForSet(nodeName: string, setName: string, until: (set: Pinned
     const set = (await nodeStatus(nodeName))?.status?.pinnedImageSets?.find((candidate) => candidate.name === setName);
     return set && until(set) ? set : undefined;
   }, 60_000, 250);
-}
-
-async function withCri<T>(testNode: TestNode, use: (cri: CriClient) => Promise<T>): Promise<T> {
-  const cri = await CriClient.connect(testNode.crio.socketPath);
-  try {
-    return await use(cri);
-  } finally {
-    cri.close();
-  }
 }
 
 /** `image -> pinned` for the given images as CRI ListImages reports them; absent images are missing. */

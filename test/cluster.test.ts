@@ -17,11 +17,11 @@ import {
   Watch,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CriClient } from '../src/cri/client.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
 import { waitFor } from './cluster/processes.js';
 import { pushImage, type PushedImage } from './cluster/registry.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
+import { withCri } from './support/agent-bed.js';
 
 const REPOSITORY = 'openshift-release-dev/ocp-v4.0-art-dev';
 const IMAGE_STORE_BYTES = 64 * 2 ** 20;
@@ -55,15 +55,6 @@ const nodeNamed = (name: string): TestNode => {
   if (!node) throw new Error(`no node ${name}`);
   return node;
 };
-
-async function withCri<T>(node: TestNode, use: (cri: CriClient) => Promise<T>): Promise<T> {
-  const cri = await CriClient.connect(node.crio.socketPath);
-  try {
-    return await use(cri);
-  } finally {
-    cri.close();
-  }
-}
 
 describe('kube-apiserver', () => {
   it('serves /version as the kube-apiserver release that was built', async () => {

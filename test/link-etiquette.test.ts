@@ -10,23 +10,21 @@
  * - pause and resume mid-stage: nothing pulled is lost, nothing is pulled twice;
  * - `stage --link-rate`: the link never carries more than the cap averaged over any 5 s.
  */
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { AGENT_NAME } from '../src/api/names.js';
 import type { NodePinnedImages, PinnedImageSet } from '../src/api/prestage.js';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
-import { CriClient } from '../src/cri/client.js';
 import { KubeClient } from '../src/kube/client.js';
 import { formatBytes } from '../src/units.js';
-import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
+import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { waitFor, type Daemon } from './cluster/processes.js';
 import { linkWindows, startFaultProxy, type FaultProxy } from './harness/fault-proxy.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
-import { startNodeAgent } from './support/agent-bed.js';
+import { startNodeAgent, withCri } from './support/agent-bed.js';
 import { runCli } from './support/cli.js';
 
 const NAMESPACE = 'prestage';
@@ -73,15 +71,6 @@ afterAll(async () => {
 async function setAgentClock(hhmmss: string): Promise<void> {
   const target = Date.parse(`${new Date().toISOString().slice(0, 10)}T${hhmmss}Z`);
   await writeFile(clockFile, String(target - Date.now()));
-}
-
-async function withCri<T>(node: TestNode, use: (cri: CriClient) => Promise<T>): Promise<T> {
-  const cri = await CriClient.connect(node.crio.socketPath);
-  try {
-    return await use(cri);
-  } finally {
-    cri.close();
-  }
 }
 
 /** The release's images each node stores now. */

@@ -84,3 +84,13 @@ export async function startNodeAgent(cluster: TestCluster, node: TestNode, optio
     ...(options.env ? { env: options.env } : {}),
   });
 }
+
+/** `use` with a CRI client on `node`'s CRI-O socket, closed after. */
+export async function withCri<T>(node: TestNode, use: (cri: CriClient) => Promise<T>): Promise<T> {
+  const cri = await CriClient.connect(node.crio.socketPath);
+  try {
+    return await use(cri);
+  } finally {
+    cri.close();
+  }
+}
