@@ -165,6 +165,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     examples: [
       [`$0 stage ${RELEASE} --registry-config pull-secret.json --timeout 3h`, 'Plan, check node disks, apply and wait'],
       ['$0 stage --to 4.16.3 --prune', 'The update the cluster offers; then delete the sets of older releases'],
+      ['$0 stage --to 4.16.3 --link-rate 20MiB/s --window 22:00-06:00 --window-tz Europe/Paris', 'Share the slow link: at most 20 MiB/s over it, pulls only at night'],
     ],
     load: async () => (await import('./stage.js')).stageCommand,
   },
