@@ -234,13 +234,17 @@ describe('PullExecutor.pullAll', () => {
     expect(warmedAt).toBe(2 * MiB);
   });
 
-  it('under a cap pulls one image at a time, whatever the concurrency', async () => {
+  it('under a cap pulls over the link one image at a time, whatever the concurrency, and through the cache at the node\'s concurrency', async () => {
     const runtime = new ScriptedRuntime({}, 20);
     await executor(runtime, { linkRate: 100 * MiB }).pullAll(round([[image(1), undefined], [image(2), undefined], [image(3), undefined]], { concurrency: 3, linkBytes: () => 1 }));
     expect(runtime.maxInFlight).toBe(1);
     const free = new ScriptedRuntime({}, 20);
     await executor(free).pullAll(round([[image(1), undefined], [image(2), undefined], [image(3), undefined]], { concurrency: 3 }));
     expect(free.maxInFlight).toBe(3);
+    // Served by the cache: nothing over the link, the node's concurrency.
+    const cached = new ScriptedRuntime({}, 20);
+    await executor(cached, { linkRate: 100 * MiB, servedByCache: () => true }).pullAll(round([[image(1), undefined], [image(2), undefined], [image(3), undefined]], { concurrency: 3, linkBytes: () => 1 }));
+    expect(cached.maxInFlight).toBe(3);
   });
 
   it('starts nothing a shut gate holds back, says why, and a strict window stops a pull under way at its close', async () => {

@@ -161,8 +161,8 @@ export class PullExecutor {
   /**
    * Pulls the admitted images not resting, `concurrency` at a time, holding the turn (cache warm,
    * pull slot) meanwhile. Under a link cap each pull over the link first waits for room in the
-   * slot's share; a gate that is shut (paused, outside a window) starts nothing, and one that
-   * shuts meanwhile starts nothing more (a strict window also stops the pulls under way).
+   * cluster's link ledger; a gate that is shut (paused, outside a window) starts nothing, and one
+   * that shuts meanwhile starts nothing more (a strict window also stops the pulls under way).
    */
   async pullAll(round: PullRound): Promise<void> {
     const { admitted, progress } = round;
@@ -203,10 +203,12 @@ export class PullExecutor {
       }
       progress.poke();
     };
-    // Under a cap one pull at a time: a pull's bytes then cross the link when it is charged, not
-    // later behind the others in CRI-O (whose storage commits one image at a time), and a layer
-    // two images share crosses once (CRI-O fetches it once per pull in flight).
-    const limit = pLimit(cap !== undefined ? 1 : round.concurrency);
+    // Under a cap, pulls over the link one at a time: a pull's bytes then cross the link when it is
+    // charged, not later behind the others in CRI-O (whose storage commits one image at a time),
+    // and a layer two images share crosses once (CRI-O fetches it once per pull in flight). Pulls
+    // the cache serves cross the LAN only and keep the node's concurrency.
+    const overLinkUnderCap = cap !== undefined && due.some(([image]) => charge(image) > 0);
+    const limit = pLimit(overLinkUnderCap ? 1 : round.concurrency);
     try {
       await Promise.all(
         due.map(([image, bytes]) =>
