@@ -113,8 +113,10 @@ describe('exact image sizes through the node registries.conf', () => {
       const single = component('operator-lifecycle-manager');
       const listed = truth.multi.components[0]!;
       const result = await sizes.layers([single.pullSpec, listed.pullSpec], { arch: 'amd64', pullSecrets: [] });
-      const expected = (layers: readonly LayerTruth[]) => layers.map((layer) => ({ digest: layer.digest, diskBytes: layer.uncompressedSize, exact: true }));
-      expect(result.get(single.pullSpec)).toEqual({ layers: expected(single.layers), from: single.pullSpec.replace(/^quay\.io/, registry.host) });
+      // Exact disk bytes, and the compressed bytes a pull moves over the link (what a cap charges).
+      const expected = (layers: readonly LayerTruth[]) => layers.map((layer) => ({ digest: layer.digest, diskBytes: layer.uncompressedSize, linkBytes: layer.size, exact: true }));
+      expect(result.get(single.pullSpec)).toEqual({ layers: expected(single.layers), from: single.pullSpec.replace(/^quay\.io/, registry.host), overheadBytes: expect.any(Number) });
+      expect((result.get(single.pullSpec) as { overheadBytes: number }).overheadBytes).toBeGreaterThan(single.config.size);
       expect(hasLayers(result.get(listed.pullSpec)) && result.get(listed.pullSpec)).toMatchObject({ layers: expected(listed.perArch.amd64.layers) });
       const arm = await sizes.layers([listed.pullSpec], { arch: 'arm64', pullSecrets: [] });
       expect(arm.get(listed.pullSpec)).toMatchObject({ layers: expected(listed.perArch.arm64.layers) });
