@@ -184,7 +184,15 @@ export class PullExecutor {
       if (slot && !slot.held()) return round.onSlotLost();
       if (!this.open(image, gate)) return progress.poke();
       // Room under the cap; the gate may shut while waiting for it (the room then goes unused).
-      if (cap !== undefined && charge(image) > 0) await this.linkLedger.start(charge(image), cap);
+      if (cap !== undefined && charge(image) > 0) {
+        // Waiting for room is progress, not a hang (a big image at a low cap waits minutes).
+        const heartbeat = setInterval(() => this.options.progressed(), 10_000);
+        try {
+          await this.linkLedger.start(charge(image), cap);
+        } finally {
+          clearInterval(heartbeat);
+        }
+      }
       const now = gate(image);
       if (!now.open) {
         this.heldBack.set(image, now);
