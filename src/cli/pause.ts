@@ -4,8 +4,9 @@
  */
 import type { Argv } from 'yargs';
 import { PAUSED_ROLE_ANNOTATION } from '../api/staging.js';
-import { MCO_ROLE_LABEL, patchSet, planPause, planResume, type PauseStep, type PauseTarget, type ResumeStep } from '../cluster/pause.js';
+import { patchSet, planPause, planResume, type PauseStep, type PauseTarget, type ResumeStep } from '../cluster/pause.js';
 import type { KubeClient } from '../kube/client.js';
+import { POOL_ROLE_LABEL } from '../plan/assemble.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 
@@ -15,7 +16,7 @@ const pools = (names: readonly string[] | undefined) => (names?.length ?? 0) > 1
 export function pauseLine(step: Extract<PauseStep, { action: 'pause' }>): string {
   if (step.role === undefined) return `${step.set} (agent: no new pulls start; pulls under way finish; nothing is unpinned)`;
   const unselected = step.unselectedBy?.length ? `${pools(step.unselectedBy)} no longer ${step.unselectedBy.length > 1 ? 'select' : 'selects'} it` : 'no pool selected it';
-  return `${step.set} (MCO: label ${MCO_ROLE_LABEL}=${step.role} moved to annotation ${PAUSED_ROLE_ANNOTATION}; ${unselected})`;
+  return `${step.set} (MCO: label ${POOL_ROLE_LABEL}=${step.role} moved to annotation ${PAUSED_ROLE_ANNOTATION}; ${unselected})`;
 }
 
 /** What a pause means on MCO, once after the sets' lines. */
@@ -26,7 +27,7 @@ export const MCO_PAUSE_NOTE =
 export function resumeLine(step: ResumeStep): string {
   if (step.role === undefined) return step.set;
   const selected = step.selectedBy?.length ? `${pools(step.selectedBy)} ${step.selectedBy.length > 1 ? 'select' : 'selects'} it again: MCO pulls what is missing and pins it again` : 'no pool selects it';
-  return `${step.set} (MCO: label ${MCO_ROLE_LABEL}=${step.role} ${step.restored ? 'restored' : 'kept'}; ${selected})`;
+  return `${step.set} (MCO: label ${POOL_ROLE_LABEL}=${step.role} ${step.restored ? 'restored' : 'kept'}; ${selected})`;
 }
 
 export async function runPause(client: KubeClient, target: PauseTarget, names: readonly string[], out: NodeJS.WritableStream, dryRun: boolean, now = new Date()): Promise<void> {

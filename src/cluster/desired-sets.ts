@@ -4,12 +4,12 @@
  */
 import { DISK_BYTES_ANNOTATION, ROLE_ANNOTATION } from '../api/set-metadata.js';
 import { BadInputError } from '../errors.js';
+import { POOL_ROLE_LABEL } from '../plan/assemble.js';
 import type { Plan, SetRole } from '../plan/types.js';
 import { toPinnedImageSet } from '../render/pinned-image-sets.js';
 import type { DesiredSet } from './backend.js';
 import type { KubeObject } from '../kube/client.js';
 
-const ROLE_LABEL = 'machineconfiguration.openshift.io/role';
 
 export function desiredSetsFromPlan(plan: Plan): DesiredSet[] {
   const byPullSpec = new Map(plan.images.map((i) => [i.pullSpec, i]));
@@ -55,9 +55,9 @@ export function desiredSetsFromManifests(objects: readonly unknown[], source: st
 }
 
 function roleOf(name: string, labels: Record<string, string>, annotations: Record<string, string>, source: string): SetRole {
-  const role = annotations[ROLE_ANNOTATION] ?? { master: 'control-plane', worker: 'worker' }[labels[ROLE_LABEL] ?? ''];
+  const role = annotations[ROLE_ANNOTATION] ?? { master: 'control-plane', worker: 'worker' }[labels[POOL_ROLE_LABEL] ?? ''];
   if (role === 'control-plane' || role === 'worker') return role;
-  throw new BadInputError(`${source}: PinnedImageSet ${name} needs label ${ROLE_LABEL}: master|worker or annotation ${ROLE_ANNOTATION}`);
+  throw new BadInputError(`${source}: PinnedImageSet ${name} needs label ${POOL_ROLE_LABEL}: master|worker or annotation ${ROLE_ANNOTATION}`);
 }
 
 export function toPinnedImageSetObject(set: DesiredSet, apiVersion: string): KubeObject {

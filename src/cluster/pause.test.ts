@@ -1,19 +1,20 @@
 import { describe, expect, it } from 'vitest';
 import { PAUSED_ANNOTATION, PAUSED_ROLE_ANNOTATION } from '../api/staging.js';
 import { BadInputError } from '../errors.js';
-import { MCO_ROLE_LABEL, pauseSteps, pauseTime, poolsSelecting, resumeSteps, type PoolSelector, type SetMeta } from './pause.js';
+import { pauseSteps, pauseTime, poolsSelecting, resumeSteps, type PoolSelector, type SetMeta } from './pause.js';
+import { POOL_ROLE_LABEL } from '../plan/assemble.js';
 
 const NOW = '2026-03-01T02:03:04Z';
 const POOLS: PoolSelector[] = [
-  { name: 'master', machineConfigSelector: { matchLabels: { [MCO_ROLE_LABEL]: 'master' } } },
-  { name: 'worker', machineConfigSelector: { matchLabels: { [MCO_ROLE_LABEL]: 'worker' } } },
-  { name: 'infra', machineConfigSelector: { matchExpressions: [{ key: MCO_ROLE_LABEL, operator: 'In', values: ['worker', 'infra'] }] } },
+  { name: 'master', machineConfigSelector: { matchLabels: { [POOL_ROLE_LABEL]: 'master' } } },
+  { name: 'worker', machineConfigSelector: { matchLabels: { [POOL_ROLE_LABEL]: 'worker' } } },
+  { name: 'infra', machineConfigSelector: { matchExpressions: [{ key: POOL_ROLE_LABEL, operator: 'In', values: ['worker', 'infra'] }] } },
   // A pool without a selector selects nothing.
   { name: 'bare' },
 ];
 
 const set = (name: string, labels: Record<string, string> = {}, annotations: Record<string, string> = {}): SetMeta => ({ name, resourceVersion: '41', labels: { 'app.kubernetes.io/managed-by': 'prestage', ...labels }, annotations });
-const worker = (annotations: Record<string, string> = {}) => set('prestage-4.16.3-worker', { [MCO_ROLE_LABEL]: 'worker' }, annotations);
+const worker = (annotations: Record<string, string> = {}) => set('prestage-4.16.3-worker', { [POOL_ROLE_LABEL]: 'worker' }, annotations);
 
 function badInput(run: () => unknown): string {
   try {
@@ -31,7 +32,7 @@ it('pauseTime is RFC 3339 UTC to the second', () => {
 });
 
 it('poolsSelecting: by machineConfigSelector, sorted; a pool without one selects nothing', () => {
-  expect(poolsSelecting({ [MCO_ROLE_LABEL]: 'worker' }, POOLS)).toEqual(['infra', 'worker']);
+  expect(poolsSelecting({ [POOL_ROLE_LABEL]: 'worker' }, POOLS)).toEqual(['infra', 'worker']);
   expect(poolsSelecting({}, POOLS)).toEqual([]);
 });
 
@@ -62,7 +63,7 @@ describe('MCO backend', () => {
         action: 'pause',
         role: 'worker',
         unselectedBy: ['infra', 'worker'],
-        patch: { metadata: { resourceVersion: '41', labels: { [MCO_ROLE_LABEL]: null }, annotations: { [PAUSED_ANNOTATION]: NOW, [PAUSED_ROLE_ANNOTATION]: 'worker' } } },
+        patch: { metadata: { resourceVersion: '41', labels: { [POOL_ROLE_LABEL]: null }, annotations: { [PAUSED_ANNOTATION]: NOW, [PAUSED_ROLE_ANNOTATION]: 'worker' } } },
       },
     ]);
   });
@@ -75,11 +76,11 @@ describe('MCO backend', () => {
   });
 
   it('refuses, before any change and in one line, a set without a role label and one a pool selects by other labels', () => {
-    const other = set('other', { [MCO_ROLE_LABEL]: 'worker', tier: 'edge' });
+    const other = set('other', { [POOL_ROLE_LABEL]: 'worker', tier: 'edge' });
     const pools = [...POOLS, { name: 'edge', machineConfigSelector: { matchLabels: { tier: 'edge' } } }];
     const message = badInput(() => pauseSteps('mco', [set('bare'), other, worker()], NOW, pools));
     expect(message).toBe(
-      `cannot pause bare has no label ${MCO_ROLE_LABEL} to move aside and restore on resume (MCO pools select sets by it); other is selected by pool edge without its ${MCO_ROLE_LABEL} label (spec.machineConfigSelector), so moving the label aside would not stop MCO pulling it; nothing changed`,
+      `cannot pause bare has no label ${POOL_ROLE_LABEL} to move aside and restore on resume (MCO pools select sets by it); other is selected by pool edge without its ${POOL_ROLE_LABEL} label (spec.machineConfigSelector), so moving the label aside would not stop MCO pulling it; nothing changed`,
     );
   });
 
@@ -91,13 +92,13 @@ describe('MCO backend', () => {
         role: 'worker',
         restored: true,
         selectedBy: ['infra', 'worker'],
-        patch: { metadata: { resourceVersion: '41', labels: { [MCO_ROLE_LABEL]: 'worker' }, annotations: { [PAUSED_ANNOTATION]: null, [PAUSED_ROLE_ANNOTATION]: null } } },
+        patch: { metadata: { resourceVersion: '41', labels: { [POOL_ROLE_LABEL]: 'worker' }, annotations: { [PAUSED_ANNOTATION]: null, [PAUSED_ROLE_ANNOTATION]: null } } },
       },
     ]);
   });
 
   it('resume keeps a label set since the pause, and refuses a paused set with no role to restore', () => {
-    const reapplied = set('r', { [MCO_ROLE_LABEL]: 'master' }, { [PAUSED_ANNOTATION]: NOW, [PAUSED_ROLE_ANNOTATION]: 'worker' });
+    const reapplied = set('r', { [POOL_ROLE_LABEL]: 'master' }, { [PAUSED_ANNOTATION]: NOW, [PAUSED_ROLE_ANNOTATION]: 'worker' });
     expect(resumeSteps('mco', [reapplied], true, POOLS)[0]).toMatchObject({ role: 'master', restored: false, selectedBy: ['master'], patch: { metadata: { annotations: { [PAUSED_ANNOTATION]: null, [PAUSED_ROLE_ANNOTATION]: null } } } });
     expect(resumeSteps('mco', [reapplied], true, POOLS)[0]!.patch.metadata).not.toHaveProperty('labels');
     const lost = set('lost', {}, { [PAUSED_ANNOTATION]: NOW });

@@ -18,10 +18,8 @@ import { BadInputError, ClusterError } from '../errors.js';
 import { KubeApiError, matchesSelector, type KubeClient, type KubeList, type KubeObject, type LabelSelector } from '../kube/client.js';
 import { AGENT_PATHS } from './agent/backend.js';
 import { FIELD_MANAGER, type BackendKind } from './backend.js';
-import { MCO_GROUP, mcoPaths, type McoVersions } from './mco/backend.js';
-
-/** The label MCO pools select sets by (`spec.machineConfigSelector`). */
-export const MCO_ROLE_LABEL = `${MCO_GROUP}/role`;
+import { mcoPaths, type McoVersions } from './mco/backend.js';
+import { POOL_ROLE_LABEL } from '../plan/assemble.js';
 
 /** Where the sets are: the agent's API, or MCO's at the version the cluster serves. */
 export type PauseTarget = { readonly kind: 'agent' } | { readonly kind: 'mco'; readonly versions: McoVersions };
@@ -82,7 +80,7 @@ export function poolsSelecting(labels: Readonly<Record<string, string>>, pools: 
   return pools.filter((p) => p.machineConfigSelector && matchesSelector(labels, p.machineConfigSelector)).map((p) => p.name).sort();
 }
 
-const withoutRole = (labels: Readonly<Record<string, string>>) => Object.fromEntries(Object.entries(labels).filter(([key]) => key !== MCO_ROLE_LABEL));
+const withoutRole = (labels: Readonly<Record<string, string>>) => Object.fromEntries(Object.entries(labels).filter(([key]) => key !== POOL_ROLE_LABEL));
 
 /**
  * What `pause` does to each set, or a BadInputError (one line, every refusal) before anything
@@ -97,15 +95,15 @@ export function pauseSteps(kind: BackendKind, sets: readonly SetMeta[], now: str
       if (since !== undefined) return { set: set.name, action: 'already', since };
       return { set: set.name, action: 'pause', patch: { metadata: { annotations: { [PAUSED_ANNOTATION]: now } } } };
     }
-    const role = set.labels[MCO_ROLE_LABEL];
+    const role = set.labels[POOL_ROLE_LABEL];
     if (role === undefined) {
       if (since !== undefined && set.annotations[PAUSED_ROLE_ANNOTATION] !== undefined) return { set: set.name, action: 'already', since };
-      refusals.push(`${set.name} has no label ${MCO_ROLE_LABEL} to move aside and restore on resume (MCO pools select sets by it)`);
+      refusals.push(`${set.name} has no label ${POOL_ROLE_LABEL} to move aside and restore on resume (MCO pools select sets by it)`);
       return undefined;
     }
     const still = poolsSelecting(withoutRole(set.labels), pools);
     if (still.length) {
-      refusals.push(`${set.name} is selected by pool ${still.join(', ')} without its ${MCO_ROLE_LABEL} label (spec.machineConfigSelector), so moving the label aside would not stop MCO pulling it`);
+      refusals.push(`${set.name} is selected by pool ${still.join(', ')} without its ${POOL_ROLE_LABEL} label (spec.machineConfigSelector), so moving the label aside would not stop MCO pulling it`);
       return undefined;
     }
     return {
@@ -116,7 +114,7 @@ export function pauseSteps(kind: BackendKind, sets: readonly SetMeta[], now: str
       patch: {
         metadata: {
           ...(set.resourceVersion ? { resourceVersion: set.resourceVersion } : {}),
-          labels: { [MCO_ROLE_LABEL]: null },
+          labels: { [POOL_ROLE_LABEL]: null },
           annotations: { [PAUSED_ANNOTATION]: now, [PAUSED_ROLE_ANNOTATION]: role },
         },
       },
@@ -141,23 +139,23 @@ export function resumeSteps(kind: BackendKind, sets: readonly SetMeta[], named: 
   const paused = sets.filter((set) => isPaused(kind, set));
   if (!paused.length) throw new BadInputError(`no paused sets (annotation ${PAUSED_ANNOTATION}) on the cluster; nothing changed`);
   if (kind === 'agent') return paused.map((set) => ({ set: set.name, patch: { metadata: { annotations: { [PAUSED_ANNOTATION]: null } } } }));
-  const lost = paused.filter((set) => set.labels[MCO_ROLE_LABEL] === undefined && !set.annotations[PAUSED_ROLE_ANNOTATION]).map((set) => set.name);
+  const lost = paused.filter((set) => set.labels[POOL_ROLE_LABEL] === undefined && !set.annotations[PAUSED_ROLE_ANNOTATION]).map((set) => set.name);
   if (lost.length) {
-    throw new BadInputError(`cannot resume ${lost.join(', ')}: no annotation ${PAUSED_ROLE_ANNOTATION} or label ${MCO_ROLE_LABEL} says which pools select it; label it (${MCO_ROLE_LABEL}=worker or master) and resume again; nothing changed`);
+    throw new BadInputError(`cannot resume ${lost.join(', ')}: no annotation ${PAUSED_ROLE_ANNOTATION} or label ${POOL_ROLE_LABEL} says which pools select it; label it (${POOL_ROLE_LABEL}=worker or master) and resume again; nothing changed`);
   }
   return paused.map((set): ResumeStep => {
     // A label set since the pause (the set applied again) wins over the one put aside.
-    const current = set.labels[MCO_ROLE_LABEL];
+    const current = set.labels[POOL_ROLE_LABEL];
     const role = current ?? set.annotations[PAUSED_ROLE_ANNOTATION]!;
     return {
       set: set.name,
       role,
       restored: current === undefined,
-      selectedBy: poolsSelecting({ ...set.labels, [MCO_ROLE_LABEL]: role }, pools),
+      selectedBy: poolsSelecting({ ...set.labels, [POOL_ROLE_LABEL]: role }, pools),
       patch: {
         metadata: {
           ...(set.resourceVersion ? { resourceVersion: set.resourceVersion } : {}),
-          ...(current === undefined ? { labels: { [MCO_ROLE_LABEL]: role } } : {}),
+          ...(current === undefined ? { labels: { [POOL_ROLE_LABEL]: role } } : {}),
           annotations: { [PAUSED_ANNOTATION]: null, [PAUSED_ROLE_ANNOTATION]: null },
         },
       },
