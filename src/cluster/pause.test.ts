@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { PAUSED_ANNOTATION, PAUSED_ROLE_ANNOTATION } from '../api/staging.js';
 import { BadInputError } from '../errors.js';
-import { pauseSteps, pauseTime, poolsSelecting, resumeSteps, type PoolSelector, type SetMeta } from './pause.js';
+import { pauseSteps, pauseTime, resumeSteps, type SetMeta } from './pause.js';
+import { poolsSelecting, type PoolSelector } from './mco/backend.js';
 import { POOL_ROLE_LABEL } from '../plan/assemble.js';
 
 const NOW = '2026-03-01T02:03:04Z';

@@ -15,10 +15,10 @@
 import { PAUSED_ANNOTATION, PAUSED_ROLE_ANNOTATION } from '../api/staging.js';
 import { MANAGED_BY_LABEL } from '../api/set-metadata.js';
 import { BadInputError, ClusterError } from '../errors.js';
-import { KubeApiError, matchesSelector, type KubeClient, type KubeList, type KubeObject, type LabelSelector } from '../kube/client.js';
+import { KubeApiError, type KubeClient, type KubeList, type KubeObject, type LabelSelector } from '../kube/client.js';
 import { AGENT_PATHS } from './agent/backend.js';
 import { FIELD_MANAGER, type BackendKind } from './backend.js';
-import { mcoPaths, type McoVersions } from './mco/backend.js';
+import { mcoPaths, poolSelectorOf, poolsSelecting, type McoVersions, type PoolSelector } from './mco/backend.js';
 import { POOL_ROLE_LABEL } from '../plan/assemble.js';
 
 /** Where the sets are: the agent's API, or MCO's at the version the cluster serves. */
@@ -30,12 +30,6 @@ export interface SetMeta {
   readonly resourceVersion?: string;
   readonly labels: Readonly<Record<string, string>>;
   readonly annotations: Readonly<Record<string, string>>;
-}
-
-/** A MachineConfigPool: its name and how it picks sets. */
-export interface PoolSelector {
-  readonly name: string;
-  readonly machineConfigSelector?: LabelSelector;
 }
 
 /** A JSON merge patch of a set's metadata (null removes a key). */
@@ -73,11 +67,6 @@ export interface ResumeStep {
 /** RFC 3339 in UTC, to the second: the value of `prestage.dev/paused`. */
 export function pauseTime(now: Date): string {
   return now.toISOString().replace(/\.\d+Z$/, 'Z');
-}
-
-/** The pools whose `machineConfigSelector` matches `labels`, by name (a pool without one selects nothing, as the MCO backend reads it). */
-export function poolsSelecting(labels: Readonly<Record<string, string>>, pools: readonly PoolSelector[]): string[] {
-  return pools.filter((p) => p.machineConfigSelector && matchesSelector(labels, p.machineConfigSelector)).map((p) => p.name).sort();
 }
 
 const withoutRole = (labels: Readonly<Record<string, string>>) => Object.fromEntries(Object.entries(labels).filter(([key]) => key !== POOL_ROLE_LABEL));
@@ -198,7 +187,7 @@ export async function readSets(client: KubeClient, target: PauseTarget, names: r
 export async function readPools(client: KubeClient, target: PauseTarget): Promise<PoolSelector[]> {
   if (target.kind !== 'mco') return [];
   const list = await client.get<KubeList<KubeObject & { spec?: { machineConfigSelector?: LabelSelector } }>>(mcoPaths(target.versions).machineConfigPools);
-  return list.items.map((pool) => ({ name: pool.metadata.name, ...(pool.spec?.machineConfigSelector ? { machineConfigSelector: pool.spec.machineConfigSelector } : {}) }));
+  return list.items.map(poolSelectorOf);
 }
 
 /** Reads and checks every set first: what `pause` would do to each. */

@@ -40,6 +40,21 @@ export function mcoPaths(versions: McoVersions) {
 /** The paths on a 4.19+ cluster. */
 export const MCO_PATHS = mcoPaths(MCO_V1);
 
+/** A MachineConfigPool: its name and how it picks sets. */
+export interface PoolSelector {
+  readonly name: string;
+  readonly machineConfigSelector?: LabelSelector;
+}
+
+/** The pools whose `machineConfigSelector` matches `labels`, by name (a pool without one selects nothing). */
+export function poolsSelecting(labels: Readonly<Record<string, string>> | undefined, pools: readonly PoolSelector[]): string[] {
+  return pools.filter((p) => p.machineConfigSelector && matchesSelector(labels, p.machineConfigSelector)).map((p) => p.name).sort();
+}
+
+export function poolSelectorOf(pool: KubeObject & { spec?: { machineConfigSelector?: LabelSelector } }): PoolSelector {
+  return { name: pool.metadata.name, ...(pool.spec?.machineConfigSelector ? { machineConfigSelector: pool.spec.machineConfigSelector } : {}) };
+}
+
 interface MachineConfigPool extends KubeObject {
   spec?: { nodeSelector?: LabelSelector; machineConfigSelector?: LabelSelector };
   /** poolSynchronizersStatus: v1 from 4.19, and the TechPreviewNoUpgrade pool CRD of 4.16-4.18. */
@@ -141,13 +156,14 @@ export function projectMco(view: ClusterView, names: readonly string[] | undefin
   const wanted = names ?? [...sets.values()].filter((s) => s.metadata.labels?.[MANAGED_BY_LABEL] === 'prestage').map((s) => s.metadata.name);
   const poolOfNode = new Map(nodes.map((node) => [node.metadata.name, poolOf(node, pools)]));
   const setsOfImage = (image: string) => [...sets.values()].filter((s) => imagesOf(s).includes(image)).map((s) => s.metadata.name).sort();
+  const selectors = pools.map(poolSelectorOf);
   const targetPools = new Set<string>();
   const progress = [...new Set(wanted)].sort().map((name): SetProgress => {
     const set = sets.get(name);
     if (!set) return { name, exists: false, generation: 0, nodes: [] };
     const generation = set.metadata.generation ?? 1;
     const own = new Set(imagesOf(set));
-    const setPools = new Set(pools.filter((p) => p.spec?.machineConfigSelector && matchesSelector(set.metadata.labels, p.spec.machineConfigSelector)).map((p) => p.metadata.name));
+    const setPools = new Set(poolsSelecting(set.metadata.labels, selectors));
     for (const pool of setPools) targetPools.add(pool);
     const targets = nodes.filter((n) => setPools.has(poolOfNode.get(n.metadata.name) ?? '')).map((n) => n.metadata.name).sort();
     return { name, exists: true, generation, nodes: targets.map((node) => nodeProgress(node, name, generation, mcns.get(node), own, setsOfImage, memory)) };
