@@ -206,6 +206,9 @@ export class PullExecutor {
       // Each failed attempt is published at once: the error shows while retries go on.
       await this.pull(image, bytes, round.auth(image), () => progress.poke(), signal);
       if (signal?.aborted) {
+        // The timer may fire a few ms before the wall clock reaches the close (libuv's loop time lags it).
+        const early = (now.closesAt ?? 0) - this.clock.now();
+        if (early > 0) await this.clock.sleep(early);
         const shut = gate(image);
         if (!shut.open) this.heldBack.set(image, shut);
       }
