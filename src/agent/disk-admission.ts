@@ -83,8 +83,8 @@ export class DiskAdmission {
     // Where layers are unknown: the image's share of its set's compressed bytes.
     const perImage = new Map<string, number>();
     for (const set of sets) {
-      const total = Number(set.metadata.annotations?.[COMPRESSED_BYTES_ANNOTATION]);
-      if (Number.isFinite(total) && total > 0) for (const entry of set.spec.pinnedImages) perImage.set(entry.name, Math.ceil(total / set.spec.pinnedImages.length));
+      const total = annotationBytes(set, COMPRESSED_BYTES_ANNOTATION);
+      if (total !== undefined) for (const entry of set.spec.pinnedImages) perImage.set(entry.name, Math.ceil(total / set.spec.pinnedImages.length));
     }
     return { admitted, failures, linkBytes: linkCharges([...admitted.keys()], present, sizes, (image) => perImage.get(image)) };
   }
@@ -128,9 +128,9 @@ export class DiskAdmission {
   }
 }
 
-/** The set's `prestage.dev/disk-bytes` annotation (the plan's estimate of its total), when valid. */
-export function annotationBytes(set: PinnedImageSet): number | undefined {
-  const total = Number(set.metadata.annotations?.[DISK_BYTES_ANNOTATION]);
+/** A byte count the set carries (default `prestage.dev/disk-bytes`, the plan's estimate of its total), when valid. */
+export function annotationBytes(set: PinnedImageSet, annotation: string = DISK_BYTES_ANNOTATION): number | undefined {
+  const total = Number(set.metadata.annotations?.[annotation]);
   return Number.isFinite(total) && total > 0 ? total : undefined;
 }
 
