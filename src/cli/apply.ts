@@ -110,12 +110,13 @@ export function applyCommand(ctx: CommandContext, scriptName: string) {
           .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: `Cluster-wide cap on the slow link for these sets (20MiB/s, 100Mbit/s), stored as ${LINK_RATE_ANNOTATION}: the agents share it over their pull slots (prestage agent only)` }),
       ))),
     handler: async (args: any) => {
-      scheduleFrom(args as StagingFlags);
+      // Read before any registry or cluster work: bad windows are refused first.
+      const schedule = scheduleFrom(args as StagingFlags);
       const read = await readSetsSource(args.source, args, ctx);
       const { plan } = read;
       if (args['os-image-via-mco'] && !plan) throw new BadInputError(`--os-image-via-mco: ${args.source} holds PinnedImageSets, not a plan; apply a plan JSON file or a release so the OS images are known`);
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
-      const sets = withStaging(read.sets, args as StagingFlags, backend.kind, (line) => ctx.log.warn(line));
+      const sets = withStaging(read.sets, schedule, args['link-rate'], backend.kind, (line) => ctx.log.warn(line));
       const dryRun = args['dry-run'] === 'server';
       await checkMcoPreflight(client, backend, sets, { version: undefined, force: args.force === true, warn: (line) => ctx.log.warn(line) });
       const osImage = plan ? await stageOsImage(client, backend, plan, { viaMco: args['os-image-via-mco'] === true, dryRun, warn: (line) => ctx.log.warn(line) }) : [];

@@ -72,7 +72,8 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
         .option('cache', { type: 'boolean', default: false, describe: 'Through the in-cluster cache (install --cache): check it is there, wired to the nodes and large enough for the plan before applying; wait shows its figures either way' })
         .epilogue(LIVE_CLUSTER_HELP),
     handler: async (args: any) => {
-      scheduleFrom(args as StagingFlags);
+      // Read before any registry or cluster work: bad windows are refused first.
+      const schedule = scheduleFrom(args as StagingFlags);
       const cluster = await clusterFrom(args as KubeFlags, scriptName);
       const { client, backend } = cluster;
       const release = await releaseToPlan(args, (line) => ctx.log.warn(line));
@@ -80,7 +81,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       // What earlier stages pinned is on the nodes' disks too: not new bytes.
       const live = observed && { ...observed, pinned: await pinnedOnNodes(client, backend) };
       const plan = await planRelease(release, args, ctx, live);
-      const sets = withStaging(desiredSetsFromPlan(plan), args as StagingFlags, backend.kind, (line) => ctx.log.warn(line));
+      const sets = withStaging(desiredSetsFromPlan(plan), schedule, args['link-rate'], backend.kind, (line) => ctx.log.warn(line));
       // Progress goes to stdout; with -o json only the events do, so the table goes to stderr.
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(renderPlanTable(plan));
       if (args.cache) {

@@ -42,9 +42,7 @@ export function scheduleFrom(flags: StagingFlags): StagingSchedule | undefined {
  * The sets with the cap and windows as annotations. Without them the annotations are absent, so
  * a later `stage` without `--window` lifts an earlier one (server-side apply drops what it no longer sets).
  */
-export function withStaging(sets: readonly DesiredSet[], flags: StagingFlags, backend: BackendKind, warn: (line: string) => void): DesiredSet[] {
-  const schedule = scheduleFrom(flags);
-  const rate = flags['link-rate'];
+export function withStaging(sets: readonly DesiredSet[], schedule: StagingSchedule | undefined, rate: number | undefined, backend: BackendKind, warn: (line: string) => void): DesiredSet[] {
   if (backend === 'mco') {
     if (schedule) throw new BadInputError('--window: MCO pulls a set as soon as a pool selects it and keeps no staging windows; run prestage pause before the window closes and prestage resume when it opens, or install prestage\'s agent (install --apply)');
     if (rate !== undefined) warn('--link-rate on MCO: the rate predicts its pace; MCO cannot be capped (each node pulls as fast as the link allows)');
