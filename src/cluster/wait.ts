@@ -115,9 +115,9 @@ export class WaitTracker {
     if (snapshot.link) {
       const link = this.linkMeter.sample(snapshot.link, now);
       this.lastLink = link;
-      // Shown as the printer rounds it: a new line only when one of its figures moves by a shown digit.
+      // A new line only when a figure moves in its first two digits, and
       const shown = [link.bytesPerSecond, link.capBytesPerSecond, link.pendingBytes, link.etaSeconds].map((n) => (n === undefined ? '' : n.toPrecision(2))).join('/');
-      // At most one line per 10 s: the rate moves with every snapshot.
+      // at most one line per 10 s: the rate moves with every snapshot.
       if (shown !== this.linkShown && now - this.linkShownAt >= 10_000) {
         this.linkShown = shown;
         this.linkShownAt = now;
