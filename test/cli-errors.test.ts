@@ -271,3 +271,29 @@ describe('unknown sets on a real API server', () => {
     expect(wait).toEqual(status);
   });
 });
+
+describe("a registry's words reach the terminal inert", () => {
+  let server: Server;
+  let registry: string;
+  // An error body that would clear the screen, retitle the window and forge a line above.
+  const hostile = 'denied\u001b[2J\u001b]0;owned\u0007\u001b[1A\rrelease verified\u202e';
+  beforeAll(async () => {
+    server = createServer((_req, res) => {
+      res.writeHead(403, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ errors: [{ code: 'DENIED', message: hostile }] }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    registry = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => server?.close(resolve));
+  });
+
+  it('control characters in an error body are printed escaped, on one line, exit 3', async () => {
+    const result = await runBin('prestage', ['plan', `${registry}/ocp/release:4.16.3`, '--insecure-registry', registry]);
+    expect(result.code).toBe(3);
+    expect(result.stderr.split('\n')).toHaveLength(2); // one line and its newline
+    expect(result.stderr).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e]/);
+    expect(result.stderr).toContain('denied\\x1b[2J\\x1b]0;owned\\x07\\x1b[1A\\rrelease verified\\u202e');
+  });
+});

@@ -49,9 +49,17 @@ describe('agent backend', () => {
   const path = (set: string) => `${AGENT_PATHS.pinnedImageSets}/${set}`;
 
   it('pause annotates, says already paused, resume of a set not paused exits 2 changing nothing, resume removes the annotation', async () => {
+    // kubectl's dry runs: a bare --dry-run is client (nothing sent), =server is checked and not persisted.
+    const unchanged = (await metadataOf(path('agent-worker'))).resourceVersion;
     const dry = await runCli(['pause', 'agent-worker', '--dry-run', ...kube('agent')]);
-    expect([dry.code, dry.stderr, dry.stdout]).toEqual([0, '', `would pause agent-worker ${AGENT_NOTE}\nDry run (checked by the API server): nothing changed.\n`]);
+    expect([dry.code, dry.stderr, dry.stdout]).toEqual([0, '', `would pause agent-worker ${AGENT_NOTE}\nDry run (client): nothing sent to the cluster but reads; nothing changed.\n`]);
+    const serverDry = await runCli(['pause', 'agent-worker', '--dry-run=server', ...kube('agent')]);
+    expect([serverDry.code, serverDry.stderr, serverDry.stdout]).toEqual([0, '', `would pause agent-worker ${AGENT_NOTE}\nDry run (checked by the API server): nothing changed.\n`]);
+    const wrong = await runCli(['pause', 'agent-worker', '--dry-run=true', ...kube('agent')]);
+    expect([wrong.code, wrong.stdout]).toEqual([2, '']);
+    expect(wrong.stderr).toMatch(/^prestage: error: .*dry-run.*\n$/);
     expect((await metadataOf(path('agent-worker'))).annotations).not.toHaveProperty(PAUSED_ANNOTATION);
+    expect((await metadataOf(path('agent-worker'))).resourceVersion).toBe(unchanged);
 
     const paused = await runCli(['pause', 'agent-worker', ...kube('agent')]);
     expect([paused.code, paused.stderr, paused.stdout]).toEqual([0, '', `paused agent-worker ${AGENT_NOTE}\n`]);
@@ -71,6 +79,13 @@ describe('agent backend', () => {
     expect([refused.code, refused.stdout, refused.stderr]).toEqual([2, '', `prestage: error: agent-control-plane is not paused (no annotation ${PAUSED_ANNOTATION}); nothing changed\n`]);
     expect(await Promise.all(['agent-worker', 'agent-control-plane'].map(async (set) => (await metadataOf(path(set))).resourceVersion))).toEqual(before);
 
+    const pausedVersion = (await metadataOf(path('agent-worker'))).resourceVersion;
+    for (const mode of ['--dry-run=server', '--dry-run=client']) {
+      const dryResume = await runCli(['resume', 'agent-worker', mode, ...kube('agent')]);
+      expect([dryResume.code, dryResume.stderr]).toEqual([0, '']);
+      expect(dryResume.stdout).toMatch(/^would resume agent-worker\nDry run \((client|checked by the API server)\)/);
+    }
+    expect((await metadataOf(path('agent-worker'))).resourceVersion).toBe(pausedVersion);
     const resumed = await runCli(['resume', 'agent-worker', ...kube('agent')]);
     expect([resumed.code, resumed.stderr, resumed.stdout]).toEqual([0, '', 'resumed agent-worker\n']);
     expect((await metadataOf(path('agent-worker'))).annotations).not.toHaveProperty(PAUSED_ANNOTATION);

@@ -324,8 +324,15 @@ describe.each([
         { SET: 'life-old-worker', RELEASE: '4.15.1', 'ON DISK': '64.0 MiB', NODES: 'worker-0, worker-1' },
       ]);
       expect(parseTable(dry.stdout.split('\n\n')[2]!)).toEqual(['master-0', 'worker-0', 'worker-1'].map((NODE) => ({ NODE, 'FREED (UP TO)': '64.0 MiB' })));
-      expect(dry.stdout).toMatch(/\nDry run: nothing deleted\.\n$/);
+      expect(dry.stdout).toMatch(/\nDry run \(client\): nothing sent to the cluster but reads; nothing changed\.\n$/);
       expect(await exists('life-old-worker')).toBe(true);
+      // kubectl's habit: --dry-run=server sends each DELETE with dryRun=All; nothing is deleted.
+      const versionOf = async (name: string) => (await beds[bed]!.client.get<KubeObject>(`${setsPath}/${name}`)).metadata.resourceVersion;
+      const before = await Promise.all(['life-old-control-plane', 'life-old-worker'].map(versionOf));
+      const serverDry = await runCli(['prune', '--dry-run=server', ...kube()]);
+      expect([serverDry.code, serverDry.stderr]).toEqual([0, '']);
+      expect(serverDry.stdout).toMatch(/\npinnedimageset\/life-old-control-plane deleted \(server dry run\)\npinnedimageset\/life-old-worker deleted \(server dry run\)\nDry run \(checked by the API server\): nothing changed\.\n$/);
+      expect(await Promise.all(['life-old-control-plane', 'life-old-worker'].map(versionOf))).toEqual(before);
 
       const pruned = await runCli(['prune', ...kube()]);
       expect(pruned.code).toBe(0);

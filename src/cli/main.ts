@@ -11,9 +11,11 @@ import { inspect } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import type { Argv } from 'yargs';
 import { BadInputError, EXIT_CODES_HELP, ExitCode, OutputError, PrestageError, systemErrorText } from '../errors.js';
+import { printable } from '../terminal-text.js';
 import { createCliLogger, type LogLevel } from '../telemetry/log.js';
 import { buildInfo } from '../version.js';
 import { COMMANDS } from './commands.js';
+import { normalizeDryRun } from './dry-run.js';
 import { helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 
@@ -77,7 +79,7 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
   const flagError = (msg: string): BadInputError => new BadInputError(`${msg.replace(/\s*\n\s*/g, ' ')}; see ${scriptName}${named ? ` ${helpTopic(argv, named)}` : ''} --help`);
   try {
     const yargs = await yargsFor(fullYargs);
-    const cli = yargs([...argv])
+    const cli = yargs(normalizeDryRun(argv))
       .scriptName(scriptName)
       // One spelling per flag: camelCase copies would make strict mode report each unknown flag twice.
       .parserConfiguration({ 'camel-case-expansion': false })
@@ -186,12 +188,12 @@ export async function completePlugin(words: readonly string[], scriptName: strin
 function report(err: unknown, stderr: NodeJS.WritableStream, scriptName: string): number {
   if (err instanceof StdoutClosed) return err.exitCode;
   if (err instanceof PrestageError) {
-    stderr.write(`${scriptName}: error: ${err.message}\n`);
+    stderr.write(`${scriptName}: error: ${printable(err.message)}\n`);
     return err.exitCode;
   }
   // Anything else is a bug in prestage: still one line, the stack only on request.
   const message = err instanceof Error ? err.message : String(err);
-  stderr.write(`${scriptName}: internal error: ${message}${process.env.PRESTAGE_DEBUG ? `\n${(err as Error).stack ?? ''}` : ' (set PRESTAGE_DEBUG=1 for a stack trace)'}\n`);
+  stderr.write(`${scriptName}: internal error: ${printable(message)}${process.env.PRESTAGE_DEBUG ? `\n${(err as Error).stack ?? ''}` : ' (set PRESTAGE_DEBUG=1 for a stack trace)'}\n`);
   return ExitCode.internal;
 }
 

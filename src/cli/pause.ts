@@ -9,6 +9,7 @@ import type { KubeClient } from '../kube/client.js';
 import { POOL_ROLE_LABEL } from '../plan/assemble.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
+import { dryRunClosing, withDryRun, type DryRun } from './dry-run.js';
 
 const pools = (names: readonly string[] | undefined) => (names?.length ?? 0) > 1 ? `pools ${names!.join(', ')}` : `pool ${names![0]}`;
 
@@ -30,41 +31,42 @@ export function resumeLine(step: ResumeStep): string {
   return `${step.set} (MCO: label ${POOL_ROLE_LABEL}=${step.role} ${step.restored ? 'restored' : 'kept'}; ${selected})`;
 }
 
-export async function runPause(client: KubeClient, target: PauseTarget, names: readonly string[], out: NodeJS.WritableStream, dryRun: boolean, now = new Date()): Promise<void> {
+export async function runPause(client: KubeClient, target: PauseTarget, names: readonly string[], out: NodeJS.WritableStream, dryRun: DryRun, now = new Date()): Promise<void> {
   const steps = await planPause(client, target, names, now);
   for (const step of steps) {
     if (step.action === 'already') {
       out.write(`${step.set} already paused since ${step.since}\n`);
       continue;
     }
-    await patchSet(client, target, step.set, step.patch, { dryRun, verb: 'pause' });
-    out.write(`${dryRun ? 'would pause' : 'paused'} ${pauseLine(step)}\n`);
+    if (dryRun !== 'client') await patchSet(client, target, step.set, step.patch, { dryRun: dryRun === 'server', verb: 'pause' });
+    out.write(`${dryRun !== 'none' ? 'would pause' : 'paused'} ${pauseLine(step)}\n`);
   }
   if (target.kind === 'mco' && steps.some((step) => step.action === 'pause')) out.write(`${MCO_PAUSE_NOTE}\n`);
-  if (dryRun) out.write('Dry run (checked by the API server): nothing changed.\n');
+  out.write(dryRunClosing(dryRun));
 }
 
-export async function runResume(client: KubeClient, target: PauseTarget, names: readonly string[], out: NodeJS.WritableStream, dryRun: boolean): Promise<void> {
+export async function runResume(client: KubeClient, target: PauseTarget, names: readonly string[], out: NodeJS.WritableStream, dryRun: DryRun): Promise<void> {
   for (const step of await planResume(client, target, names)) {
-    await patchSet(client, target, step.set, step.patch, { dryRun, verb: 'resume' });
-    out.write(`${dryRun ? 'would resume' : 'resumed'} ${resumeLine(step)}\n`);
+    if (dryRun !== 'client') await patchSet(client, target, step.set, step.patch, { dryRun: dryRun === 'server', verb: 'resume' });
+    out.write(`${dryRun !== 'none' ? 'would resume' : 'resumed'} ${resumeLine(step)}\n`);
   }
-  if (dryRun) out.write('Dry run (checked by the API server): nothing changed.\n');
+  out.write(dryRunClosing(dryRun));
 }
 
 function factory(verb: 'pause' | 'resume') {
   return (ctx: CommandContext, scriptName: string) => ({
     builder: (y: Argv) =>
       withKubeOptions(
-        y
-          .positional('sets', { type: 'string', array: true, describe: verb === 'pause' ? 'PinnedImageSet names (default: every prestage set)' : 'PinnedImageSet names (default: every paused prestage set)' })
-          .option('dry-run', { type: 'boolean', default: false, describe: `Print what ${verb} would do (the API server checks each patch); change nothing` }),
+        withDryRun(
+          y.positional('sets', { type: 'string', array: true, describe: verb === 'pause' ? 'PinnedImageSet names (default: every prestage set)' : 'PinnedImageSet names (default: every paused prestage set)' }),
+          `${verb} the sets`,
+        ),
       ),
     handler: async (args: any) => {
       const { client, mco } = await clusterFrom(args as KubeFlags, scriptName);
       const target: PauseTarget = mco ? { kind: 'mco', versions: mco } : { kind: 'agent' };
       const names = ((args.sets as string[] | undefined) ?? []).filter((name) => name !== '');
-      const dryRun = args['dry-run'] === true;
+      const dryRun = args['dry-run'] as DryRun;
       await (verb === 'pause' ? runPause(client, target, names, ctx.stdout, dryRun) : runResume(client, target, names, ctx.stdout, dryRun));
     },
   });

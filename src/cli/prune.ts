@@ -1,5 +1,5 @@
 /**
- * `prestage prune [--dry-run]`: delete the prestage sets of releases the cluster no longer
+ * `prestage prune [--dry-run=client|server]`: delete the prestage sets of releases the cluster no longer
  * needs. Pinned images are never garbage collected, so every staged release stays on every
  * node's disk until its sets go; once they do, the images are unpinned and the kubelet's image
  * GC may reclaim them.
@@ -13,9 +13,10 @@ import { table } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { formatBytes } from '../units.js';
+import { dryRunClosing, dryRunSuffix, withDryRun, type DryRun } from './dry-run.js';
 
 /** Lists the sets to prune with the bytes per node they hold, and deletes them unless `dryRun`. */
-export async function runPrune(client: KubeClient, backend: PinningBackend, out: NodeJS.WritableStream, dryRun: boolean): Promise<void> {
+export async function runPrune(client: KubeClient, backend: PinningBackend, out: NodeJS.WritableStream, dryRun: DryRun): Promise<void> {
   const setsPath = await setsPathOf(client, backend);
   const decision = decidePrune(await readClusterVersion(client, 'prune'), await listReleaseSets(client, setsPath));
   if ('waiting' in decision) {
@@ -29,26 +30,26 @@ export async function runPrune(client: KubeClient, backend: PinningBackend, out:
   }
   const snapshot = await backend.snapshot(decision.prune.map((set) => set.name));
   const nodesOf = new Map(snapshot.sets.map((set) => [set.name, set.nodes.map((n) => n.node)]));
-  out.write(`The cluster runs ${decision.current} (Completed); ${dryRun ? 'would delete' : 'deleting'} ${decision.prune.length} sets of older releases${kept ? `, keeping ${decision.keep.length} (${kept})` : ''}\n\n`);
+  out.write(`The cluster runs ${decision.current} (Completed); ${dryRun !== 'none' ? 'would delete' : 'deleting'} ${decision.prune.length} sets of older releases${kept ? `, keeping ${decision.keep.length} (${kept})` : ''}\n\n`);
   out.write(`${table([['SET', 'RELEASE', 'ON DISK', 'NODES'], ...decision.prune.map((set) => [set.name, set.version!, set.diskBytes ? formatBytes(set.diskBytes) : 'unknown', nodesOf.get(set.name)?.join(', ') || '-'])])}\n\n`);
   const freed = [...bytesFreedPerNode(decision.prune, snapshot)];
   if (freed.length) {
     out.write(`${table([['NODE', 'FREED (UP TO)'], ...freed.map(([node, bytes]) => [node, formatBytes(bytes)])])}\n\n`);
     out.write('Up to: layers shared with the sets kept stay; the rest is unpinned for the kubelet\'s image garbage collection to free.\n\n');
   }
-  if (dryRun) {
-    out.write('Dry run: nothing deleted.\n');
-    return;
+  // client: the listing above is all; server: each DELETE sent with dryRun=All, so the API server checks it.
+  if (dryRun !== 'client') {
+    for (const set of decision.prune) out.write(`pinnedimageset/${set.name} ${await deleteReleaseSet(client, setsPath, set, dryRun === 'server')}${dryRunSuffix(dryRun)}\n`);
   }
-  for (const set of decision.prune) out.write(`pinnedimageset/${set.name} ${await deleteReleaseSet(client, setsPath, set)}\n`);
+  out.write(dryRunClosing(dryRun));
 }
 
 export function pruneCommand(ctx: CommandContext, scriptName: string) {
   return {
-    builder: (y: Argv) => withKubeOptions(y.option('dry-run', { type: 'boolean', default: false, describe: 'List the sets prune would delete and the bytes each node may free; delete nothing' })),
+    builder: (y: Argv) => withKubeOptions(withDryRun(y, 'delete the sets listed')),
     handler: async (args: any) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
-      await runPrune(client, backend, ctx.stdout, args['dry-run'] === true);
+      await runPrune(client, backend, ctx.stdout, args['dry-run'] as DryRun);
     },
   };
 }

@@ -101,7 +101,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       const applied = renderApplyOutcomes([...(await backend.apply(sets, { dryRun: false })), ...osImage], false);
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(applied);
       await runWait(backend, sets.map((s) => s.name), args as WaitFlags, ctx, cluster);
-      if (args.prune) await runPrune(client, backend, args.output === 'json' ? ctx.stderr : ctx.stdout, false);
+      if (args.prune) await runPrune(client, backend, args.output === 'json' ? ctx.stderr : ctx.stdout, 'none');
     },
   };
 }

@@ -15,6 +15,7 @@ import type { CommandContext } from './context.js';
 import { linkRate, positiveDuration } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { formatBytes, formatSeconds } from '../units.js';
+import { printable } from '../terminal-text.js';
 
 export interface WaitFlags {
   /** Milliseconds, given as 90s, 30m, 2h; undefined: 60m, or on MCO what its pace asks for. */
@@ -102,7 +103,8 @@ function nodeLine(e: NodeEvent): string {
   const images = e.imagesTotal ? ` ${e.imagesDone ?? 0}/${e.imagesTotal} images` : '';
   const bytes = e.bytes ? ` ${formatBytes(e.pulledBytes ?? 0)}/${formatBytes(e.bytes)}` : '';
   const message = e.error ?? (e.note ? `note: ${e.note}` : undefined);
-  return `${e.time} ${e.set} ${e.node}: ${e.phase} (generation ${e.currentGeneration}/${e.desiredGeneration})${images}${bytes}${message ? `: ${message}` : ''}`;
+  // A node's error and note are its agent's (or MCO's) words: escaped, a compromised node draws nothing.
+  return `${e.time} ${e.set} ${e.node}: ${e.phase} (generation ${e.currentGeneration}/${e.desiredGeneration})${images}${bytes}${message ? `: ${printable(message)}` : ''}`;
 }
 
 function setLine(e: SetEvent): string {

@@ -168,9 +168,10 @@ export function bytesFreedPerNode(prune: readonly ReleaseSet[], snapshot: Progre
 }
 
 /** Deletes a set as it was listed: one changed or recreated since is left alone (409), one gone already is fine. */
-export async function deleteReleaseSet(client: KubeClient, setsPath: string, set: ReleaseSet): Promise<'deleted' | 'gone'> {
+export async function deleteReleaseSet(client: KubeClient, setsPath: string, set: ReleaseSet, dryRun = false): Promise<'deleted' | 'gone'> {
   try {
     await client.request('DELETE', `${setsPath}/${encodeURIComponent(set.name)}`, {
+      ...(dryRun ? { query: { dryRun: 'All' } } : {}),
       body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { ...(set.uid ? { uid: set.uid } : {}), ...(set.resourceVersion ? { resourceVersion: set.resourceVersion } : {}) } },
     });
     return 'deleted';

@@ -1,8 +1,11 @@
 /** Human output of a plan: a summary of the sets, then per set its images by size. */
 import type { Plan, PlannedImage, PlannedSet } from '../plan/types.js';
+import { printable } from '../terminal-text.js';
 import { formatBytes } from '../units.js';
 
-export function table(rows: readonly (readonly string[])[], rightAligned: ReadonlySet<number> = new Set()): string {
+/** Columns padded to their widest cell; cells may hold outside text, so each is escaped first. */
+export function table(cellsIn: readonly (readonly string[])[], rightAligned: ReadonlySet<number> = new Set()): string {
+  const rows = cellsIn.map((r) => r.map(printable));
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
   return rows
     .map((r) => r.map((cell, c) => (rightAligned.has(c) ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!))).join('  ').trimEnd())

@@ -4,6 +4,7 @@
  */
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
+import { printable } from '../terminal-text.js';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 
@@ -23,7 +24,8 @@ export function createCliLogger(level: LogLevel, name: string, destination: Node
         if (!line) continue;
         const { level: n, msg, time: _time, ...fields } = JSON.parse(line) as Record<string, unknown>;
         const extra = Object.entries(fields).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ');
-        destination.write(`${name}: ${LEVEL_NAMES[n as number] ?? 'log'}: ${String(msg ?? '')}${extra ? ` ${extra}` : ''}\n`);
+        // Messages carry registries' and nodes' words: escaped, so they stay one inert line.
+        destination.write(`${name}: ${LEVEL_NAMES[n as number] ?? 'log'}: ${printable(`${String(msg ?? '')}${extra ? ` ${extra}` : ''}`)}\n`);
       }
       done();
     },

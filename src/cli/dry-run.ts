@@ -1,0 +1,40 @@
+/**
+ * `--dry-run=none|client|server`, as kubectl reads it, on every command that changes a cluster:
+ * `client` sends nothing that changes anything (reads only), `server` sends each change with
+ * `dryRun=All` so the API server checks it and persists nothing. A habit from kubectl must
+ * never act: before this flag, `prune --dry-run=server` was read as a boolean and deleted.
+ */
+import type { Argv } from 'yargs';
+
+export const DRY_RUN_MODES = ['none', 'client', 'server'] as const;
+export type DryRun = (typeof DRY_RUN_MODES)[number];
+
+/**
+ * A bare `--dry-run` means `client`, as in kubectl; the next word is its value only when it is
+ * one of the modes (`apply plan.json --dry-run server` keeps working), so `pause --dry-run SET`
+ * pauses nothing and names SET.
+ */
+export function normalizeDryRun(argv: readonly string[]): string[] {
+  return argv.map((word, i) => (word === '--dry-run' && !(DRY_RUN_MODES as readonly string[]).includes(argv[i + 1] ?? '') ? '--dry-run=client' : word));
+}
+
+export function withDryRun<T>(y: Argv<T>, changes: string) {
+  return y.option('dry-run', {
+    type: 'string',
+    choices: DRY_RUN_MODES,
+    default: 'none' as DryRun,
+    describe: `client: show what would change, send nothing that changes; server: the API server checks each change and persists nothing; none: ${changes}. A bare --dry-run is client`,
+  });
+}
+
+/** What ends each output line of a dry run. */
+export function dryRunSuffix(mode: DryRun): string {
+  return mode === 'none' ? '' : ` (${mode} dry run)`;
+}
+
+/** The closing line of a dry run's output, or nothing. */
+export function dryRunClosing(mode: DryRun): string {
+  if (mode === 'client') return 'Dry run (client): nothing sent to the cluster but reads; nothing changed.\n';
+  if (mode === 'server') return 'Dry run (checked by the API server): nothing changed.\n';
+  return '';
+}
