@@ -279,8 +279,8 @@ describe("a registry's words reach the terminal inert", () => {
   const hostile = 'denied\u001b[2J\u001b]0;owned\u0007\u001b[1A\rrelease verified\u202e';
   beforeAll(async () => {
     server = createServer((_req, res) => {
-      res.writeHead(403, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ errors: [{ code: 'DENIED', message: hostile }] }));
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ errors: [{ code: 'UNSUPPORTED', message: hostile }] }));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     registry = `127.0.0.1:${(server.address() as AddressInfo).port}`;
