@@ -171,8 +171,8 @@ export function bytesFreedPerNode(prune: readonly ReleaseSet[], snapshot: Progre
 export async function deleteReleaseSet(client: KubeClient, setsPath: string, set: ReleaseSet, dryRun = false): Promise<'deleted' | 'gone'> {
   try {
     await client.request('DELETE', `${setsPath}/${encodeURIComponent(set.name)}`, {
-      ...(dryRun ? { query: { dryRun: 'All' } } : {}),
-      body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { ...(set.uid ? { uid: set.uid } : {}), ...(set.resourceVersion ? { resourceVersion: set.resourceVersion } : {}) } },
+      // In the body: the API server reads a DELETE's options from its body when it has one, not the query.
+      body: { apiVersion: 'v1', kind: 'DeleteOptions', ...(dryRun ? { dryRun: ['All'] } : {}), preconditions: { ...(set.uid ? { uid: set.uid } : {}), ...(set.resourceVersion ? { resourceVersion: set.resourceVersion } : {}) } },
     });
     return 'deleted';
   } catch (error) {
