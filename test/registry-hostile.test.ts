@@ -13,7 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createDispatcher, dispatchRequest } from '../src/net/dispatcher.js';
 import { hugeBody, redirect, startHostileRegistry, startSink, trickle, type HostileRegistry, type Sink } from './harness/hostile-registry.js';
-import { startRegistry } from './harness/index.js';
+import { startForwardProxy, startRegistry } from './harness/index.js';
 import { BIN_DIR } from './support/cli.js';
 import { zeroGzip } from './support/zero-gzip.js';
 
@@ -137,6 +137,16 @@ describe('bodies that break the rules', () => {
     hostile.on(RELEASE_MANIFEST, trickle(Buffer.alloc(4096, ' '), 1500));
     refused(await plan(['--stall-timeout', '2', '--retries', '1']), /^prestage: error: 127\.0\.0\.1:\d+: stalled transfer for openshift-release-dev\/ocp-release\/manifests\/4\.16\.3-x86_64 after 2 attempts/);
     expect(hostile.seen.filter((s) => RELEASE_MANIFEST.test(s.target))).toHaveLength(2);
+  });
+
+  it('gives up on the same trickle through a forward proxy (undici, not Node\'s client)', async () => {
+    const proxy = await startForwardProxy();
+    handles.push(proxy);
+    hostile.on(RELEASE_MANIFEST, trickle(Buffer.alloc(4096, ' '), 1500));
+    const r = await plan(['--stall-timeout', '2', '--retries', '1'], { http_proxy: proxy.url, https_proxy: proxy.url });
+    refused(r, /^prestage: error: 127\.0\.0\.1:\d+: stalled transfer for openshift-release-dev\/ocp-release\/manifests\/4\.16\.3-x86_64 after 2 attempts/);
+    expect(hostile.seen.filter((s) => RELEASE_MANIFEST.test(s.target))).toHaveLength(2);
+    expect(await proxy.targets()).toContain(hostile.host);
   });
 
   it('refuses a manifest whose bytes are not the digest asked for', async () => {

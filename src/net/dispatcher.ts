@@ -14,7 +14,7 @@ import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type In
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
-import { Readable } from 'node:stream';
+import { pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
 import { createSecureContext, type ConnectionOptions } from 'node:tls';
 import type { Dispatcher as UndiciDispatcher, ProxyAgent as ProxyAgentClass } from 'undici';
 import { proxyFor } from './proxy.js';
@@ -121,7 +121,7 @@ export class Dispatcher {
     const at = new URL(url);
     let route = this.routes.get(at.origin);
     if (!route) this.routes.set(at.origin, (route = this.route(at)));
-    if ('proxy' in route) return proxied(route.proxy, at, init);
+    if ('proxy' in route) return proxied(route.proxy, at, init, this.opts.stallTimeoutMs);
     return direct(route.https, route.agent, at, init, this.opts.stallTimeoutMs, this.connectTimeoutMs);
   }
 
@@ -256,8 +256,8 @@ function headersOf(raw: readonly string[]): ResponseHeaders {
   return headers;
 }
 
-/** Through undici's ProxyAgent, with undici's request(). */
-async function proxied(agent: ProxyAgentClass, at: URL, init: RequestInit): Promise<HttpResponse> {
+/** Through undici's ProxyAgent, with undici's request(); its body under the rate floor (undici has none). */
+async function proxied(agent: ProxyAgentClass, at: URL, init: RequestInit, stallMs: number): Promise<HttpResponse> {
   const res = await (agent as unknown as UndiciDispatcher).request({
     origin: at.origin,
     path: `${at.pathname}${at.search}`,
@@ -266,7 +266,34 @@ async function proxied(agent: ProxyAgentClass, at: URL, init: RequestInit): Prom
     ...(init.body !== undefined ? { body: init.body } : {}),
     ...(init.signal ? { signal: init.signal } : {}),
   });
-  return { statusCode: res.statusCode, headers: res.headers, body: res.body };
+  return { statusCode: res.statusCode, headers: res.headers, body: underRateFloor(res.body, stallMs) };
+}
+
+/**
+ * `source` through a meter that fails it with UND_ERR_BODY_TIMEOUT when a window of `stallMs`
+ * brings less than the rate floor while the reader wants bytes (its buffer is not full).
+ */
+function underRateFloor(source: Readable, stallMs: number): Readable {
+  const floor = new RateFloor(stallMs);
+  let sourceDone = false;
+  const meter = new Transform({
+    transform(chunk: Buffer, _encoding, done: TransformCallback) {
+      this.push(chunk);
+      floor.arrived(chunk.length, this.readableLength >= this.readableHighWaterMark);
+      done();
+    },
+  });
+  const timer = setInterval(() => {
+    if (sourceDone || meter.destroyed) return void clearInterval(timer);
+    if (floor.tooSlow(meter.readableLength >= meter.readableHighWaterMark)) {
+      meter.destroy(timeoutError('UND_ERR_BODY_TIMEOUT', `Transfer below ${MIN_BYTES_PER_SECOND} bytes/s over ${stallMs} ms`));
+    }
+  }, stallMs).unref();
+  source.once('end', () => (sourceDone = true));
+  meter.once('close', () => clearInterval(timer));
+  // Errors travel both ways: the source's to the reader, the meter's (and a reader's destroy) to the source.
+  pipeline(source, meter, () => undefined);
+  return meter;
 }
 
 /**
