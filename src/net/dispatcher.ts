@@ -14,11 +14,11 @@ import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type In
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
-import { pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
+import { Readable } from 'node:stream';
 import { createSecureContext, type ConnectionOptions } from 'node:tls';
 import type { Dispatcher as UndiciDispatcher, ProxyAgent as ProxyAgentClass } from 'undici';
 import { proxyFor } from './proxy.js';
-import { MIN_BYTES_PER_SECOND, RateFloor } from './rate-floor.js';
+import { floorError, RateFloor, underRateFloor } from './rate-floor.js';
 import { readBundle, systemTrust } from './trust.js';
 
 export interface DispatcherOptions {
@@ -183,7 +183,7 @@ function direct(https: boolean, agent: HttpAgent, at: URL, init: RequestInit, st
     const checkFloor = (): void => {
       if (res?.complete) clearInterval(floorTimer);
       if (finished || !socket || !floor || res?.complete || !floor.tooSlow(heldBack())) return;
-      const error = timeoutError(res ? 'UND_ERR_BODY_TIMEOUT' : 'UND_ERR_HEADERS_TIMEOUT', `Transfer below ${MIN_BYTES_PER_SECOND} bytes/s over ${stallMs} ms`);
+      const error = floorError(res ? 'UND_ERR_BODY_TIMEOUT' : 'UND_ERR_HEADERS_TIMEOUT', stallMs);
       if (res) res.destroy(error);
       else req.destroy(error);
     };
@@ -267,33 +267,6 @@ async function proxied(agent: ProxyAgentClass, at: URL, init: RequestInit, stall
     ...(init.signal ? { signal: init.signal } : {}),
   });
   return { statusCode: res.statusCode, headers: res.headers, body: underRateFloor(res.body, stallMs) };
-}
-
-/**
- * `source` through a meter that fails it with UND_ERR_BODY_TIMEOUT when a window of `stallMs`
- * brings less than the rate floor while the reader wants bytes (its buffer is not full).
- */
-function underRateFloor(source: Readable, stallMs: number): Readable {
-  const floor = new RateFloor(stallMs);
-  let sourceDone = false;
-  const meter = new Transform({
-    transform(chunk: Buffer, _encoding, done: TransformCallback) {
-      this.push(chunk);
-      floor.arrived(chunk.length, this.readableLength >= this.readableHighWaterMark);
-      done();
-    },
-  });
-  const timer = setInterval(() => {
-    if (sourceDone || meter.destroyed) return void clearInterval(timer);
-    if (floor.tooSlow(meter.readableLength >= meter.readableHighWaterMark)) {
-      meter.destroy(timeoutError('UND_ERR_BODY_TIMEOUT', `Transfer below ${MIN_BYTES_PER_SECOND} bytes/s over ${stallMs} ms`));
-    }
-  }, stallMs).unref();
-  source.once('end', () => (sourceDone = true));
-  meter.once('close', () => clearInterval(timer));
-  // Errors travel both ways: the source's to the reader, the meter's (and a reader's destroy) to the source.
-  pipeline(source, meter, () => undefined);
-  return meter;
 }
 
 /**
