@@ -32,7 +32,7 @@ export function withRegistryOptions<T>(y: Argv<T>): Argv<T & RegistryFlags> {
     .option('mirror', { type: 'string', array: true, default: [] as string[], describe: 'Fetch SOURCE from MIRROR (SOURCE=MIRROR, repeatable); pullspecs keep SOURCE' })
     .option('retries', { type: 'number', default: DEFAULT_RETRY.attempts - 1, coerce: integerAtLeast('retries', 0), describe: 'Retries on throttling and transient failures' })
     .option('max-concurrency', { type: 'number', default: 32, coerce: integerAtLeast('max-concurrency', 1), describe: 'Concurrent requests per registry' })
-    .option('stall-timeout', { type: 'string', default: 60, coerce: positiveSeconds('stall-timeout'), describe: 'Time without data before a transfer is retried (60s, 2m; bare: seconds)' }) as unknown as Argv<T & RegistryFlags>;
+    .option('stall-timeout', { type: 'string', default: 60, coerce: positiveSeconds('stall-timeout'), describe: 'Time without data, or a window of it below 1 KiB/s, before a transfer is retried (60s, 2m; bare: seconds)' }) as unknown as Argv<T & RegistryFlags>;
 }
 
 /**

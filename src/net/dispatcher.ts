@@ -18,6 +18,7 @@ import { Readable } from 'node:stream';
 import { createSecureContext, type ConnectionOptions } from 'node:tls';
 import type { Dispatcher as UndiciDispatcher, ProxyAgent as ProxyAgentClass } from 'undici';
 import { proxyFor } from './proxy.js';
+import { floorError, RateFloor, underRateFloor } from './rate-floor.js';
 import { readBundle, systemTrust } from './trust.js';
 
 export interface DispatcherOptions {
@@ -120,7 +121,7 @@ export class Dispatcher {
     const at = new URL(url);
     let route = this.routes.get(at.origin);
     if (!route) this.routes.set(at.origin, (route = this.route(at)));
-    if ('proxy' in route) return proxied(route.proxy, at, init);
+    if ('proxy' in route) return proxied(route.proxy, at, init, this.opts.stallTimeoutMs);
     return direct(route.https, route.agent, at, init, this.opts.stallTimeoutMs, this.connectTimeoutMs);
   }
 
@@ -153,8 +154,9 @@ function timeoutError(code: string, message: string): Error {
 
 /**
  * One request on Node's client. A connection that is not up within `connectMs` fails with
- * UND_ERR_CONNECT_TIMEOUT; no byte for `stallMs` fails with UND_ERR_HEADERS_TIMEOUT before the
- * headers and UND_ERR_BODY_TIMEOUT after them, unless the reader holds the body back.
+ * UND_ERR_CONNECT_TIMEOUT; no byte for `stallMs`, or fewer than the rate floor's over a window
+ * of `stallMs` once the request is sent (rate-floor.ts), fails with UND_ERR_HEADERS_TIMEOUT
+ * before the headers and UND_ERR_BODY_TIMEOUT after them, unless the reader holds the body back.
  */
 function direct(https: boolean, agent: HttpAgent, at: URL, init: RequestInit, stallMs: number, connectMs: number): Promise<HttpResponse> {
   return new Promise<HttpResponse>((resolve, reject) => {
@@ -173,6 +175,18 @@ function direct(https: boolean, agent: HttpAgent, at: URL, init: RequestInit, st
     let finished = false;
     let socket: Socket | undefined;
     let connectTimer: NodeJS.Timeout | undefined;
+    let floorTimer: NodeJS.Timeout | undefined;
+    let floor: RateFloor | undefined;
+    const heldBack = (): boolean => res !== undefined && res.readableLength >= res.readableHighWaterMark;
+    // After the parser's own listener (added before 'socket'): the body is pushed when this runs.
+    const onData = (chunk: Buffer): void => floor?.arrived(chunk.length, heldBack());
+    const checkFloor = (): void => {
+      if (res?.complete) clearInterval(floorTimer);
+      if (finished || !socket || !floor || res?.complete || !floor.tooSlow(heldBack())) return;
+      const error = floorError(res ? 'UND_ERR_BODY_TIMEOUT' : 'UND_ERR_HEADERS_TIMEOUT', stallMs);
+      if (res) res.destroy(error);
+      else req.destroy(error);
+    };
     const onTimeout = (): void => {
       if (finished || !socket) return;
       if (!res) {
@@ -188,12 +202,15 @@ function direct(https: boolean, agent: HttpAgent, at: URL, init: RequestInit, st
       if (finished) return;
       finished = true;
       if (connectTimer) clearTimeout(connectTimer);
+      if (floorTimer) clearInterval(floorTimer);
       socket?.removeListener('timeout', onTimeout);
+      socket?.removeListener('data', onData);
     };
     req.once('socket', (s: Socket) => {
       socket = s;
       s.setTimeout(stallMs);
       s.on('timeout', onTimeout);
+      s.on('data', onData);
       if (s.connecting) {
         connectTimer = setTimeout(() => req.destroy(timeoutError('UND_ERR_CONNECT_TIMEOUT', 'Connect Timeout Error')), connectMs);
         s.once(https ? 'secureConnect' : 'connect', () => clearTimeout(connectTimer));
@@ -204,6 +221,12 @@ function direct(https: boolean, agent: HttpAgent, at: URL, init: RequestInit, st
       reject(err);
     });
     req.once('close', cleanup);
+    // The floor's windows start once the request is sent: an upload's own time is no stall.
+    req.once('finish', () => {
+      if (finished) return;
+      floor = new RateFloor(stallMs);
+      floorTimer = setInterval(checkFloor, stallMs).unref();
+    });
     req.once('response', (incoming: IncomingMessage) => {
       res = incoming;
       if (connectTimer) clearTimeout(connectTimer);
@@ -233,8 +256,8 @@ function headersOf(raw: readonly string[]): ResponseHeaders {
   return headers;
 }
 
-/** Through undici's ProxyAgent, with undici's request(). */
-async function proxied(agent: ProxyAgentClass, at: URL, init: RequestInit): Promise<HttpResponse> {
+/** Through undici's ProxyAgent, with undici's request(); its body under the rate floor (undici has none). */
+async function proxied(agent: ProxyAgentClass, at: URL, init: RequestInit, stallMs: number): Promise<HttpResponse> {
   const res = await (agent as unknown as UndiciDispatcher).request({
     origin: at.origin,
     path: `${at.pathname}${at.search}`,
@@ -243,7 +266,7 @@ async function proxied(agent: ProxyAgentClass, at: URL, init: RequestInit): Prom
     ...(init.body !== undefined ? { body: init.body } : {}),
     ...(init.signal ? { signal: init.signal } : {}),
   });
-  return { statusCode: res.statusCode, headers: res.headers, body: res.body };
+  return { statusCode: res.statusCode, headers: res.headers, body: underRateFloor(res.body, stallMs) };
 }
 
 /**
@@ -267,45 +290,4 @@ export function dumpBody(body: Readable): Promise<void> {
     body.once('close', done);
     body.once('error', done);
   });
-}
-
-/** A whole (small) body, at most `max` bytes (more is an error naming `where`). */
-export function readBody(body: Readable, max = Infinity, where = 'response'): Promise<Buffer> {
-  return new Promise<Buffer>((resolve, reject) => {
-    const parts: Buffer[] = [];
-    let total = 0;
-    let settled = false;
-    const settle = (err: Error | undefined): void => {
-      if (settled) return;
-      settled = true;
-      body.off('data', onData);
-      if (err) reject(err);
-      else resolve(parts.length === 1 ? parts[0]! : Buffer.concat(parts, total));
-    };
-    const onData = (chunk: Buffer): void => {
-      total += chunk.length;
-      if (total > max) {
-        body.destroy();
-        settle(new ResponseTooLarge(`${where}: response larger than ${max} bytes`));
-        return;
-      }
-      parts.push(chunk);
-    };
-    body.on('data', onData);
-    body.once('end', () => settle(undefined));
-    body.once('error', (err) => settle(err));
-    // Closed before its end without an error: what a for-await over the stream throws.
-    body.once('close', () => settle(body.readableEnded ? undefined : Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })));
-  });
-}
-
-/** A body over the size its reader accepts. */
-export class ResponseTooLarge extends Error {}
-
-export async function bodyText(body: Readable): Promise<string> {
-  return (await readBody(body)).toString('utf8');
-}
-
-export async function bodyJson(body: Readable): Promise<unknown> {
-  return JSON.parse(await bodyText(body)) as unknown;
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { proxyFor, redactProxy } from './proxy.js';
+import { proxyFor } from './proxy.js';
+import { redactUrl } from './redact.js';
 
 const route = (url: string, env: Record<string, string>) => proxyFor(new URL(url), env)?.href;
 
@@ -24,6 +25,6 @@ describe('proxyFor reads the proxy environment as curl does', () => {
     expect(route('https://quay.io/', { HTTPS_PROXY: 'http://p:1', no_proxy: '*' })).toBeUndefined();
   });
   it('never shows proxy credentials', () => {
-    expect(redactProxy(new URL('http://user:s3cret@proxy:3128'))).toBe('http://***@proxy:3128/');
+    expect(redactUrl(new URL('http://user:s3cret@proxy:3128'))).toBe('http://***@proxy:3128/');
   });
 });

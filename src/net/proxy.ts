@@ -8,6 +8,7 @@
  */
 import { BlockList, isIP } from 'node:net';
 import { BadInputError } from '../errors.js';
+import { redactUrl } from './redact.js';
 
 export type ProxyEnvironment = Readonly<Record<string, string | undefined>>;
 
@@ -23,14 +24,8 @@ export function proxyFor(url: URL, env: ProxyEnvironment = process.env): URL | u
     // curl reads a proxy without a scheme as http://.
     return new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(raw) ? raw : `http://${raw}`);
   } catch {
-    throw new BadInputError(`${scheme}_proxy is not a URL (${redactProxy(raw)}); set it as http://host:port`);
+    throw new BadInputError(`${scheme}_proxy is not a URL (${redactUrl(raw)}); set it as http://host:port`);
   }
-}
-
-/** A proxy URL safe to print: no user or password. */
-export function redactProxy(proxy: URL | string): string {
-  const text = String(proxy);
-  return text.replace(/\/\/[^@/]*@/, '//***@');
 }
 
 function first(env: ProxyEnvironment, name: string): string | undefined {

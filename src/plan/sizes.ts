@@ -6,10 +6,13 @@
  * its bytes instead. The guess is used only where the trailer cannot be trusted
  * (multi-member gzip, zstd, registries without Range).
  */
+import { Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
+import { PrestageError, RegistryError } from '../errors.js';
 import type { RegistryClient } from '../registry/client.js';
 import type { Descriptor } from '../registry/manifest.js';
-import type { ImageReference } from '../registry/reference.js';
+import { formatReference, type ImageReference } from '../registry/reference.js';
 import type { PlannedLayer } from './types.js';
 
 export interface MeasuredImage {
@@ -167,12 +170,32 @@ async function sizeLayer(client: RegistryClient, ref: ImageReference, layer: Des
   }
 }
 
-/** The uncompressed size of a gzip layer, counted by inflating it as it streams (verified, never stored). */
+/**
+ * The uncompressed size of a gzip layer, counted by inflating it as it streams (verified, never
+ * stored: memory stays at a chunk or two however far it inflates). The work is bounded by the
+ * download: deflate inflates at most ~1032x what it reads, what CRI-O does to the same layer
+ * when it pulls it, and the registry's stall and rate floor bound the read. A stream that is not
+ * valid gzip, or fails its CRC-32 or length check at the end, is the registry's bad answer:
+ * one line naming the layer, exit 3.
+ */
 async function inflatedBytes(client: RegistryClient, ref: ImageReference, layer: Descriptor): Promise<number> {
   let bytes = 0;
   // Big output chunks: counting is per chunk, and a wrapped layer inflates to gigabytes.
-  const gunzip = createGunzip({ chunkSize: 1024 * 1024 });
-  client.blobStream(ref, layer).on('error', (err) => gunzip.destroy(err)).pipe(gunzip);
-  for await (const chunk of gunzip) bytes += (chunk as Buffer).length;
+  const count = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      bytes += chunk.length;
+      done();
+    },
+  });
+  try {
+    await pipeline(client.blobStream(ref, layer), createGunzip({ chunkSize: 1024 * 1024 }), count);
+  } catch (err) {
+    if (err instanceof PrestageError) throw err;
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    if (code.startsWith('Z_')) {
+      throw new RegistryError(`${formatReference(ref)}: layer ${layer.digest} is not a valid gzip stream (${(err as Error).message}) after ${bytes} inflated bytes; the image is corrupt in the registry`, { cause: err });
+    }
+    throw err;
+  }
   return bytes;
 }

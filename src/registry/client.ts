@@ -6,12 +6,13 @@ import { createHash, type Hash } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { Readable } from 'node:stream';
 import { BadInputError, DigestMismatchError, RegistryError } from '../errors.js';
-import { dumpBody, readBody, ResponseTooLarge, type Dispatcher } from '../net/dispatcher.js';
+import { dumpBody, type Dispatcher } from '../net/dispatcher.js';
+import { READ_BOUNDS, readBounded } from '../net/read-bounded.js';
 import { MANIFEST_ACCEPT, parseManifest, selectPlatform, listArchitectures, type Descriptor, type ImageManifest, type Manifest } from './manifest.js';
 import { applyMirrors, type MirrorRule } from './mirrors.js';
 import { formatReference, isDigest, type ImageReference } from './reference.js';
 import { asRegistryError, shortPath } from './failure.js';
-import { MIN_BODY_PROGRESS, RetryBudget } from './retry.js';
+import { MIN_BODY_PROGRESS, RetryBudget, retrying } from './retry.js';
 import { RegistryTransport, registryDispatcher, type TransportOptions } from './transport.js';
 
 export interface RegistryClientOptions extends TransportOptions {
@@ -34,8 +35,6 @@ export interface ResolvedImage {
   readonly manifestBytes: number;
 }
 
-/** Registries refuse manifests over 4 MiB; so do we. */
-const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
 
 /** Bytes of a blob already held (a partial file) and their running hash: where a read continues. */
 export interface BlobResume {
@@ -113,12 +112,16 @@ export class RegistryClient {
     const { transport, repository } = this.transportFor(ref);
     const where = `${formatReference({ registry: ref.registry, repository: ref.repository })}${isDigest(reference) ? '@' : ':'}${reference}`;
     this.counters.requests++;
-    const res = await transport.request(repository, `${repository}/manifests/${reference}`, { headers: { accept: MANIFEST_ACCEPT }, accept: [404] });
-    if (res.status === 404) {
-      await dumpBody(res.body);
-      throw new ManifestNotFoundError(`${where}: manifest not found (404); check the tag or digest, and --mirror if the image was mirrored`);
-    }
-    const bytes = await readBounded(res.body, MAX_MANIFEST_BYTES, where);
+    const path = `${repository}/manifests/${reference}`;
+    // One retry budget for the request and its body: a body that stalls or trickles is retried too.
+    const { res, bytes } = await retrying(transport.retryHooks(path), async () => {
+      const res = await transport.request(repository, path, { headers: { accept: MANIFEST_ACCEPT }, accept: [404], once: true });
+      if (res.status === 404) {
+        await dumpBody(res.body);
+        throw new ManifestNotFoundError(`${where}: manifest not found (404); check the tag or digest, and --mirror if the image was mirrored`);
+      }
+      return { res, bytes: await readBounded(res.body, READ_BOUNDS.manifest, `${where} manifest`) };
+    });
     this.counters.bodyBytes += bytes.length;
     const digest = sha256(bytes);
     if (isDigest(reference) && digest !== reference) {
@@ -300,12 +303,4 @@ export class PlatformNotFoundError extends BadInputError {}
 
 export function sha256(bytes: Buffer): string {
   return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
-}
-
-async function readBounded(body: Readable, max: number, where: string): Promise<Buffer> {
-  try {
-    return await readBody(body, max, where);
-  } catch (err) {
-    throw err instanceof ResponseTooLarge ? new RegistryError(err.message) : err;
-  }
 }

@@ -1,6 +1,7 @@
 /** Failures as one line that says what to do; prestage's own errors pass through. */
 import { PrestageError, RegistryError } from '../errors.js';
-import { proxyFor, redactProxy } from '../net/proxy.js';
+import { proxyFor } from '../net/proxy.js';
+import { redactUrl } from '../net/redact.js';
 import { systemTrust } from '../net/trust.js';
 import { apiHost } from './reference.js';
 import { isPlainHttpAnswer } from './scheme.js';
@@ -37,7 +38,7 @@ export function exhaustedError(registry: string, reason: string, what: string, a
 /** How requests to a registry travel, for messages: the proxy (never its credentials) or direct. */
 export function routeOf(registry: string): string {
   const proxy = proxyFor(new URL(`https://${apiHost(registry)}/`));
-  return proxy ? redactProxy(proxy) : 'direct';
+  return proxy ? redactUrl(proxy) : 'direct';
 }
 
 /** Registry paths for messages: no upload state queries, digests shortened. */

@@ -1,9 +1,13 @@
 /**
  * Where a redirect leads and whether credentials may follow: never to another origin (Quay
- * sends blobs to presigned CDN URLs, and S3 rejects a second auth mechanism), and never from
- * HTTPS down to plain HTTP.
+ * sends blobs to presigned CDN URLs, and S3 rejects a second auth mechanism), never from
+ * HTTPS down to plain HTTP, never out of http(s) (`file:`, `data:`), and never to a link-local
+ * address: a registry has no reason to send a client to a cloud metadata service
+ * (169.254.169.254), so such a redirect is refused before any connection, not just stripped of
+ * credentials (the answer of a metadata service could still leak through the next request).
  */
 import { RegistryError } from '../errors.js';
+import { isLinkLocalHost } from '../net/link-local.js';
 
 export const MAX_REDIRECTS = 5;
 
@@ -15,8 +19,19 @@ export interface Hop {
 
 export function followRedirect(from: string, location: string, hops: number, what: string): Hop {
   if (hops > MAX_REDIRECTS) throw new RegistryError(`${what}: more than ${MAX_REDIRECTS} redirects`);
-  const next = new URL(location, from);
+  let next: URL;
+  try {
+    next = new URL(location, from);
+  } catch {
+    throw new RegistryError(`${what}: redirected to something that is not a URL; refusing it`);
+  }
   const prev = new URL(from);
+  if (next.protocol !== 'https:' && next.protocol !== 'http:') {
+    throw new RegistryError(`${what}: redirected to a ${next.protocol.replace(':', '')} URL, not http(s); refusing it (a broken or hostile server)`);
+  }
+  if (isLinkLocalHost(next.hostname)) {
+    throw new RegistryError(`${what}: redirected to the link-local address ${next.hostname} (a cloud metadata service's range); refusing it (a broken or hostile server)`);
+  }
   if (prev.protocol === 'https:' && next.protocol !== 'https:') {
     throw new RegistryError(`${what}: redirected from HTTPS to ${next.protocol.replace(':', '')} (${next.host}); refusing a downgrade`);
   }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { RegistryError } from '../errors.js';
 import { retrying } from './retry.js';
-import { isInsecureOrigin, RegistryScheme } from './scheme.js';
+import { isInsecureHost, isInsecureOrigin, RegistryScheme } from './scheme.js';
 
 const failure = (code: string, message = code): Error => Object.assign(new Error(message), { code });
 const retry3 = (attempt: () => Promise<'https' | 'http'>) => retrying({
@@ -65,5 +65,15 @@ describe('insecure origins', () => {
     expect(isInsecureOrigin(['docker.io'], 'https://registry-1.docker.io')).toBe(true);
     expect(isInsecureOrigin('all', 'https://anything.example')).toBe(true);
     expect(isInsecureOrigin([], 'https://reg.example')).toBe(false);
+  });
+});
+
+describe('isInsecureHost', () => {
+  it('is the host of a registry named insecure on any port (its token service), never another host', () => {
+    expect(isInsecureHost(['reg.example:5000'], 'reg.example')).toBe(true);
+    expect(isInsecureHost(['127.0.0.1:5000'], '127.0.0.1')).toBe(true);
+    expect(isInsecureHost(['127.0.0.1:5000'], '127.0.0.2')).toBe(false);
+    expect(isInsecureHost(['reg.example'], 'auth.reg.example')).toBe(false);
+    expect(isInsecureHost('all', 'anything.example')).toBe(true);
   });
 });

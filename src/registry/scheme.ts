@@ -20,6 +20,16 @@ export function isInsecureOrigin(insecure: InsecureRegistries, origin: string): 
   return insecure.some((registry) => new URL(`https://${apiHost(registry)}`).host === host || new URL(`http://${apiHost(registry)}`).host === host);
 }
 
+/**
+ * Whether `hostname` is the host of a registry named insecure, on any port: the trust a user
+ * gave `--insecure-registry HOST[:PORT]` extends to that machine's token service (often on a
+ * port of its own), never to another host the registry names.
+ */
+export function isInsecureHost(insecure: InsecureRegistries, hostname: string): boolean {
+  if (insecure === 'all') return true;
+  return insecure.some((registry) => new URL(`http://${apiHost(registry)}`).hostname === hostname);
+}
+
 /** OpenSSL's reading of an HTTP answer as a TLS record. */
 export function isPlainHttpAnswer(err: unknown): boolean {
   for (let e: unknown = err; e instanceof Error; e = e.cause) {

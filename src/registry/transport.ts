@@ -6,14 +6,17 @@
  */
 import { Readable } from 'node:stream';
 import { RegistryError } from '../errors.js';
-import { bodyJson, bodyText, createDispatcher, dispatchRequest, dumpBody, type Dispatcher, type DispatcherOptions, type RequestInit, type ResponseHeaders } from '../net/dispatcher.js';
+import { createDispatcher, dispatchRequest, dumpBody, type Dispatcher, type DispatcherOptions, type RequestInit, type ResponseHeaders } from '../net/dispatcher.js';
+import { READ_BOUNDS, readBounded, readPrefix } from '../net/read-bounded.js';
+import { isLinkLocalHost } from '../net/link-local.js';
+import { redactUrl } from '../net/redact.js';
 import { pickChallenge, type Challenge } from './challenge.js';
 import { findCredential, type Credential, type PullSecret } from './credentials.js';
 import { asRegistryError, exhaustedError, shortPath } from './failure.js';
 import { apiHost } from './reference.js';
 import { followRedirect } from './redirect.js';
 import { isRetryableStatus, parseRetryAfter, RetryableStatus, retrying, type RetryHooks, type RetryPolicy } from './retry.js';
-import { isInsecureOrigin, RegistryScheme, type InsecureRegistries, type Scheme } from './scheme.js';
+import { isInsecureHost, isInsecureOrigin, RegistryScheme, type InsecureRegistries, type Scheme } from './scheme.js';
 import { TokenCache, type IssuedToken } from './tokens.js';
 
 export interface TransportOptions extends Omit<DispatcherOptions, 'insecureOrigin'> {
@@ -195,10 +198,13 @@ export class RegistryTransport {
 
   private async fetchToken(challenge: Extract<Challenge, { scheme: 'bearer' }>, scopes: readonly string[], cred: Credential | undefined): Promise<IssuedToken> {
     const scope = scopes.join(' ');
-    this.opts.onEvent?.({ kind: 'token', realm: challenge.realm, scope });
-    const url = new URL(challenge.realm);
-    if (cred && url.protocol !== 'https:' && !this.insecure) {
-      throw new RegistryError(`${this.registry}: its token service ${url.origin} is plain HTTP; refusing to send the pull secret's credentials there: pass --insecure-registry ${this.host} if that is intended`);
+    const url = realmUrl(this.registry, challenge.realm);
+    this.opts.onEvent?.({ kind: 'token', realm: redactUrl(url), scope });
+    // The realm is the registry's word, not the user's: credentials cross plain HTTP only to a
+    // realm whose OWN host the user named insecure (a registry named insecure vouches for itself,
+    // not for every host it points at).
+    if (cred && url.protocol !== 'https:' && !isInsecureHost(this.opts.insecureRegistries, url.hostname)) {
+      throw new RegistryError(`${this.registry}: its token service ${url.host} is plain HTTP; refusing to send the pull secret's credentials there: pass --insecure-registry ${url.hostname} if you trust that host`);
     }
     if (challenge.service) url.searchParams.set('service', challenge.service);
     for (const s of scopes) url.searchParams.append('scope', s);
@@ -218,8 +224,14 @@ export class RegistryTransport {
         if (isRetryableStatus(res.statusCode)) throw new RetryableStatus(res.statusCode, parseRetryAfter(res.headers['retry-after']), detail);
         throw new RegistryError(`${this.registry}: token service ${url.host} refused (${res.statusCode})${cred ? '; check the credentials in the pull secret' : '; pass --registry-config with a pull secret for this registry'}`);
       }
-      const body = (await bodyJson(res.body)) as { token?: string; access_token?: string; expires_in?: unknown };
-      const token = body.token ?? body.access_token;
+      const text = await readBounded(res.body, READ_BOUNDS.token, `${this.registry}: token service ${url.host}`);
+      let body: { token?: unknown; access_token?: unknown; expires_in?: unknown };
+      try {
+        body = JSON.parse(text.toString('utf8')) as typeof body;
+      } catch {
+        throw new RegistryError(`${this.registry}: token service ${url.host} answered something that is not JSON`);
+      }
+      const token = typeof body?.token === 'string' ? body.token : typeof body?.access_token === 'string' ? body.access_token : undefined;
       if (!token) throw new RegistryError(`${this.registry}: token service ${url.host} answered without a token`);
       return { token, expiresIn: body.expires_in };
     });
@@ -260,11 +272,36 @@ function basic(cred: Credential): string {
   return `Basic ${Buffer.from(`${cred.username ?? ''}:${cred.password ?? ''}`).toString('base64')}`;
 }
 
-/** The first error message of a registry error body, short; HTML bodies (throttling pages) are dropped. */
+/**
+ * A Bearer realm as a URL: http(s) only (a `file:` or `data:` realm is no token service), never
+ * link-local (redirect.ts says why). Its
+ * messages never show a `user:password@` the realm may carry.
+ */
+function realmUrl(registry: string, realm: string): URL {
+  let url: URL;
+  try {
+    url = new URL(realm);
+  } catch {
+    throw new RegistryError(`${registry}: its token realm is not a URL; the registry's WWW-Authenticate header is broken`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw new RegistryError(`${registry}: its token realm is a ${url.protocol.replace(':', '')} URL, not http(s); refusing it (a broken or hostile registry)`);
+  }
+  if (isLinkLocalHost(url.hostname)) {
+    throw new RegistryError(`${registry}: its token realm is on the link-local address ${url.hostname} (a cloud metadata service's range); refusing it (a broken or hostile registry)`);
+  }
+  return url;
+}
+
+/**
+ * The first error message of a registry error body, short; HTML bodies (throttling pages) are
+ * dropped. Only a prefix is read (its connection is closed, not drained): an error body of
+ * gigabytes costs nothing.
+ */
 async function readErrorDetail(body: Readable): Promise<string> {
   let text = '';
   try {
-    text = (await bodyText(body)).slice(0, 2048);
+    text = (await readPrefix(body, READ_BOUNDS.errorPrefix)).toString('utf8');
   } catch {
     return '';
   }

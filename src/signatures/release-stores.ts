@@ -8,7 +8,9 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import yaml from 'js-yaml';
 import { BadInputError, PrestageError, RegistryError, systemErrorText } from '../errors.js';
-import { dispatchRequest, dumpBody, readBody, ResponseTooLarge, type Dispatcher } from '../net/dispatcher.js';
+import { dispatchRequest, dumpBody, type Dispatcher } from '../net/dispatcher.js';
+import { readBody, ResponseTooLarge } from '../net/read-bounded.js';
+import { redactUrl } from '../net/redact.js';
 import { followRedirect } from '../registry/redirect.js';
 
 /** Red Hat's stores, as cluster-update-keys configures the CVO (store-openshift-official-release*). */
@@ -65,17 +67,19 @@ export async function fetchStoreSignatures(store: string, digest: string, get: S
   const signatures: Buffer[] = [];
   for (let n = 1; n <= MAX_STORE_SIGNATURES; n++) {
     const url = `${store}/${algorithm}=${hex}/signature-${n}`;
+    // Messages name the store without any user:password it was given with.
+    const shown = redactUrl(url);
     let answer: { status: number; body: Buffer };
     try {
       answer = await get(url, MAX_SIGNATURE_BYTES);
     } catch (err) {
-      if (err instanceof StoreBodyTooLarge) throw new BadInputError(`${url} is larger than ${MAX_SIGNATURE_BYTES / 1024} KiB, so it is not a release signature (the CVO reads no more); check --signature-store`);
+      if (err instanceof StoreBodyTooLarge) throw new BadInputError(`${shown} is larger than ${MAX_SIGNATURE_BYTES / 1024} KiB, so it is not a release signature (the CVO reads no more); check --signature-store`);
       if (err instanceof PrestageError) throw err;
-      throw new RegistryError(`cannot read signature ${url}: ${networkReason(err)}; check the network and proxy, or choose another --signature-store`, { cause: err });
+      throw new RegistryError(`cannot read signature ${shown}: ${networkReason(err)}; check the network and proxy, or choose another --signature-store`, { cause: err });
     }
     if (answer.status === 404) break;
     if (answer.status < 200 || answer.status > 299) {
-      throw new RegistryError(`signature store answered HTTP ${answer.status} for ${url}; retry later, or choose another --signature-store`);
+      throw new RegistryError(`signature store answered HTTP ${answer.status} for ${shown}; retry later, or choose another --signature-store`);
     }
     if (answer.body.length > 0) signatures.push(answer.body);
   }
@@ -113,7 +117,7 @@ export function dispatcherFetch(dispatcher: Dispatcher, timeoutMs = DEFAULT_TIME
       const location = res.headers.location;
       if (REDIRECTS.has(res.statusCode) && typeof location === 'string') {
         await dumpBody(res.body);
-        at = followRedirect(at, location, hops, `signature ${url}`).url;
+        at = followRedirect(at, location, hops, `signature ${redactUrl(url)}`).url;
         continue;
       }
       if (res.statusCode < 200 || res.statusCode > 299) {
@@ -121,7 +125,7 @@ export function dispatcherFetch(dispatcher: Dispatcher, timeoutMs = DEFAULT_TIME
         return { status: res.statusCode, body: Buffer.alloc(0) };
       }
       try {
-        return { status: res.statusCode, body: await readBody(res.body, maxBytes, at) };
+        return { status: res.statusCode, body: await readBody(res.body, maxBytes, redactUrl(at)) };
       } catch (err) {
         throw err instanceof ResponseTooLarge ? new StoreBodyTooLarge(err.message) : err;
       }

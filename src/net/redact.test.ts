@@ -1,0 +1,19 @@
+import { describe, expect, it } from 'vitest';
+import { isLinkLocalHost } from './link-local.js';
+import { redactUrl } from './redact.js';
+
+describe('redactUrl', () => {
+  it('hides user and password, leaves a URL without them as it is', () => {
+    expect(redactUrl('https://user:s3cret@store.example/sigs/sha256=ab/signature-1')).toBe('https://***@store.example/sigs/sha256=ab/signature-1');
+    expect(redactUrl(new URL('http://token-only@proxy:3128'))).toBe('http://***@proxy:3128/');
+    expect(redactUrl('https://store.example/sigs')).toBe('https://store.example/sigs');
+    expect(redactUrl('not a url://u:p@host')).not.toContain('u:p');
+  });
+});
+
+describe('link-local hosts', () => {
+  it('are 169.254/16, fe80::/10 and the metadata addresses, literal or IPv4-mapped', () => {
+    for (const host of ['169.254.169.254', '169.254.0.1', '[fe80::1]', 'fe80::abcd', '[fd00:ec2::254]', '[::ffff:169.254.169.254]', '::ffff:a9fe:a9fe']) expect(isLinkLocalHost(host)).toBe(true);
+    for (const host of ['169.255.0.1', '10.0.0.1', '127.0.0.1', '[::1]', 'registry.example', 'fd00::1']) expect(isLinkLocalHost(host)).toBe(false);
+  });
+});

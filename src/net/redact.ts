@@ -1,0 +1,19 @@
+/**
+ * URLs as messages may show them: never a `user:password@` (a proxy from `https_proxy`, a
+ * `--signature-store`, a registry's realm or redirect may carry one).
+ */
+
+/** `url` with any userinfo replaced by `***`; text that is no URL is redacted as best it can be. */
+export function redactUrl(url: URL | string): string {
+  const text = String(url);
+  try {
+    const parsed = new URL(text);
+    if (!parsed.username && !parsed.password) return parsed.href;
+    parsed.username = '';
+    parsed.password = '';
+    return parsed.href.replace('//', '//***@');
+  } catch {
+    // Not parseable (a bad proxy variable): drop everything between `//` and the last `@` before the path.
+    return text.replace(/\/\/[^/?#]*@/, '//***@');
+  }
+}
