@@ -15,6 +15,8 @@ export interface VerificationKeys {
   readonly keys: readonly PublicKey[];
   /** one per key: "<40-hex fingerprint> <first user id>" */
   readonly names: readonly string[];
+  /** The public keys re-armored from their packets (never the input's text): what a bundle stores. */
+  readonly armored: string;
 }
 
 export type SignatureProblem = 'not-a-signature' | 'unknown-key' | 'bad-signature' | 'wrong-type' | 'wrong-digest' | 'no-identity';
@@ -25,24 +27,90 @@ export type SignatureVerdict =
 
 const KEY_EXAMPLE = "Red Hat's https://access.redhat.com/security/data/fd431d51.txt or a verifier-public-key-* value of the release's verification ConfigMap";
 
-/** Parses ASCII-armored public keys; `where` names each input in messages. */
-export async function readVerificationKeys(inputs: ReadonlyArray<{ text: string; where: string }>): Promise<VerificationKeys> {
+/** OpenPGP packet tags of secret keys (RFC 4880 5.5.1.3, 5.5.1.4). */
+const SECRET_KEY_TAGS = new Set([5, 7]);
+
+/**
+ * Parses OpenPGP public keys, ASCII-armored or binary; `where` names each input in messages.
+ * The packets decide, not the armor header: any secret-key packet refuses the input (a secret
+ * key is never a verification key, and must not travel into a bundle).
+ */
+export async function readVerificationKeys(inputs: ReadonlyArray<{ text: string | Uint8Array; where: string }>): Promise<VerificationKeys> {
   const keys: PublicKey[] = [];
   for (const { text, where } of inputs) {
-    const refuse = (reason: string): BadInputError => new BadInputError(`${where} is not an ASCII-armored OpenPGP public key (${reason}); pass the release key file, e.g. ${KEY_EXAMPLE}`);
-    if (!text.trim()) throw refuse('it is empty');
-    // A private key would parse, but nobody should hand one over to check signatures.
-    if (text.includes('-----BEGIN PGP PRIVATE KEY BLOCK-----')) throw refuse('it is a private key');
-    if (!text.includes('-----BEGIN PGP PUBLIC KEY BLOCK-----')) throw refuse('no BEGIN PGP PUBLIC KEY BLOCK line');
-    let read: PublicKey[];
-    try {
-      read = await openpgp.readKeys({ armoredKeys: text });
-    } catch (err) {
-      throw refuse(/Error during parsing/.test(firstLine(err)) ? 'its armor holds no OpenPGP key' : firstLine(err));
+    const refuse = (reason: string): BadInputError => new BadInputError(`${where} is not an OpenPGP public key (${reason}); pass the release key file (ASCII-armored or binary), e.g. ${KEY_EXAMPLE}`);
+    const secret = (tag: number): BadInputError => new BadInputError(`${where} holds an OpenPGP secret key (packet tag ${tag}), which is never a verification key; pass only its public key (gpg --armor --export KEYID), and treat that secret key as exposed`);
+    const bytes = typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text);
+    if (!bytes.toString('latin1').trim()) throw refuse('it is empty');
+    let binary: Uint8Array = bytes;
+    if (/^\s*-----BEGIN PGP /.test(bytes.subarray(0, 256).toString('latin1'))) {
+      try {
+        binary = (await openpgp.unarmor(bytes.toString('utf8'))).data as Uint8Array;
+      } catch (err) {
+        throw refuse(`its armor does not decode: ${firstLine(err)}`);
+      }
+    } else if (!(bytes[0]! & 0x80)) {
+      throw refuse('neither ASCII armor nor OpenPGP packets');
     }
-    for (const key of read) if (!keys.some((k) => k.getFingerprint() === key.getFingerprint())) keys.push(key);
+    // Before openpgp.js builds key objects: a secret packet anywhere, whatever the header said.
+    let tags: number[] = [];
+    try {
+      tags = packetsOf(Buffer.from(binary)).map((p) => p.tag);
+    } catch {
+      // Malformed: openpgp.js says why below.
+    }
+    const secretTag = tags.find((tag) => SECRET_KEY_TAGS.has(tag));
+    if (secretTag !== undefined) throw secret(secretTag);
+    let read: openpgp.Key[];
+    try {
+      read = await openpgp.readKeys({ binaryKeys: binary });
+    } catch (err) {
+      throw refuse(/Error during parsing/.test(firstLine(err)) ? 'it holds no OpenPGP key' : firstLine(err));
+    }
+    if (read.some((key) => key.isPrivate())) throw secret(5);
+    for (const key of read) if (!keys.some((k) => k.getFingerprint() === key.getFingerprint())) keys.push(key.toPublic());
   }
-  return { keys, names: keys.map((k) => `${k.getFingerprint().toUpperCase()} ${k.getUserIDs()[0] ?? '(no user id)'}`) };
+  return {
+    keys,
+    names: keys.map((k) => `${k.getFingerprint().toUpperCase()} ${k.getUserIDs()[0] ?? '(no user id)'}`),
+    armored: keys.map((k) => k.armor()).join('\n'),
+  };
+}
+
+export type IntegrityVerdict =
+  | { readonly ok: true; readonly identity: string; readonly keyId: string }
+  | { readonly ok: false; readonly problem: SignatureProblem; readonly detail: string };
+
+/**
+ * A signature judged WITHOUT a key: an OpenPGP signed message whose payload is an atomic
+ * container signature of `releaseDigest` with an identity, and the key id it claims. Anyone can
+ * make one; it says the bytes are well-formed and meant for this release, never who signed.
+ */
+export async function inspectReleaseSignature(bytes: Uint8Array, releaseDigest: string): Promise<IntegrityVerdict> {
+  let binary: Uint8Array;
+  let verified: { data: Uint8Array; signatures: ReadonlyArray<{ keyID: openpgp.KeyID; verified: Promise<true> }> };
+  try {
+    binary = await dearmor(bytes);
+    const message = await openpgp.readMessage({ binaryMessage: binary });
+    verified = await openpgp.verify({ message, verificationKeys: [], expectSigned: false, format: 'binary' });
+  } catch (err) {
+    return unreadable(bytes, err);
+  }
+  // No key to check with: each signature's check fails by design, and is not awaited.
+  for (const s of verified.signatures) s.verified.catch(() => undefined);
+  let data: Uint8Array;
+  let keyId: string;
+  if (verified.signatures.length > 0) {
+    data = verified.data;
+    keyId = verified.signatures[0]!.keyID.toHex();
+  } else {
+    const v3 = v3Parts(binary);
+    if (!v3.ok) return v3.verdict;
+    data = v3.literal;
+    keyId = v3.keyId;
+  }
+  const checked = checkPayload(data, releaseDigest, '');
+  return checked.ok ? { ok: true, identity: checked.identity, keyId: keyId.toUpperCase() } : checked;
 }
 
 /** The verdict on one signature for `releaseDigest`; bad bytes are a verdict, never a throw. */
@@ -68,6 +136,10 @@ export async function verifyReleaseSignature(bytes: Uint8Array, releaseDigest: s
 }
 
 function fail(problem: SignatureProblem, detail: string): SignatureVerdict {
+  return failed(problem, detail);
+}
+
+function failed(problem: SignatureProblem, detail: string): SignatureVerdict & { ok: false } {
   return { ok: false, problem, detail };
 }
 
@@ -76,7 +148,7 @@ function unknownKey(keyId: string): SignatureVerdict {
 }
 
 /** Why bytes are no signed message, in a few words: often an HTML error page or a cut download. */
-function unreadable(bytes: Uint8Array, err: unknown): SignatureVerdict {
+function unreadable(bytes: Uint8Array, err: unknown): SignatureVerdict & { ok: false } {
   const text = Buffer.from(bytes.subarray(0, 24)).toString('latin1');
   const message = firstLine(err);
   const reason =
@@ -85,7 +157,7 @@ function unreadable(bytes: Uint8Array, err: unknown): SignatureVerdict {
     : /unexpected end of (file|data)|end of packet data/i.test(message) ? 'it ends early: truncated?'
     : /Error during parsing/.test(message) ? 'no OpenPGP packet structure'
     : `${message.replace(/^Parsing (\w+)Packet failed: /, '$1 packet: ')}; corrupt?`;
-  return fail('not-a-signature', `not an OpenPGP signed message (${reason})`);
+  return failed('not-a-signature', `not an OpenPGP signed message (${reason})`);
 }
 
 function firstLine(err: unknown): string {
@@ -213,22 +285,26 @@ function inflate(body: Buffer): Buffer {
   throw new Error(`compression algorithm ${body[0]} is not supported`);
 }
 
-async function verifyV3(binary: Uint8Array, releaseDigest: string, keys: VerificationKeys): Promise<SignatureVerdict> {
-  let literal: Buffer;
-  let sig: Buffer;
+/** The v3 signature packet, its key id and the literal data it signs, or why there are none. */
+function v3Parts(binary: Uint8Array): { ok: true; sig: Buffer; literal: Buffer; keyId: string } | { ok: false; verdict: SignatureVerdict & { ok: false } } {
   try {
     const packets = packetsOf(Buffer.from(binary));
     const signature = packets.find((p) => p.tag === 2);
     const data = packets.find((p) => p.tag === 11);
-    if (!signature || !data) return fail('not-a-signature', 'an OpenPGP message without a signature or without signed data');
-    if (signature.body[0] !== 3) return fail('not-a-signature', `its signature packet (version ${signature.body[0]}) is not supported`);
-    sig = signature.body;
+    if (!signature || !data) return { ok: false, verdict: failed('not-a-signature', 'an OpenPGP message without a signature or without signed data') };
+    if (signature.body[0] !== 3) return { ok: false, verdict: failed('not-a-signature', `its signature packet (version ${signature.body[0]}) is not supported`) };
+    const sig = signature.body;
     if (sig.length < 22 || sig[1] !== 5) throw new Error('malformed v3 signature packet');
-    literal = data.body.subarray(2 + data.body[1]! + 4);
+    return { ok: true, sig, literal: data.body.subarray(2 + data.body[1]! + 4), keyId: sig.subarray(7, 15).toString('hex') };
   } catch (err) {
-    return unreadable(binary, err);
+    return { ok: false, verdict: unreadable(binary, err) };
   }
-  const keyId = sig.subarray(7, 15).toString('hex');
+}
+
+async function verifyV3(binary: Uint8Array, releaseDigest: string, keys: VerificationKeys): Promise<SignatureVerdict> {
+  const parts = v3Parts(binary);
+  if (!parts.ok) return parts.verdict;
+  const { sig, literal, keyId } = parts;
   const index = keyIndex(keys, keyId);
   if (index < 0) return unknownKey(keyId);
   const reason = await v3Failure(keys.keys[index]!, keyId, sig, literal);
