@@ -43,6 +43,8 @@ export function unsignedWarning(bundle: Pick<Bundle, 'metadata'>, where: string)
 export interface ReleaseSignatureReport {
   /** The stdout line, e.g. `release signatures: 1 verified with --verification-key redhat.asc`. */
   readonly line: string;
+  /** Without an anchor, the stderr line saying so (written once the command succeeded, so a failure stays one line). */
+  readonly warning?: string;
   /** Verified against a trust anchor: only then may they reach the CVO without an explicit flag. */
   readonly anchored: boolean;
 }
@@ -53,10 +55,10 @@ export const UNANCHORED_WARNING = 'release signatures NOT verified against a tru
 /**
  * The release's signatures checked again: against `anchors` (`--verification-key`, or the
  * cluster's keys) when there are some, else for integrity only (well-formed, signing the
- * release's digest), which the warning line on stderr says. Never against the keys stored in
- * the bundle. One line, exit 2, on any that fails.
+ * release's digest), which the report's warning says. Never against the keys stored in the
+ * bundle. One line, exit 2, on any that fails.
  */
-export async function checkReleaseSignaturesOrFail(bundle: Pick<Bundle, 'metadata'>, read: (digest: string) => Promise<Buffer>, anchors: TrustedKeys | undefined, where: string, ctx: CommandContext): Promise<ReleaseSignatureReport | undefined> {
+export async function checkReleaseSignaturesOrFail(bundle: Pick<Bundle, 'metadata'>, read: (digest: string) => Promise<Buffer>, anchors: TrustedKeys | undefined, where: string): Promise<ReleaseSignatureReport | undefined> {
   const record = bundle.metadata.signatures?.release;
   if (!record || record.signatures.length === 0) return undefined;
   const check = await checkReleaseSignatures(record, read, anchors?.keys);
@@ -68,8 +70,11 @@ export async function checkReleaseSignaturesOrFail(bundle: Pick<Bundle, 'metadat
     throw new BadInputError(`bundle ${where}: ${check.problems[0]}${more}; ${why}`);
   }
   if (anchors) return { line: `release signatures: ${check.passed} verified with ${anchors.where}`, anchored: true };
-  ctx.stderr.write(`warning: bundle ${where}: ${UNANCHORED_WARNING}\n`);
-  return { line: `release signatures: ${check.passed} well-formed for ${record.digest}, claiming key ${check.claimed.join(', ')} (not verified)`, anchored: false };
+  return {
+    line: `release signatures: ${check.passed} well-formed for ${record.digest}, claiming key ${check.claimed.join(', ')} (not verified)`,
+    warning: `warning: bundle ${where}: ${UNANCHORED_WARNING}`,
+    anchored: false,
+  };
 }
 
 /** `--sigstore-key`: every attachment's signatures and identities, one line per failure on stdout, then exit 2. */

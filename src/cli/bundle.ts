@@ -168,11 +168,12 @@ function verifyCommand(ctx: CommandContext) {
       ctx.stdout.write(`bundle ${path}: ${report.images} images, ${report.blobs} blobs, ${formatBytes(report.bytes)} verified${fromPrevious}\n`);
       const warning = unsignedWarning(bundle, path);
       if (warning) ctx.stderr.write(`${warning}\n`);
-      const gpg = await checkReleaseSignaturesOrFail(bundle, inventory.read, anchors, path, ctx);
+      const gpg = await checkReleaseSignaturesOrFail(bundle, inventory.read, anchors, path);
       if (gpg) ctx.stdout.write(`${gpg.line}\n`);
       const attachments = attachmentEntries(bundle).length;
       if (sigstoreKey) ctx.stdout.write(`${await checkAttachmentsOrFail(bundle, inventory.read, sigstoreKey, args, path, ctx)}\n`);
       else if (attachments > 0) ctx.stdout.write(`sigstore signatures: ${attachments} attachments not checked (give --sigstore-key)\n`);
+      if (gpg?.warning) ctx.stderr.write(`${gpg.warning}\n`);
     },
   };
 }
@@ -210,7 +211,7 @@ function pushCommand(ctx: CommandContext) {
       // Before anything is sent: altered signatures must not reach the mirror or the cluster.
       const read = verifiedReader(bundle.dir);
       const anchors = await trustAnchors(args, args.apply);
-      const gpg = await checkReleaseSignaturesOrFail(bundle, read, anchors, args.bundle, ctx);
+      const gpg = await checkReleaseSignaturesOrFail(bundle, read, anchors, args.bundle);
       const releaseSignatures = bundle.metadata.signatures?.release;
       // The CVO's ConfigMap carries only signatures a trusted key verified, or those the user lets through.
       const configMap = gpg && (gpg.anchored || args['allow-unverified-signatures']) && releaseSignatures
@@ -242,6 +243,7 @@ function pushCommand(ctx: CommandContext) {
           await applyServerSide(cluster, [configMap]);
           ctx.stdout.write(`applied ConfigMap ${configMap.metadata.namespace}/${configMap.metadata.name}: the cluster verifies release ${bundle.metadata.release.version} without --force\n`);
         }
+        if (gpg?.warning) ctx.stderr.write(`${gpg.warning}\n`);
       } finally {
         await client.close();
       }
