@@ -41,7 +41,7 @@ try {
   const byRepo = new Map<string, Array<{ digest: string; attachment: ReturnType<typeof signAttachment> }>>();
   for (const { pullSpec } of [...plan.images, ...plan.skipped]) {
     const [name, digest] = pullSpec.split('@') as [string, string];
-    byRepo.set(name.slice(8), [...(byRepo.get(name.slice(8)) ?? []), { digest, attachment: signAttachment(cosign, digest, name) }]);
+    byRepo.set(name.slice(8), [...(byRepo.get(name.slice(8)) ?? []), { digest, attachment: signAttachment(cosign, digest, `${name}@${digest}`) }]);
   }
   for (const [repo, signed] of byRepo) await pushAttachments(source.host, repo, signed);
   const key = await generateGpgKey('Release Signer');
@@ -57,7 +57,8 @@ try {
   await prestage(wrongKey, show(wrongKey));
   await prestage(create, show(create));
   await prestage(['bundle', 'verify', 'ocp-4.16.3', '--sigstore-key', 'cosign.pub']);
-  const push = ['bundle', 'push', 'ocp-4.16.3', mirror.host, '--insecure-registry', mirror.host];
+  await prestage(['bundle', 'verify', 'ocp-4.16.3', '--verification-key', 'release-key.asc', '--sigstore-key', 'cosign.pub']);
+  const push = ['bundle', 'push', 'ocp-4.16.3', mirror.host, '--insecure-registry', mirror.host, '--verification-key', 'release-key.asc'];
   await prestage(push, show(push));
   await store.stop();
 } finally {

@@ -19,7 +19,7 @@ import { Discovery, ImageTracker, imageBytes, type CompleteImage } from './disco
 import { freeSpaceCheck, type StatFs } from './disk-space.js';
 import { planBlobSizes } from './inputs.js';
 import { TransferLanes } from './lanes.js';
-import { blobFileName, blobPath, type BundleSignatures } from './layout.js';
+import { blobFileName, blobPath, type BundleSignatures, type LayoutIndex } from './layout.js';
 import {
   dropOtherIndex, finishLayout, layoutFiles, layoutIndex, makeLayoutDirs, refuseOtherContent, sizeOf, storeReleaseSignatures, writeMetadata, writeOciLayout,
   type LayoutFile,
@@ -57,6 +57,11 @@ export interface CreateOptions {
   readonly releaseSignatures?: GatheredSignatures;
   /** `--link-rate`, bytes per second: the cap all manifest and blob reads of the run share. */
   readonly linkRate?: number;
+  /**
+   * A check of the whole content before index.json makes the layout complete (the sigstore
+   * attachments against `--sigstore-key`): when it throws, the run fails resumable, not complete.
+   */
+  readonly beforeComplete?: (index: LayoutIndex) => Promise<void>;
 }
 
 export interface CreateReport {
@@ -171,6 +176,7 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   }
   if (!collected) throw new Error('bundle create: the transfers ended before every manifest was read');
   const { content, layout, index } = collected;
+  await opts.beforeComplete?.(JSON.parse(index) as LayoutIndex);
   await finishLayout(dir, layout, index, left.blobs.keys(), written);
 
   return {

@@ -10,8 +10,8 @@ import type { KeyObject } from 'node:crypto';
 import type { RegistryClient } from '../registry/client.js';
 import { parseManifest } from '../registry/manifest.js';
 import { formatReference, parseReference, type ImageReference } from '../registry/reference.js';
-import { readVerificationKeys, verifyReleaseSignature, type VerificationKeys } from '../signatures/release-gpg.js';
-import { fetchSigstoreAttachment, SIGSTORE_PAYLOAD_MEDIA_TYPE, signedDigestOfTag, sigstoreTag, verifySigstoreSignature } from '../signatures/sigstore.js';
+import { inspectReleaseSignature, verifyReleaseSignature, type VerificationKeys } from '../signatures/release-gpg.js';
+import { fetchSigstoreAttachment, SIGSTORE_PAYLOAD_MEDIA_TYPE, signedDigestOfTag, sigstoreTag, verifySigstoreSignature, type SignedIdentityRule } from '../signatures/sigstore.js';
 import { manifestBlobs, type BundleImage } from './content.js';
 import { REF_NAME, type Bundle, type IndexEntry, type ReleaseSignatureRecord } from './layout.js';
 
@@ -50,8 +50,12 @@ export interface SigstoreCheck {
   readonly problems: readonly string[];
 }
 
-/** Every attachment's signatures checked against `key` (`--sigstore-key`), from the layout's verified blobs. */
-export async function checkSigstoreAttachments(bundle: Pick<Bundle, 'index' | 'metadata'>, read: (digest: string) => Promise<Buffer>, key: KeyObject): Promise<SigstoreCheck> {
+/**
+ * Every attachment's signatures checked against `key` (`--sigstore-key`), from the layout's
+ * verified blobs, and their identity against the repository the image is pulled as (its source
+ * repository, which the attachment's name carries) under the policy's `rule`.
+ */
+export async function checkSigstoreAttachments(bundle: Pick<Bundle, 'index' | 'metadata'>, read: (digest: string) => Promise<Buffer>, key: KeyObject, rule: SignedIdentityRule): Promise<SigstoreCheck> {
   const external = new Set(bundle.metadata.previous?.blobs.map((b) => b.digest) ?? []);
   const problems: string[] = [];
   let signatures = 0;
@@ -59,6 +63,8 @@ export async function checkSigstoreAttachments(bundle: Pick<Bundle, 'index' | 'm
   const attachments = attachmentEntries(bundle);
   for (const { entry, signs } of attachments) {
     const where = entry.annotations[REF_NAME];
+    const ref = parseReference(where);
+    const expected = { repository: `${ref.registry}/${ref.repository}`, rule };
     const manifest = parseManifest(await read(entry.digest), undefined, where);
     const layers = manifest.kind === 'image' ? manifest.layers.filter((l) => l.mediaType === SIGSTORE_PAYLOAD_MEDIA_TYPE) : [];
     if (layers.length === 0) problems.push(`${where}: holds no ${SIGSTORE_PAYLOAD_MEDIA_TYPE} layer`);
@@ -68,7 +74,7 @@ export async function checkSigstoreAttachments(bundle: Pick<Bundle, 'index' | 'm
         continue;
       }
       signatures++;
-      const verdict = verifySigstoreSignature(await read(layer.digest), layer.annotations, signs, key);
+      const verdict = verifySigstoreSignature(await read(layer.digest), layer.annotations, signs, key, expected);
       if (!verdict.ok) problems.push(`${where}: signature ${layer.digest}: ${verdict.detail}`);
     }
   }
@@ -76,23 +82,34 @@ export async function checkSigstoreAttachments(bundle: Pick<Bundle, 'index' | 'm
 }
 
 export interface ReleaseSignatureCheck {
-  readonly verified: number;
-  readonly keys: VerificationKeys;
+  /** Signatures that passed: verified against `keys`, or without keys only well-formed for the release. */
+  readonly passed: number;
+  /** False without trust anchors: integrity only, no signer proven. */
+  readonly anchored: boolean;
+  /** The key ids the signatures claim (integrity only): information, never trust. */
+  readonly claimed: readonly string[];
   readonly problems: readonly string[];
 }
 
 /**
- * The release signatures a bundle carries, verified again: against `keys` when the user gave
- * some, else the keys the bundle recorded (that proves the files were not altered since).
+ * The release signatures a bundle carries, checked again. With `keys` (what the user or the
+ * cluster trusts) each must verify. Without, each must be well-formed and sign the release's
+ * digest, and that is all: the keys the bundle stores came with the bundle, so whoever could
+ * swap a signature could swap them too; they are never used as anchors.
  */
 export async function checkReleaseSignatures(record: ReleaseSignatureRecord, read: (digest: string) => Promise<Buffer>, keys?: VerificationKeys): Promise<ReleaseSignatureCheck> {
-  const trusted = keys ?? (record.keys ? await readVerificationKeys([{ text: (await read(record.keys.digest)).toString('utf8'), where: `the bundle's verification keys (${record.keys.digest})` }]) : { keys: [], names: [] });
   const problems: string[] = [];
-  let verified = 0;
+  const claimed = new Set<string>();
+  let passed = 0;
   for (const [i, blob] of record.signatures.entries()) {
-    const verdict = await verifyReleaseSignature(await read(blob.digest), record.digest, trusted);
-    if (verdict.ok) verified++;
-    else problems.push(`release signature ${i + 1} (${blob.digest}): ${verdict.detail}`);
+    const bytes = await read(blob.digest);
+    const verdict = keys ? await verifyReleaseSignature(bytes, record.digest, keys) : await inspectReleaseSignature(bytes, record.digest);
+    if (!verdict.ok) {
+      problems.push(`release signature ${i + 1} (${blob.digest}): ${verdict.detail}`);
+      continue;
+    }
+    passed++;
+    if ('keyId' in verdict) claimed.add(verdict.keyId);
   }
-  return { verified, keys: trusted, problems };
+  return { passed, anchored: keys !== undefined, claimed: [...claimed], problems };
 }

@@ -9,7 +9,8 @@ import { checkReleaseSignatures, checkSigstoreAttachments } from '../bundle/sign
 import { BadInputError } from '../errors.js';
 import type { PlanRelease } from '../plan/types.js';
 import type { CommandContext } from './context.js';
-import { keysFromFiles } from './signature-options.js';
+import type { TrustedKeys } from '../signatures/gather.js';
+import type { SignedIdentityRule } from '../signatures/sigstore.js';
 
 /** Blobs of a bundle directory, each checked against its name. */
 export function verifiedReader(dir: string): (digest: string) => Promise<Buffer> {
@@ -39,27 +40,50 @@ export function unsignedWarning(bundle: Pick<Bundle, 'metadata'>, where: string)
   return `warning: bundle ${where} carries release ${bundle.metadata.release.version} without a signature (${gpg.unsigned ?? '--allow-unsigned'})`;
 }
 
-/**
- * The release's signatures verified again (against `--verification-key` when given, else the
- * keys recorded at create): one line, exit 2, on any that fails. Returns the report line.
- */
-export async function checkReleaseSignaturesOrFail(bundle: Pick<Bundle, 'metadata'>, read: (digest: string) => Promise<Buffer>, keyFiles: readonly string[], where: string): Promise<string | undefined> {
-  const record = bundle.metadata.signatures?.release;
-  if (!record || record.signatures.length === 0) return undefined;
-  const given = await keysFromFiles(keyFiles);
-  const check = await checkReleaseSignatures(record, read, given?.keys);
-  if (check.problems.length > 0) {
-    throw new BadInputError(`bundle ${where}: ${check.problems[0]}${check.problems.length > 1 ? ` (and ${check.problems.length - 1} more)` : ''}; the bundle's signatures were altered: create it again`);
-  }
-  return `release signatures: ${check.verified} verified with ${given ? given.where : `the keys recorded at create (${record.verifiedWith.join(', ')})`}`;
+export interface ReleaseSignatureReport {
+  /** The stdout line, e.g. `release signatures: 1 verified with --verification-key redhat.asc`. */
+  readonly line: string;
+  /** Without an anchor, the stderr line saying so (written once the command succeeded, so a failure stays one line). */
+  readonly warning?: string;
+  /** Verified against a trust anchor: only then may they reach the CVO without an explicit flag. */
+  readonly anchored: boolean;
 }
 
-/** `--sigstore-key`: every attachment's signatures, one line per failure on stdout, then exit 2. */
-export async function checkAttachmentsOrFail(bundle: Pick<Bundle, 'index' | 'metadata'>, read: (digest: string) => Promise<Buffer>, key: KeyObject, keyFile: string, where: string, ctx: CommandContext): Promise<string> {
-  const check = await checkSigstoreAttachments(bundle, read, key);
+/** The one line every command says when it checked release signatures without an anchor. */
+export const UNANCHORED_WARNING = 'release signatures NOT verified against a trusted key (integrity only): give --verification-key or --kubeconfig';
+
+/**
+ * The release's signatures checked again: against `anchors` (`--verification-key`, or the
+ * cluster's keys) when there are some, else for integrity only (well-formed, signing the
+ * release's digest), which the report's warning says. Never against the keys stored in the
+ * bundle. One line, exit 2, on any that fails.
+ */
+export async function checkReleaseSignaturesOrFail(bundle: Pick<Bundle, 'metadata'>, read: (digest: string) => Promise<Buffer>, anchors: TrustedKeys | undefined, where: string): Promise<ReleaseSignatureReport | undefined> {
+  const record = bundle.metadata.signatures?.release;
+  if (!record || record.signatures.length === 0) return undefined;
+  const check = await checkReleaseSignatures(record, read, anchors?.keys);
+  if (check.problems.length > 0) {
+    const more = check.problems.length > 1 ? ` (and ${check.problems.length - 1} more)` : '';
+    const why = anchors
+      ? `the bundle's release signatures do not verify with ${anchors.where}: do not push them; create the bundle again from the release's signature stores`
+      : "the bundle's signatures were altered: create it again";
+    throw new BadInputError(`bundle ${where}: ${check.problems[0]}${more}; ${why}`);
+  }
+  if (anchors) return { line: `release signatures: ${check.passed} verified with ${anchors.where}`, anchored: true };
+  return {
+    line: `release signatures: ${check.passed} well-formed for ${record.digest}, claiming key ${check.claimed.join(', ')} (not verified)`,
+    warning: `warning: bundle ${where}: ${UNANCHORED_WARNING}`,
+    anchored: false,
+  };
+}
+
+/** `--sigstore-key`: every attachment's signatures and identities, one line per failure on stdout, then exit 2. */
+export async function checkAttachmentsOrFail(bundle: Pick<Bundle, 'index' | 'metadata'>, read: (digest: string) => Promise<Buffer>, key: KeyObject, flags: { 'sigstore-key'?: string; 'sigstore-identity': SignedIdentityRule }, where: string, ctx: CommandContext): Promise<string> {
+  const keyFile = flags['sigstore-key'];
+  const check = await checkSigstoreAttachments(bundle, read, key, flags['sigstore-identity']);
   for (const problem of check.problems) ctx.stdout.write(`${problem}\n`);
   if (check.problems.length > 0) {
-    throw new BadInputError(`bundle ${where}: ${check.problems.length} sigstore signatures do not verify with --sigstore-key ${keyFile} (listed on stdout); CRI-O will refuse those images`);
+    throw new BadInputError(`bundle ${where}: ${check.problems.length} sigstore signatures do not verify with --sigstore-key ${keyFile} and signedIdentity ${flags['sigstore-identity']} (listed on stdout); CRI-O will refuse those images`);
   }
   const previous = check.previous > 0 ? ` (${check.previous} more with the previous bundle, ${bundle.metadata.previous?.source})` : '';
   return `sigstore signatures: ${check.signatures} in ${check.attachments} attachments verified with ${keyFile}${previous}`;

@@ -5,6 +5,7 @@
  * writes the ImageDigestMirrorSet that sends the cluster there.
  */
 import { existsSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Argv } from 'yargs';
 import { writeFileAtomic } from '../atomic-file.js';
@@ -12,7 +13,7 @@ import { archiveDirFor, ARCHIVE_INDEX_FILE, inventoryOfArchive, openArchive, tar
 import { createBundle, type PreviousBundle } from '../bundle/create.js';
 import { ensureWritableDir } from '../bundle/disk-space.js';
 import { planBlobs, previousBundleBlobs, readPlanFile } from '../bundle/inputs.js';
-import { readBundle, type Bundle } from '../bundle/layout.js';
+import { BUNDLE_FILE, readBundle, type Bundle, type BundleMetadata } from '../bundle/layout.js';
 import { parseMirrorTarget, renderImageDigestMirrorSet, renderMapping } from '../bundle/mirror.js';
 import { pushBundle } from '../bundle/push.js';
 import { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE, signatureConfigMap } from '../signatures/configmap.js';
@@ -21,7 +22,8 @@ import { KubeClient } from '../kube/client.js';
 import { loadKubeconfig } from '../kube/kubeconfig.js';
 import { applyServerSide } from '../install/apply.js';
 import { checkAttachmentsOrFail, checkReleaseSignaturesOrFail, signatureLines, unsignedWarning, verifiedReader } from './bundle-signatures.js';
-import { releaseSignaturesFor, signatureInputs, sigstoreKeyFrom, withCreateSignatureOptions, withSignatureKeyOptions } from './signature-options.js';
+import { releaseSignaturesFor, signatureInputs, sigstoreKeyFrom, trustAnchors, withCreateSignatureOptions, withSignatureKeyOptions, withTrustOptions } from './signature-options.js';
+import { attachmentEntries } from '../bundle/signatures.js';
 import { BadInputError, EXIT_CODES_HELP } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
 import type { Plan } from '../plan/types.js';
@@ -96,6 +98,14 @@ function createCommand(ctx: CommandContext) {
         const namedBy = sourceIsFile ? undefined : parseReference(args.source).tag;
         // Before any blob: a release the cluster would refuse is not worth gigabytes.
         const releaseSignatures = await releaseSignaturesFor(plan.release, args, signing, (line) => ctx.stderr.write(`${line}\n`));
+        // Checked before index.json is written: a bundle whose attachments CRI-O would refuse is never complete.
+        let sigstoreLine: string | undefined;
+        const beforeComplete = sigstoreKey
+          ? async (index: Bundle['index']) => {
+            const metadata = JSON.parse(await readFile(join(args.to, BUNDLE_FILE), 'utf8')) as BundleMetadata;
+            sigstoreLine = await checkAttachmentsOrFail({ index, metadata }, verifiedReader(args.to), sigstoreKey, args, args.to, ctx);
+          }
+          : undefined;
         const report = await createBundle(client, plan, {
           dir: args.to,
           force: args.force,
@@ -109,6 +119,7 @@ function createCommand(ctx: CommandContext) {
           sigstore: !args['remove-signatures'],
           releaseSignatures,
           ...(args['link-rate'] !== undefined ? { linkRate: args['link-rate'] as number } : {}),
+          ...(beforeComplete ? { beforeComplete } : {}),
         });
         const again = [report.resumedBlobs ? `${report.resumedBlobs} resumed` : '', report.repairedBlobs ? `${report.repairedBlobs} damaged, fetched again` : ''].filter(Boolean).join(', ');
         const cap = args['link-rate'] !== undefined ? ` at ${formatBytes(args['link-rate'])}/s cap` : '';
@@ -116,7 +127,7 @@ function createCommand(ctx: CommandContext) {
         const fromPrevious = report.previousBlobs ? `; ${report.previousBlobs} blobs left to the previous bundle` : '';
         ctx.stdout.write(`bundle ${args.to}: ${report.images} images, ${report.blobs} blobs, ${formatBytes(report.bytes)}; ${fetched}${fromPrevious}\n`);
         for (const line of signatureLines(plan.release, report.signatures)) ctx.stdout.write(`${line}\n`);
-        if (sigstoreKey) ctx.stdout.write(`${await checkAttachmentsOrFail(await readBundle(args.to), verifiedReader(args.to), sigstoreKey, args['sigstore-key'], args.to, ctx)}\n`);
+        if (sigstoreLine) ctx.stdout.write(`${sigstoreLine}\n`);
         if (maxPartBytes) {
           const archiveDir = archiveDirFor(args.to);
           const archive = await writeArchive(args.to, archiveDir, maxPartBytes);
@@ -134,9 +145,10 @@ function verifyCommand(ctx: CommandContext) {
     command: 'verify <bundle>',
     describe: 'Re-hash every blob and check every image is complete; exit 2 naming each missing or corrupt blob',
     builder: (y: Argv) =>
-      withSignatureKeyOptions(y)
+      withTrustOptions(withSignatureKeyOptions(y))
         .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive' })
         .example(...example('$0 bundle verify ocp-4.16.3', 'Check a bundle directory'))
+        .example(...example('$0 bundle verify ocp-4.16.3 --verification-key redhat-release.asc', 'Also verify the release signatures with the key you trust (the keys the bundle carries are never trusted)'))
         .example(...example('$0 bundle verify /media/usb/ocp-4.16.3.parts', 'Check tar parts where they are, without unpacking'))
         .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
     handler: async (args: any) => {
@@ -145,6 +157,7 @@ function verifyCommand(ctx: CommandContext) {
         ? await inventoryOfArchive(await openArchive(path))
         : { bundle: await readBundle(path), inventory: await inventoryOfDir(path) };
       const sigstoreKey = await sigstoreKeyFrom(args);
+      const anchors = await trustAnchors(args);
       const report = await checkBundle(bundle, inventory);
       for (const problem of report.problems) ctx.stdout.write(`${describeProblem(problem)}\n`);
       if (report.problems.length > 0) {
@@ -155,9 +168,12 @@ function verifyCommand(ctx: CommandContext) {
       ctx.stdout.write(`bundle ${path}: ${report.images} images, ${report.blobs} blobs, ${formatBytes(report.bytes)} verified${fromPrevious}\n`);
       const warning = unsignedWarning(bundle, path);
       if (warning) ctx.stderr.write(`${warning}\n`);
-      const gpg = await checkReleaseSignaturesOrFail(bundle, inventory.read, args['verification-key'], path);
-      if (gpg) ctx.stdout.write(`${gpg}\n`);
-      if (sigstoreKey) ctx.stdout.write(`${await checkAttachmentsOrFail(bundle, inventory.read, sigstoreKey, args['sigstore-key'], path, ctx)}\n`);
+      const gpg = await checkReleaseSignaturesOrFail(bundle, inventory.read, anchors, path);
+      if (gpg) ctx.stdout.write(`${gpg.line}\n`);
+      const attachments = attachmentEntries(bundle).length;
+      if (sigstoreKey) ctx.stdout.write(`${await checkAttachmentsOrFail(bundle, inventory.read, sigstoreKey, args, path, ctx)}\n`);
+      else if (attachments > 0) ctx.stdout.write(`sigstore signatures: ${attachments} attachments not checked (give --sigstore-key)\n`);
+      if (gpg?.warning) ctx.stderr.write(`${gpg.warning}\n`);
     },
   };
 }
@@ -175,10 +191,11 @@ function pushCommand(ctx: CommandContext) {
           .option('work-dir', { type: 'string', describe: 'Where to unpack tar parts (into DIR/<name>) when they sit on read-only media; default: beside parts.json' })
           .option('parallel', { type: 'number', default: 8, coerce: integerAtLeast('parallel', 1), describe: 'Blob and manifest operations at once' })
           .option('remove-signatures', { type: 'boolean', default: false, describe: 'Do not push the bundle\'s sigstore signatures (<repo>:sha256-<hex>.sig); a cluster that enforces them (4.21+) then cannot pull from the mirror' })
-          .option('verification-key', { type: 'string', array: true, default: [] as string[], describe: 'Verify the bundle\'s release signatures with this key before pushing (default: the keys recorded at create)' })
-          .option('apply', { type: 'boolean', default: false, describe: `Also apply ${SIGNATURE_CONFIGMAP_FILE} to the cluster (server-side), so \`oc adm upgrade --to-image\` needs no --force` })
-          .option('kubeconfig', { type: 'string', describe: 'Kubeconfig for --apply' })
-          .option('context', { type: 'string', describe: 'Kubeconfig context for --apply' })
+          .option('verification-key', { type: 'string', array: true, default: [] as string[], describe: 'Verify the bundle\'s release signatures with this OpenPGP public key before pushing (repeatable; default with --kubeconfig or --apply: the keys the cluster trusts now; never the keys the bundle carries)' })
+          .option('allow-unverified-signatures', { type: 'boolean', default: false, describe: `Write ${SIGNATURE_CONFIGMAP_FILE} even when no trusted key verified the release signatures (checked for integrity only): the CVO still checks them with its own keys` })
+          .option('apply', { type: 'boolean', default: false, describe: `Also apply ${SIGNATURE_CONFIGMAP_FILE} to the cluster (server-side), so \`oc adm upgrade --to-image\` needs no --force; the signatures are verified with the keys that cluster trusts first` })
+          .option('kubeconfig', { type: 'string', describe: 'Kubeconfig of the cluster whose keys verify the release signatures (its verifier ConfigMaps), and for --apply' })
+          .option('context', { type: 'string', describe: 'Kubeconfig context (with --kubeconfig, or for --apply)' })
           .example(...example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file ca.pem', 'Push under a prefix; plan from it with --mirror quay.io=mirror.example.com:5000/ocp'))
           .example(...example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Push where the same --mirror rule reads, e.g. ocp/ocp-release:4.16.3-x86_64'))
           .example(...example('$0 bundle push /media/dvd/ocp.parts mirror.example.com:5000/ocp --work-dir /var/tmp', 'Parts on read-only media: unpack them on a writable disk, then push'))
@@ -193,9 +210,11 @@ function pushCommand(ctx: CommandContext) {
       if (warning) ctx.stderr.write(`${warning}\n`);
       // Before anything is sent: altered signatures must not reach the mirror or the cluster.
       const read = verifiedReader(bundle.dir);
-      const gpg = await checkReleaseSignaturesOrFail(bundle, read, args['verification-key'], args.bundle);
+      const anchors = await trustAnchors(args, args.apply);
+      const gpg = await checkReleaseSignaturesOrFail(bundle, read, anchors, args.bundle);
       const releaseSignatures = bundle.metadata.signatures?.release;
-      const configMap = releaseSignatures && releaseSignatures.signatures.length > 0
+      // The CVO's ConfigMap carries only signatures a trusted key verified, or those the user lets through.
+      const configMap = gpg && (gpg.anchored || args['allow-unverified-signatures']) && releaseSignatures
         ? signatureConfigMap(releaseSignatures.digest, await Promise.all(releaseSignatures.signatures.map((b) => read(b.digest))))
         : undefined;
       const cluster = args.apply ? new KubeClient(await loadKubeconfig(args)) : undefined;
@@ -212,16 +231,19 @@ function pushCommand(ctx: CommandContext) {
         if (report.releaseTags.length > 0) ctx.stdout.write(`release ${report.releaseTags.join(' ')}\n`);
         ctx.stdout.write(`wrote ${join(args['output-dir'], MAPPING_FILE)} and ${join(args['output-dir'], IDMS_FILE)} (ImageDigestMirrorSet ${name})\n`);
         if (!args['remove-signatures']) ctx.stdout.write(`sigstore signatures: ${report.signatures.written} tagged, ${report.signatures.present} present\n`);
-        if (gpg) ctx.stdout.write(`${gpg}\n`);
+        if (gpg) ctx.stdout.write(`${gpg.line}\n`);
+        if (gpg && !configMap) ctx.stdout.write(`${SIGNATURE_CONFIGMAP_FILE} not written: no trusted key verified the release signatures (give --verification-key or --kubeconfig, or --allow-unverified-signatures)\n`);
         if (configMap) {
           await writeFileAtomic(join(args['output-dir'], SIGNATURE_CONFIGMAP_FILE), renderSignatureConfigMap(configMap));
           const count = Object.keys(configMap.binaryData).length;
-          ctx.stdout.write(`wrote ${join(args['output-dir'], SIGNATURE_CONFIGMAP_FILE)} (ConfigMap ${configMap.metadata.namespace}/${configMap.metadata.name}, ${count} signature${count === 1 ? '' : 's'})\n`);
+          const unverified = gpg?.anchored ? '' : ', NOT verified against a trusted key: --allow-unverified-signatures';
+          ctx.stdout.write(`wrote ${join(args['output-dir'], SIGNATURE_CONFIGMAP_FILE)} (ConfigMap ${configMap.metadata.namespace}/${configMap.metadata.name}, ${count} signature${count === 1 ? '' : 's'}${unverified})\n`);
         }
         if (cluster && configMap) {
           await applyServerSide(cluster, [configMap]);
           ctx.stdout.write(`applied ConfigMap ${configMap.metadata.namespace}/${configMap.metadata.name}: the cluster verifies release ${bundle.metadata.release.version} without --force\n`);
         }
+        if (gpg?.warning) ctx.stderr.write(`${gpg.warning}\n`);
       } finally {
         await client.close();
       }

@@ -2,7 +2,7 @@
  * Signature flags of `bundle create|verify|push`: where the release's GPG signatures come from,
  * which keys judge them, and the sigstore key that judges the attachments.
  */
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import type { KeyObject } from 'node:crypto';
 import type { Argv } from 'yargs';
 import { clusterVerification } from '../cluster/verification-keys.js';
@@ -15,12 +15,20 @@ import { gatherReleaseSignatures, type GatheredSignatures, type TrustedKeys } fr
 import { readVerificationKeys } from '../signatures/release-gpg.js';
 import { dispatcherFetch, parseSignatureStore, RED_HAT_SIGNATURE_STORES } from '../signatures/release-stores.js';
 import { signatureConfigMap } from '../signatures/configmap.js';
-import { readSigstoreKey } from '../signatures/sigstore.js';
+import { readSigstoreKey, SIGNED_IDENTITY_RULES, type SignedIdentityRule } from '../signatures/sigstore.js';
 import { transportOptionsFrom, type RegistryFlags } from './registry-options.js';
 
 export interface SignatureFlags {
   'verification-key': string[];
   'sigstore-key'?: string;
+  'sigstore-identity': SignedIdentityRule;
+}
+
+/** `bundle verify|push`: where trust comes from (never from the bundle). */
+export interface TrustFlags {
+  'verification-key': string[];
+  kubeconfig?: string;
+  context?: string;
 }
 
 export interface CreateSignatureFlags extends SignatureFlags, RegistryFlags {
@@ -36,7 +44,15 @@ export interface CreateSignatureFlags extends SignatureFlags, RegistryFlags {
 export function withSignatureKeyOptions<T>(y: Argv<T>): Argv<T & SignatureFlags> {
   return y
     .option('verification-key', { type: 'string', array: true, default: [] as string[], describe: 'ASCII-armored OpenPGP public key that release signatures must be made with (repeatable), e.g. Red Hat\'s release key' })
-    .option('sigstore-key', { type: 'string', describe: 'PEM public key the images\' sigstore signatures (<repo>:sha256-<hex>.sig) must verify with: the key of the cluster\'s ClusterImagePolicy' }) as unknown as Argv<T & SignatureFlags>;
+    .option('sigstore-key', { type: 'string', describe: 'PEM public key the images\' sigstore signatures (<repo>:sha256-<hex>.sig) must verify with: the key of the cluster\'s ClusterImagePolicy' })
+    .option('sigstore-identity', { choices: SIGNED_IDENTITY_RULES, default: 'matchRepoDigestOrExact' as SignedIdentityRule, describe: 'With --sigstore-key: the signedIdentity the ClusterImagePolicy requires (its matchPolicy); each signature must name the repository the image is pulled as (the source, not the mirror)' }) as unknown as Argv<T & SignatureFlags>;
+}
+
+/** `--verification-key` and `--kubeconfig`/`--context` of `bundle verify`: the trust anchors. */
+export function withTrustOptions<T>(y: Argv<T>): Argv<T & TrustFlags> {
+  return y
+    .option('kubeconfig', { type: 'string', describe: 'Verify the release signatures with the keys the cluster trusts now (its verifier ConfigMaps in openshift-config-managed)' })
+    .option('context', { type: 'string', describe: 'Kubeconfig context (the cluster whose keys verify the release signatures)' }) as unknown as Argv<T & TrustFlags>;
 }
 
 export function withCreateSignatureOptions<T>(y: Argv<T>): Argv<T & Omit<CreateSignatureFlags, keyof RegistryFlags>> {
@@ -49,23 +65,37 @@ export function withCreateSignatureOptions<T>(y: Argv<T>): Argv<T & Omit<CreateS
     .option('context', { type: 'string', describe: 'Kubeconfig context (with --kubeconfig)' }) as unknown as Argv<T & Omit<CreateSignatureFlags, keyof RegistryFlags>>;
 }
 
-/** The keys `--verification-key` names, read and checked (undefined when none is named). */
+/** The keys `--verification-key` names, read (armored or binary) and checked (undefined when none is named). */
 export async function keysFromFiles(files: readonly string[]): Promise<TrustedKeys | undefined> {
   if (files.length === 0) return undefined;
-  const inputs = await Promise.all(files.map(async (file) => ({ text: await readText(file, '--verification-key'), where: file })));
-  return { keys: await readVerificationKeys(inputs), text: inputs.map((i) => i.text.trim()).join('\n'), where: `--verification-key ${files.join(', ')}` };
+  const inputs = await Promise.all(files.map(async (file) => ({ text: await readBytes(file, '--verification-key'), where: `--verification-key ${file}` })));
+  const keys = await readVerificationKeys(inputs);
+  return { keys, text: keys.armored, where: `--verification-key ${files.join(', ')}` };
 }
 
 /** The keys (and stores) of the verifier ConfigMap the cluster's current release carries. */
 async function keysFromCluster(client: KubeClient): Promise<{ trusted: TrustedKeys; stores: readonly string[] }> {
   const cluster = await clusterVerification(client);
-  const trusted = { keys: await readVerificationKeys(cluster.keys), text: cluster.keys.map((k) => k.text.trim()).join('\n'), where: `the cluster's ${cluster.configMaps.join(', ')}` };
-  return { trusted, stores: cluster.stores };
+  const keys = await readVerificationKeys(cluster.keys);
+  const trusted = { keys, text: keys.armored, where: `the cluster's ${cluster.configMaps.join(', ')}` };
+  return { trusted, stores: cluster.stores.map((store) => parseSignatureStore(store.url, store.where)) };
+}
+
+/**
+ * The trust anchors of `bundle verify|push`: `--verification-key` files, else with
+ * `--kubeconfig`/`--context` (or `cluster`, a command that reaches the cluster anyway) the
+ * keys the cluster trusts now; else none, and the signatures are checked for integrity only.
+ */
+export async function trustAnchors(flags: TrustFlags, cluster = false): Promise<TrustedKeys | undefined> {
+  const fromFiles = await keysFromFiles(flags['verification-key']);
+  if (fromFiles) return fromFiles;
+  if (!cluster && flags.kubeconfig === undefined && flags.context === undefined) return undefined;
+  return (await keysFromCluster(new KubeClient(await loadKubeconfig(flags)))).trusted;
 }
 
 export async function sigstoreKeyFrom(flags: SignatureFlags): Promise<KeyObject | undefined> {
   const file = flags['sigstore-key'];
-  return file === undefined ? undefined : readSigstoreKey(await readText(file, '--sigstore-key'), `--sigstore-key ${file}`);
+  return file === undefined ? undefined : readSigstoreKey((await readBytes(file, '--sigstore-key')).toString('utf8'), `--sigstore-key ${file}`);
 }
 
 /**
@@ -73,7 +103,7 @@ export async function sigstoreKeyFrom(flags: SignatureFlags): Promise<KeyObject 
  * for want of a key: the stores parse, and there is a key to verify with (or `--allow-unsigned`).
  */
 export async function signatureInputs(flags: CreateSignatureFlags): Promise<{ trusted?: TrustedKeys; stores: string[] }> {
-  const stores = flags['signature-store'].map(parseSignatureStore);
+  const stores = flags['signature-store'].map((store) => parseSignatureStore(store));
   const fromFiles = await keysFromFiles(flags['verification-key']);
   if (fromFiles) return { trusted: fromFiles, stores: stores.length > 0 ? stores : [...RED_HAT_SIGNATURE_STORES] };
   if (flags.kubeconfig !== undefined) {
@@ -105,10 +135,15 @@ export async function releaseSignaturesFor(release: PlanRelease, flags: CreateSi
   }
 }
 
-async function readText(file: string, flag: string): Promise<string> {
+/** Key files are small; a bigger one is no key. */
+const MAX_KEY_FILE_BYTES = 1024 * 1024;
+
+async function readBytes(file: string, flag: string): Promise<Buffer> {
   try {
-    return await readFile(file, 'utf8');
+    if ((await stat(file)).size > MAX_KEY_FILE_BYTES) throw new BadInputError(`${flag} ${file} is larger than 1 MiB, so it is not a key file; pass the public key file`);
+    return await readFile(file);
   } catch (err) {
+    if (err instanceof BadInputError) throw err;
     throw new BadInputError(`cannot read ${flag} ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
   }
 }

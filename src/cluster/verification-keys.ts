@@ -13,7 +13,8 @@ const NAMESPACE = 'openshift-config-managed';
 export interface ClusterVerification {
   /** Armored keys, each named for messages: `configmap openshift-config-managed/release-verification verifier-public-key-redhat`. */
   readonly keys: ReadonlyArray<{ readonly text: string; readonly where: string }>;
-  readonly stores: readonly string[];
+  /** Store URLs as the ConfigMap gives them (not yet checked), each named like the keys. */
+  readonly stores: ReadonlyArray<{ readonly url: string; readonly where: string }>;
   readonly configMaps: readonly string[];
 }
 
@@ -23,11 +24,12 @@ export async function clusterVerification(client: KubeClient): Promise<ClusterVe
   const list = await client.get<KubeList<ConfigMap>>(`/api/v1/namespaces/${NAMESPACE}/configmaps`);
   const verifiers = list.items.filter((cm) => cm.metadata.annotations?.[VERIFIER_ANNOTATION] !== undefined);
   const keys: Array<{ text: string; where: string }> = [];
-  const stores: string[] = [];
+  const stores: Array<{ url: string; where: string }> = [];
   for (const cm of verifiers) {
     for (const [name, value] of Object.entries(cm.data ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {
-      if (name.startsWith('verifier-public-key-')) keys.push({ text: value, where: `ConfigMap ${NAMESPACE}/${cm.metadata.name} ${name}` });
-      else if (name.startsWith('store-')) stores.push(value.trim());
+      const where = `ConfigMap ${NAMESPACE}/${cm.metadata.name} ${name}`;
+      if (name.startsWith('verifier-public-key-')) keys.push({ text: value, where });
+      else if (name.startsWith('store-')) stores.push({ url: value.trim(), where });
     }
   }
   if (keys.length === 0) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isLinkLocalHost } from './link-local.js';
-import { redactUrl } from './redact.js';
+import { hasUserinfo, redactUrl, redactUrls } from './redact.js';
 
 describe('redactUrl', () => {
   it('hides user and password, leaves a URL without them as it is', () => {
@@ -8,6 +8,13 @@ describe('redactUrl', () => {
     expect(redactUrl(new URL('http://token-only@proxy:3128'))).toBe('http://***@proxy:3128/');
     expect(redactUrl('https://store.example/sigs')).toBe('https://store.example/sigs');
     expect(redactUrl('not a url://u:p@host')).not.toContain('u:p');
+    expect(redactUrl('https://store.example.com/a@b')).toBe('https://store.example.com/a@b');
+  });
+
+  it('hides every URL\'s userinfo inside a message, and says which URLs carry one', () => {
+    expect(redactUrls('cannot read http://u:p@h/s/signature-1 (via https://v:q@proxy/)')).toBe('cannot read http://***@h/s/signature-1 (via https://***@proxy/)');
+    expect(hasUserinfo(' https://u:p@h/s ')).toBe(true);
+    expect(hasUserinfo('https://h/s?x=a@b')).toBe(false);
   });
 });
 

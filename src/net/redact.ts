@@ -17,3 +17,13 @@ export function redactUrl(url: URL | string): string {
     return text.replace(/\/\/[^/?#]*@/, '//***@');
   }
 }
+
+/** Every URL inside `text` (a message) with its userinfo replaced. */
+export function redactUrls(text: string): string {
+  return text.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^/?#@\s]*@/gi, (m) => m.replace(/\/\/[^/?#@\s]*@/, '//***@'));
+}
+
+/** True when the URL names a user or password. */
+export function hasUserinfo(url: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:\/\/[^/?#@]*@/i.test(url.trim());
+}

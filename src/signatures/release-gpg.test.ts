@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import * as openpgp from 'openpgp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BadInputError } from '../errors.js';
-import { readVerificationKeys, verifyReleaseSignature, type VerificationKeys } from './release-gpg.js';
+import { inspectReleaseSignature, readVerificationKeys, verifyReleaseSignature, type VerificationKeys } from './release-gpg.js';
 
 const DIGEST = `sha256:${'a'.repeat(64)}`;
 const OTHER_DIGEST = `sha256:${'b'.repeat(64)}`;
@@ -185,20 +185,55 @@ describe('readVerificationKeys', () => {
     expect(await verifyReleaseSignature(sign(payload(), other.fpr), DIGEST, read)).toMatchObject({ ok: true, signedBy: read.names[1] });
   });
 
-  it('refuses a private key, garbage and an empty file, naming the input', async () => {
-    const secret = gpg('--armor', '--export-secret-keys', release.fpr).toString();
+  it('refuses garbage and an empty file, naming the input', async () => {
     const cases: Array<[string, RegExp]> = [
-      [secret, /it is a private key/],
-      ['-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nbm90IGEga2V5\n-----END PGP PUBLIC KEY BLOCK-----\n', /\(its armor holds no OpenPGP key\)/],
-      ['{"keys": []}', /no BEGIN PGP PUBLIC KEY BLOCK line/],
+      ['-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nbm90IGEga2V5\n-----END PGP PUBLIC KEY BLOCK-----\n', /\(it holds no OpenPGP key\)/],
+      ['{"keys": []}', /\(neither ASCII armor nor OpenPGP packets\)/],
       ['  \n', /it is empty/],
     ];
     for (const [text, reason] of cases) {
       const read = readVerificationKeys([{ text, where: 'keys/release.asc' }]);
       await expect(read).rejects.toThrow(BadInputError);
-      await expect(read).rejects.toThrow(/^keys\/release\.asc is not an ASCII-armored OpenPGP public key \(.+\); pass the release key file, e\.g\. /);
+      await expect(read).rejects.toThrow(/^keys\/release\.asc is not an OpenPGP public key \(.+\); pass the release key file \(ASCII-armored or binary\), e\.g\. /);
       await expect(read).rejects.toThrow(reason);
     }
+  });
+
+  it('refuses a secret key by its packets, whatever the armor header says and in binary form too', async () => {
+    const armored = gpg('--armor', '--export-secret-keys', release.fpr).toString();
+    const cases: Array<[string | Uint8Array, string]> = [
+      [armored, 'armored as PRIVATE'],
+      [armored.replace(/PRIVATE KEY BLOCK/g, 'PUBLIC KEY BLOCK'), 'armored as PUBLIC'],
+      [gpg('--export-secret-keys', release.fpr), 'binary'],
+      [gpg('--export-secret-subkeys', release.fpr), 'secret subkeys only (binary)'],
+    ];
+    for (const [text, what] of cases) {
+      const read = readVerificationKeys([{ text, where: 'keys/leaked.asc' }]);
+      await expect(read, what).rejects.toThrow(BadInputError);
+      await expect(read, what).rejects.toThrow(/^keys\/leaked\.asc holds an OpenPGP secret key \(packet tag [57]\), which is never a verification key; pass only its public key/);
+    }
+  });
+
+  it('reads a binary public key, and keeps only public packets, re-armored, to store', async () => {
+    const read = await readVerificationKeys([{ text: gpg('--export', release.fpr), where: 'release.gpg' }]);
+    expect(read.names).toEqual([`${release.fpr} Test Release <release@example.com>`]);
+    expect(read.armored).toMatch(/^-----BEGIN PGP PUBLIC KEY BLOCK-----/);
+    const again = await openpgp.readKeys({ armoredKeys: read.armored });
+    expect(again.map((k) => [k.getFingerprint().toUpperCase(), k.isPrivate()])).toEqual([[release.fpr, false]]);
+  });
+});
+
+describe('inspectReleaseSignature: integrity without a key', () => {
+  it('says a well-formed signature of the digest is one, naming the key id it claims and no signer', async () => {
+    const verdict = await inspectReleaseSignature(sign(payload(), other.fpr), DIGEST);
+    expect(verdict).toEqual({ ok: true, identity: IDENTITY, keyId: other.fpr.slice(-16) });
+    expect(await inspectReleaseSignature(RED_HAT_RHEL7_SIGNATURE, RED_HAT_RHEL7_DIGEST)).toEqual({ ok: true, identity: 'registry.access.redhat.com/rhel7:7.6', keyId: '199E2F91FD431D51' });
+  });
+
+  it('refuses one for another digest, another type, and bytes that are no signed message', async () => {
+    expect(await inspectReleaseSignature(sign(payload(), other.fpr), OTHER_DIGEST)).toMatchObject({ ok: false, problem: 'wrong-digest' });
+    expect(await inspectReleaseSignature(sign(payload({ type: 'x' }), other.fpr), DIGEST)).toMatchObject({ ok: false, problem: 'wrong-type' });
+    expect(await inspectReleaseSignature(Buffer.from('<html>'), DIGEST)).toMatchObject({ ok: false, problem: 'not-a-signature' });
   });
 });
 

@@ -6,15 +6,17 @@
  * those are checked here (RSA over node:crypto), as Go's x/crypto/openpgp accepts them.
  */
 import { createPublicKey, verify as cryptoVerify } from 'node:crypto';
-import { inflateRawSync, inflateSync } from 'node:zlib';
 import * as openpgp from 'openpgp';
 import type { PublicKey, Subkey } from 'openpgp';
 import { BadInputError } from '../errors.js';
+import { packetsOf } from './openpgp-packets.js';
 
 export interface VerificationKeys {
   readonly keys: readonly PublicKey[];
   /** one per key: "<40-hex fingerprint> <first user id>" */
   readonly names: readonly string[];
+  /** The public keys re-armored from their packets (never the input's text): what a bundle stores. */
+  readonly armored: string;
 }
 
 export type SignatureProblem = 'not-a-signature' | 'unknown-key' | 'bad-signature' | 'wrong-type' | 'wrong-digest' | 'no-identity';
@@ -25,24 +27,90 @@ export type SignatureVerdict =
 
 const KEY_EXAMPLE = "Red Hat's https://access.redhat.com/security/data/fd431d51.txt or a verifier-public-key-* value of the release's verification ConfigMap";
 
-/** Parses ASCII-armored public keys; `where` names each input in messages. */
-export async function readVerificationKeys(inputs: ReadonlyArray<{ text: string; where: string }>): Promise<VerificationKeys> {
+/** OpenPGP packet tags of secret keys (RFC 4880 5.5.1.3, 5.5.1.4). */
+const SECRET_KEY_TAGS = new Set([5, 7]);
+
+/**
+ * Parses OpenPGP public keys, ASCII-armored or binary; `where` names each input in messages.
+ * The packets decide, not the armor header: any secret-key packet refuses the input (a secret
+ * key is never a verification key, and must not travel into a bundle).
+ */
+export async function readVerificationKeys(inputs: ReadonlyArray<{ text: string | Uint8Array; where: string }>): Promise<VerificationKeys> {
   const keys: PublicKey[] = [];
   for (const { text, where } of inputs) {
-    const refuse = (reason: string): BadInputError => new BadInputError(`${where} is not an ASCII-armored OpenPGP public key (${reason}); pass the release key file, e.g. ${KEY_EXAMPLE}`);
-    if (!text.trim()) throw refuse('it is empty');
-    // A private key would parse, but nobody should hand one over to check signatures.
-    if (text.includes('-----BEGIN PGP PRIVATE KEY BLOCK-----')) throw refuse('it is a private key');
-    if (!text.includes('-----BEGIN PGP PUBLIC KEY BLOCK-----')) throw refuse('no BEGIN PGP PUBLIC KEY BLOCK line');
-    let read: PublicKey[];
-    try {
-      read = await openpgp.readKeys({ armoredKeys: text });
-    } catch (err) {
-      throw refuse(/Error during parsing/.test(firstLine(err)) ? 'its armor holds no OpenPGP key' : firstLine(err));
+    const refuse = (reason: string): BadInputError => new BadInputError(`${where} is not an OpenPGP public key (${reason}); pass the release key file (ASCII-armored or binary), e.g. ${KEY_EXAMPLE}`);
+    const secret = (tag: number): BadInputError => new BadInputError(`${where} holds an OpenPGP secret key (packet tag ${tag}), which is never a verification key; pass only its public key (gpg --armor --export KEYID), and treat that secret key as exposed`);
+    const bytes = typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text);
+    if (!bytes.toString('latin1').trim()) throw refuse('it is empty');
+    let binary: Uint8Array = bytes;
+    if (/^\s*-----BEGIN PGP /.test(bytes.subarray(0, 256).toString('latin1'))) {
+      try {
+        binary = (await openpgp.unarmor(bytes.toString('utf8'))).data as Uint8Array;
+      } catch (err) {
+        throw refuse(`its armor does not decode: ${firstLine(err)}`);
+      }
+    } else if (!(bytes[0]! & 0x80)) {
+      throw refuse('neither ASCII armor nor OpenPGP packets');
     }
-    for (const key of read) if (!keys.some((k) => k.getFingerprint() === key.getFingerprint())) keys.push(key);
+    // Before openpgp.js builds key objects: a secret packet anywhere, whatever the header said.
+    let tags: number[] = [];
+    try {
+      tags = packetsOf(Buffer.from(binary)).map((p) => p.tag);
+    } catch {
+      // Malformed: openpgp.js says why below.
+    }
+    const secretTag = tags.find((tag) => SECRET_KEY_TAGS.has(tag));
+    if (secretTag !== undefined) throw secret(secretTag);
+    let read: openpgp.Key[];
+    try {
+      read = await openpgp.readKeys({ binaryKeys: binary });
+    } catch (err) {
+      throw refuse(/Error during parsing/.test(firstLine(err)) ? 'it holds no OpenPGP key' : firstLine(err));
+    }
+    if (read.some((key) => key.isPrivate())) throw secret(5);
+    for (const key of read) if (!keys.some((k) => k.getFingerprint() === key.getFingerprint())) keys.push(key.toPublic());
   }
-  return { keys, names: keys.map((k) => `${k.getFingerprint().toUpperCase()} ${k.getUserIDs()[0] ?? '(no user id)'}`) };
+  return {
+    keys,
+    names: keys.map((k) => `${k.getFingerprint().toUpperCase()} ${k.getUserIDs()[0] ?? '(no user id)'}`),
+    armored: keys.map((k) => k.armor()).join('\n'),
+  };
+}
+
+export type IntegrityVerdict =
+  | { readonly ok: true; readonly identity: string; readonly keyId: string }
+  | { readonly ok: false; readonly problem: SignatureProblem; readonly detail: string };
+
+/**
+ * A signature judged WITHOUT a key: an OpenPGP signed message whose payload is an atomic
+ * container signature of `releaseDigest` with an identity, and the key id it claims. Anyone can
+ * make one; it says the bytes are well-formed and meant for this release, never who signed.
+ */
+export async function inspectReleaseSignature(bytes: Uint8Array, releaseDigest: string): Promise<IntegrityVerdict> {
+  let binary: Uint8Array;
+  let verified: { data: Uint8Array; signatures: ReadonlyArray<{ keyID: openpgp.KeyID; verified: Promise<true> }> };
+  try {
+    binary = await dearmor(bytes);
+    const message = await openpgp.readMessage({ binaryMessage: binary });
+    verified = await openpgp.verify({ message, verificationKeys: [], expectSigned: false, format: 'binary' });
+  } catch (err) {
+    return unreadable(bytes, err);
+  }
+  // No key to check with: each signature's check fails by design, and is not awaited.
+  for (const s of verified.signatures) s.verified.catch(() => undefined);
+  let data: Uint8Array;
+  let keyId: string;
+  if (verified.signatures.length > 0) {
+    data = verified.data;
+    keyId = verified.signatures[0]!.keyID.toHex();
+  } else {
+    const v3 = v3Parts(binary);
+    if (!v3.ok) return v3.verdict;
+    data = v3.literal;
+    keyId = v3.keyId;
+  }
+  const checked = checkPayload(data, releaseDigest, '');
+  return checked.ok ? { ok: true, identity: checked.identity, keyId: keyId.toUpperCase() } : checked;
 }
 
 /** The verdict on one signature for `releaseDigest`; bad bytes are a verdict, never a throw. */
@@ -68,6 +136,10 @@ export async function verifyReleaseSignature(bytes: Uint8Array, releaseDigest: s
 }
 
 function fail(problem: SignatureProblem, detail: string): SignatureVerdict {
+  return failed(problem, detail);
+}
+
+function failed(problem: SignatureProblem, detail: string): SignatureVerdict & { ok: false } {
   return { ok: false, problem, detail };
 }
 
@@ -76,7 +148,7 @@ function unknownKey(keyId: string): SignatureVerdict {
 }
 
 /** Why bytes are no signed message, in a few words: often an HTML error page or a cut download. */
-function unreadable(bytes: Uint8Array, err: unknown): SignatureVerdict {
+function unreadable(bytes: Uint8Array, err: unknown): SignatureVerdict & { ok: false } {
   const text = Buffer.from(bytes.subarray(0, 24)).toString('latin1');
   const message = firstLine(err);
   const reason =
@@ -85,7 +157,7 @@ function unreadable(bytes: Uint8Array, err: unknown): SignatureVerdict {
     : /unexpected end of (file|data)|end of packet data/i.test(message) ? 'it ends early: truncated?'
     : /Error during parsing/.test(message) ? 'no OpenPGP packet structure'
     : `${message.replace(/^Parsing (\w+)Packet failed: /, '$1 packet: ')}; corrupt?`;
-  return fail('not-a-signature', `not an OpenPGP signed message (${reason})`);
+  return failed('not-a-signature', `not an OpenPGP signed message (${reason})`);
 }
 
 function firstLine(err: unknown): string {
@@ -162,73 +234,28 @@ function shapeError(value: unknown, shape: Shape, path: string): string | undefi
 
 // ---- v3 signature packets (RFC 4880 5.2.2), which openpgp.js no longer reads ----
 
-interface Packet {
-  readonly tag: number;
-  readonly body: Buffer;
-}
-
-/** Signatures are at most 50 KiB; what they inflate to stays small too. */
-const MAX_INFLATED = 1024 * 1024;
 const HASHES: Readonly<Record<number, string>> = { 8: 'sha256', 9: 'sha384', 10: 'sha512', 11: 'sha224' };
 
-/** The packets of a message, compressed packets opened (throws on a malformed message). */
-function packetsOf(bytes: Buffer, depth = 0): Packet[] {
-  const out: Packet[] = [];
-  let at = 0;
-  const take = (n: number): Buffer => {
-    if (at + n > bytes.length) throw new Error('unexpected end of packet data');
-    at += n;
-    return bytes.subarray(at - n, at);
-  };
-  while (at < bytes.length) {
-    const head = take(1)[0]!;
-    if (!(head & 0x80)) throw new Error('not an OpenPGP packet');
-    let tag: number;
-    const parts: Buffer[] = [];
-    if (head & 0x40) {
-      tag = head & 0x3f;
-      for (let partial = true; partial; ) {
-        const b = take(1)[0]!;
-        partial = b >= 224 && b < 255;
-        const length = b < 192 ? b : b < 224 ? ((b - 192) << 8) + take(1)[0]! + 192 : b === 255 ? take(4).readUInt32BE(0) : 1 << (b & 0x1f);
-        parts.push(take(length));
-      }
-    } else {
-      tag = (head >> 2) & 0x0f;
-      const type = head & 3;
-      parts.push(take(type === 3 ? bytes.length - at : take(1 << type).readUIntBE(0, 1 << type)));
-    }
-    const body = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
-    if (tag === 8 && depth < 2) out.push(...packetsOf(inflate(body), depth + 1));
-    else out.push({ tag, body });
-  }
-  return out;
-}
-
-function inflate(body: Buffer): Buffer {
-  const data = body.subarray(1);
-  if (body[0] === 0) return data;
-  if (body[0] === 1) return inflateRawSync(data, { maxOutputLength: MAX_INFLATED });
-  if (body[0] === 2) return inflateSync(data, { maxOutputLength: MAX_INFLATED });
-  throw new Error(`compression algorithm ${body[0]} is not supported`);
-}
-
-async function verifyV3(binary: Uint8Array, releaseDigest: string, keys: VerificationKeys): Promise<SignatureVerdict> {
-  let literal: Buffer;
-  let sig: Buffer;
+/** The v3 signature packet, its key id and the literal data it signs, or why there are none. */
+function v3Parts(binary: Uint8Array): { ok: true; sig: Buffer; literal: Buffer; keyId: string } | { ok: false; verdict: SignatureVerdict & { ok: false } } {
   try {
     const packets = packetsOf(Buffer.from(binary));
     const signature = packets.find((p) => p.tag === 2);
     const data = packets.find((p) => p.tag === 11);
-    if (!signature || !data) return fail('not-a-signature', 'an OpenPGP message without a signature or without signed data');
-    if (signature.body[0] !== 3) return fail('not-a-signature', `its signature packet (version ${signature.body[0]}) is not supported`);
-    sig = signature.body;
+    if (!signature || !data) return { ok: false, verdict: failed('not-a-signature', 'an OpenPGP message without a signature or without signed data') };
+    if (signature.body[0] !== 3) return { ok: false, verdict: failed('not-a-signature', `its signature packet (version ${signature.body[0]}) is not supported`) };
+    const sig = signature.body;
     if (sig.length < 22 || sig[1] !== 5) throw new Error('malformed v3 signature packet');
-    literal = data.body.subarray(2 + data.body[1]! + 4);
+    return { ok: true, sig, literal: data.body.subarray(2 + data.body[1]! + 4), keyId: sig.subarray(7, 15).toString('hex') };
   } catch (err) {
-    return unreadable(binary, err);
+    return { ok: false, verdict: unreadable(binary, err) };
   }
-  const keyId = sig.subarray(7, 15).toString('hex');
+}
+
+async function verifyV3(binary: Uint8Array, releaseDigest: string, keys: VerificationKeys): Promise<SignatureVerdict> {
+  const parts = v3Parts(binary);
+  if (!parts.ok) return parts.verdict;
+  const { sig, literal, keyId } = parts;
   const index = keyIndex(keys, keyId);
   if (index < 0) return unknownKey(keyId);
   const reason = await v3Failure(keys.keys[index]!, keyId, sig, literal);

@@ -115,6 +115,20 @@ describe('parseSignatureStore', () => {
     expect(() => parseSignatureStore('ftp://x')).toThrow(/^--signature-store ftp:\/\/x is not an http:\/\/ or https:\/\/ URL; pass the store's base URL/);
     expect(() => parseSignatureStore('mirror.example.com/sigs')).toThrow(/^--signature-store mirror\.example\.com\/sigs is not a URL; pass the store's base URL, .* e\.g\. https:\/\//);
   });
+
+  it('refuses credentials in the URL without ever repeating them, naming where the URL came from', () => {
+    for (const value of ['https://alice:s3cret@store.example.com/sigs', 'http://s3cret@store.example.com/sigs']) {
+      let message = '';
+      try {
+        parseSignatureStore(value, 'ConfigMap openshift-config-managed/release-verification store-x');
+      } catch (err) {
+        expect(err).toBeInstanceOf(BadInputError);
+        message = (err as Error).message;
+      }
+      expect(message).toMatch(/^ConfigMap openshift-config-managed\/release-verification store-x http[s]?:\/\/\*\*\*@store\.example\.com\/sigs carries credentials \(user:password@\)/);
+      expect(message).not.toContain('s3cret');
+    }
+  });
 });
 
 describe('readSignaturesDir', () => {

@@ -10,7 +10,7 @@ import yaml from 'js-yaml';
 import { BadInputError, PrestageError, RegistryError, systemErrorText } from '../errors.js';
 import { dispatchRequest, dumpBody, type Dispatcher } from '../net/dispatcher.js';
 import { readBody, ResponseTooLarge } from '../net/read-bounded.js';
-import { redactUrl } from '../net/redact.js';
+import { hasUserinfo, redactUrl, redactUrls } from '../net/redact.js';
 import { followRedirect } from '../registry/redirect.js';
 
 /** Red Hat's stores, as cluster-update-keys configures the CVO (store-openshift-official-release*). */
@@ -28,17 +28,26 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 /** A file in a signatures directory bigger than this is no ConfigMap of signatures. */
 const MAX_CONFIGMAP_FILE_BYTES = 16 * 1024 * 1024;
 
-/** Validates a --signature-store value; returns it without a trailing slash. */
-export function parseSignatureStore(value: string): string {
+/**
+ * Validates a signature store URL (`where`: the flag or ConfigMap key naming it); returns it
+ * without a trailing slash. Userinfo is refused, not used: a password in a URL ends up in shell
+ * history, logs and the bundle that travels to the site, and the CVO's stores need none.
+ */
+export function parseSignatureStore(value: string, where = '--signature-store'): string {
+  const shown = redactUrl(value.trim());
   const fix = `pass the store's base URL, under which signatures are <store>/sha256=<hex>/signature-<N>, e.g. ${RED_HAT_SIGNATURE_STORES[0]}`;
+  if (hasUserinfo(value)) {
+    throw new BadInputError(`${where} ${shown} carries credentials (user:password@), which prestage neither sends nor stores; pass the store's URL without them, or download the signatures and pass --signatures-from DIR`);
+  }
   let url: URL;
   try {
     url = new URL(value.trim());
   } catch {
-    throw new BadInputError(`--signature-store ${value} is not a URL; ${fix}`);
+    throw new BadInputError(`${where} ${shown} is not a URL; ${fix}`);
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new BadInputError(`--signature-store ${value} is not an http:// or https:// URL; ${fix}`);
-  if (url.search || url.hash) throw new BadInputError(`--signature-store ${value} has a query or fragment, which signature paths cannot follow; ${fix}`);
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new BadInputError(`${where} ${shown} is not an http:// or https:// URL; ${fix}`);
+  if (url.username || url.password) throw new BadInputError(`${where} ${shown} carries credentials (user:password@), which prestage neither sends nor stores; pass the store's URL without them`);
+  if (url.search || url.hash) throw new BadInputError(`${where} ${shown} has a query or fragment, which signature paths cannot follow; ${fix}`);
   return value.trim().replace(/\/+$/, '');
 }
 
@@ -75,7 +84,7 @@ export async function fetchStoreSignatures(store: string, digest: string, get: S
     } catch (err) {
       if (err instanceof StoreBodyTooLarge) throw new BadInputError(`${shown} is larger than ${MAX_SIGNATURE_BYTES / 1024} KiB, so it is not a release signature (the CVO reads no more); check --signature-store`);
       if (err instanceof PrestageError) throw err;
-      throw new RegistryError(`cannot read signature ${shown}: ${networkReason(err)}; check the network and proxy, or choose another --signature-store`, { cause: err });
+      throw new RegistryError(`cannot read signature ${shown}: ${redactUrls(networkReason(err))}; check the network and proxy, or choose another --signature-store`, { cause: err });
     }
     if (answer.status === 404) break;
     if (answer.status < 200 || answer.status > 299) {
@@ -118,6 +127,8 @@ export function dispatcherFetch(dispatcher: Dispatcher, timeoutMs = DEFAULT_TIME
       if (REDIRECTS.has(res.statusCode) && typeof location === 'string') {
         await dumpBody(res.body);
         at = followRedirect(at, location, hops, `signature ${redactUrl(url)}`).url;
+        // Credentials in a Location would be sent, and printed in any later message.
+        if (hasUserinfo(at)) throw new RegistryError(`signature ${redactUrl(url)} redirects to ${redactUrl(at)}, a URL with credentials; choose another --signature-store`);
         continue;
       }
       if (res.statusCode < 200 || res.statusCode > 299) {

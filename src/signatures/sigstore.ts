@@ -9,7 +9,7 @@ import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import { BadInputError } from '../errors.js';
 import { ManifestNotFoundError, type FetchedManifest, type RegistryClient } from '../registry/client.js';
 import type { ImageManifest } from '../registry/manifest.js';
-import { isDigest, type ImageReference } from '../registry/reference.js';
+import { isDigest, parseReference, type ImageReference } from '../registry/reference.js';
 
 export const SIGSTORE_PAYLOAD_MEDIA_TYPE = 'application/vnd.dev.cosign.simplesigning.v1+json';
 export const SIGSTORE_SIGNATURE_ANNOTATION = 'dev.cosignproject.cosign/signature';
@@ -66,17 +66,50 @@ export function readSigstoreKey(text: string, where: string): KeyObject {
   return key;
 }
 
+/**
+ * The `signedIdentity` of a `sigstoreSigned` policy, as containers/image judges it for an image
+ * pulled by digest (a PinnedImageSet's pullspec), against the name the node pulls by (the
+ * source repository: a mirror does not change it). `matchRepoDigestOrExact` (the
+ * ClusterImagePolicy's default matchPolicy): the same repository, and the signature names a tag
+ * or digest; `matchRepository`: the same repository.
+ */
+export const SIGNED_IDENTITY_RULES = ['matchRepoDigestOrExact', 'matchRepository'] as const;
+export type SignedIdentityRule = (typeof SIGNED_IDENTITY_RULES)[number];
+
+export interface ExpectedIdentity {
+  /** The source repository the image is pulled by: `quay.io/openshift-release-dev/ocp-v4.0-art-dev`. */
+  readonly repository: string;
+  readonly rule: SignedIdentityRule;
+}
+
+/** Why `dockerReference` is not an identity CRI-O accepts for `expected`, or undefined when it is. */
+export function identityMismatch(dockerReference: string, expected: ExpectedIdentity): string | undefined {
+  let signed: ImageReference;
+  try {
+    signed = parseReference(dockerReference);
+  } catch {
+    return `its identity ${JSON.stringify(dockerReference)} is not an image reference`;
+  }
+  const name = `${signed.registry}/${signed.repository}`;
+  if (name !== expected.repository) return `it names ${dockerReference}, not the repository ${expected.repository} the image is pulled as (signedIdentity ${expected.rule})`;
+  // A name without tag or digest stays name-only (no default tag): matchRepoDigestOrExact refuses it.
+  if (expected.rule === 'matchRepoDigestOrExact' && signed.tag === undefined && signed.digest === undefined) {
+    return `it names the repository ${dockerReference} without a tag or digest, which signedIdentity matchRepoDigestOrExact refuses (the policy would need matchRepository)`;
+  }
+  return undefined;
+}
+
 export type SigstoreVerdict =
   | { readonly ok: true; readonly identity: string }
   | { readonly ok: false; readonly detail: string };
 
 /**
  * One signature of an attachment, checked as containers/image's policy does for a public key:
- * the signature over the payload's exact bytes, then the payload's type, and that it signs
- * `imageDigest`. The identity (`docker-reference`) is returned, not judged: the policy's
- * `signedIdentity` compares it with the name the node pulls by, which a mirror does not change.
+ * the signature over the payload's exact bytes, then the payload's type, that it signs
+ * `imageDigest`, and that its identity (`docker-reference`) is one the policy's
+ * `signedIdentity` accepts for the repository the node pulls by.
  */
-export function verifySigstoreSignature(payload: Buffer, annotations: Readonly<Record<string, string>> | undefined, imageDigest: string, key: KeyObject): SigstoreVerdict {
+export function verifySigstoreSignature(payload: Buffer, annotations: Readonly<Record<string, string>> | undefined, imageDigest: string, key: KeyObject, expected: ExpectedIdentity): SigstoreVerdict {
   const encoded = annotations?.[SIGSTORE_SIGNATURE_ANNOTATION];
   if (!encoded) return { ok: false, detail: `the layer has no ${SIGSTORE_SIGNATURE_ANNOTATION} annotation` };
   const signature = Buffer.from(encoded, 'base64');
@@ -97,5 +130,7 @@ export function verifySigstoreSignature(payload: Buffer, annotations: Readonly<R
   const signed = critical.image?.['docker-manifest-digest'];
   if (signed !== imageDigest) return { ok: false, detail: `it signs ${String(signed)}, not ${imageDigest}` };
   const identity = critical.identity?.['docker-reference'];
-  return { ok: true, identity: typeof identity === 'string' ? identity : '' };
+  if (typeof identity !== 'string' || !identity) return { ok: false, detail: 'it names no identity (critical.identity.docker-reference)' };
+  const mismatch = identityMismatch(identity, expected);
+  return mismatch ? { ok: false, detail: mismatch } : { ok: true, identity };
 }
