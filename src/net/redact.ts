@@ -8,7 +8,7 @@ export function redactUrl(url: URL | string): string {
   const text = String(url);
   try {
     const parsed = new URL(text);
-    if (!parsed.username && !parsed.password) return parsed.href;
+    if (!parsed.username && !parsed.password) return text; // as given: a message quotes the user's own spelling
     parsed.username = '';
     parsed.password = '';
     return parsed.href.replace('//', '//***@');
