@@ -66,7 +66,8 @@ describe('checkMetadataNames', () => {
   });
   it('refuses a release pullspec, previous blob or signature digest that is not one', () => {
     expect(() => checkMetadataNames(metadata({ pullSpec: 'quay.io/../x@sha256:1' }), 'b')).toThrow(/names release "quay\.io\/\.\.\/x@sha256:1", which is not a valid image reference/);
-    expect(() => checkMetadataNames(metadata({}, { previous: { blobs: [{ digest: '../../etc/passwd', size: 1 }] } }), 'b')).toThrow(/names previous blobs digest "\.\.\/\.\.\/etc\/passwd"/);
+    expect(() => checkMetadataNames(metadata({}, { previous: { source: 'ocp-4.16.2', blobs: [{ digest: '../../etc/passwd', size: 1 }] } }), 'b')).toThrow(/names previous blobs digest "\.\.\/\.\.\/etc\/passwd"/);
+    expect(() => checkMetadataNames(metadata({}, { previous: { source: 'a\nprestage: error: forged', blobs: [] } }), 'b')).toThrow(/names previous bundle "a\\nprestage: error: forged"/);
     expect(() => checkMetadataNames(metadata({}, { signatures: { release: { digest: `sha256:${HEX}`, signatures: [{ digest: 'sha256:AB', size: 1 }] } } }), 'b')).toThrow(/release signature blobs digest "sha256:AB"/);
     expect(() => checkMetadataNames(metadata({}, { signatures: { release: { digest: 'x', signatures: [] } } }), 'b')).toThrow(/signed digest "x"/);
   });

@@ -74,7 +74,12 @@ export function checkMetadataNames(metadata: { release?: unknown; previous?: unk
     if (!Array.isArray(list)) fail(`has ${what} that are not a list`);
     for (const blob of list as unknown[]) checkBlobRef(blob, what, fail);
   };
-  if (metadata.previous !== undefined) blobs((metadata.previous as { blobs?: unknown }).blobs, 'previous blobs');
+  if (metadata.previous !== undefined) {
+    const previous = metadata.previous as { source?: unknown; blobs?: unknown };
+    // Printed in messages: one line stays one line.
+    if (typeof previous.source !== 'string' || /[\x00-\x1f\x7f]/.test(previous.source)) fail(`names previous bundle ${quote(previous.source)}`);
+    blobs(previous.blobs, 'previous blobs');
+  }
   const gpg = (metadata.signatures as { release?: { digest?: unknown; signatures?: unknown; keys?: unknown } } | undefined)?.release;
   if (gpg !== undefined) {
     if (typeof gpg.digest !== 'string' || !isDigest(gpg.digest)) fail(`names signed digest ${quote(gpg.digest)}, not sha256:<64 lowercase hex>`);
