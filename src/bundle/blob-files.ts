@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { BadInputError } from '../errors.js';
 import { sha256 } from '../registry/client.js';
 import type { Descriptor } from '../registry/manifest.js';
@@ -35,10 +35,14 @@ export interface VerifiedBlobFile {
   close(): Promise<void>;
 }
 
+/** Blobs up to this size are read once into memory and sent from there; bigger ones are read twice from disk. */
+const IN_MEMORY_BYTES = 1024 * 1024;
+
 /**
  * Open a blob, check it is a regular file of the descriptor's size, and hash it whole before
- * anything is sent: its bytes are then read again from the same descriptor (the page cache
- * keeps the second read cheap), so the file checked is the file uploaded.
+ * anything is sent. A small blob is then sent from the bytes hashed; a big one is read again
+ * from the same descriptor (the page cache keeps the second read cheap), so the file checked
+ * is the file uploaded.
  */
 export async function openVerifiedBlob(dir: string, blob: Descriptor): Promise<VerifiedBlobFile> {
   let file: { handle: FileHandle; size: number };
@@ -49,25 +53,30 @@ export async function openVerifiedBlob(dir: string, blob: Descriptor): Promise<V
     throw err;
   }
   const { handle } = file;
-  const stream = (): Readable => handle.createReadStream({ start: 0, autoClose: false });
   try {
+    if (file.size !== blob.size) throw corrupt(`blob ${blob.digest} is corrupt (${formatBytes(file.size)}, not ${formatBytes(blob.size)})`);
+    const whole = blob.size <= IN_MEMORY_BYTES;
+    const buffer = Buffer.alloc(whole ? blob.size : IN_MEMORY_BYTES);
     const hash = createHash('sha256');
     let size = 0;
-    if (file.size === blob.size) {
-      for await (const chunk of stream()) {
-        hash.update(chunk as Buffer);
-        size += (chunk as Buffer).length;
-      }
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, whole ? size : 0, buffer.length - (whole ? size : 0), size);
+      if (bytesRead === 0) break;
+      hash.update(buffer.subarray(whole ? size : 0, (whole ? size : 0) + bytesRead));
+      size += bytesRead;
+      if (whole && size === buffer.length) break;
     }
     const digest = `sha256:${hash.digest('hex')}`;
-    if (file.size !== blob.size || size !== blob.size || digest !== blob.digest) {
-      throw corrupt(`blob ${blob.digest} is corrupt (${formatBytes(file.size)}${file.size === blob.size ? ` hashing to ${digest}` : `, not ${formatBytes(blob.size)}`})`);
+    if (size !== blob.size || digest !== blob.digest) throw corrupt(`blob ${blob.digest} is corrupt (${formatBytes(size)} hashing to ${digest})`);
+    if (whole) {
+      await handle.close();
+      return { stream: () => Readable.from([buffer], { objectMode: false }), close: async () => undefined };
     }
   } catch (err) {
     await handle.close();
     throw err;
   }
-  return { stream, close: () => handle.close() };
+  return { stream: () => handle.createReadStream({ start: 0, autoClose: false }), close: () => handle.close() };
 }
 
 export function corrupt(what: string): BadInputError {

@@ -10,21 +10,21 @@ import { BadInputError } from '../errors.js';
 import { formatBytes } from '../units.js';
 
 /**
- * Bounds of the files read whole into memory. The fixture release (about 190 images and their
- * sigstore attachments) measures as given; real releases have at most a few hundred images,
- * so each bound holds a 1000-image bundle with attachments several times over.
+ * Bounds of the files read whole into memory. Measured on the fixture release's bundle (185
+ * images); real releases have a few hundred images, so each bound holds a 1000-image bundle
+ * with a sigstore attachment per image several times over.
  */
 export const READ_BOUNDS = {
   /** `{"imageLayoutVersion":"1.0.0"}`: 31 bytes. */
   'oci-layout': 4 * 1024,
-  /** ~330 bytes per entry (fixture: 380 entries, 124 KiB); 1000 images + 1000 attachments ≈ 660 KiB. */
+  /** ~390 bytes an entry (fixture: 185 entries, 71 KiB); 1000 images + 1000 attachments ≈ 780 KiB, 8 MiB is 10x that. */
   'index.json': 8 * 1024 * 1024,
   /**
-   * Grows with `previous.blobs` (~110 bytes a blob): 1000 images of ~10 unique blobs is
-   * ≈ 1.1 MiB, and a chain of `--since` bundles carries its predecessors' too.
+   * 695 bytes in the fixture, but grows with `previous.blobs` (~110 bytes a blob): 1000 images
+   * of ~10 unique blobs is ≈ 1.1 MiB, and a chain of `--since` bundles carries its predecessors' too.
    */
   'prestage-bundle.json': 16 * 1024 * 1024,
-  /** ~140 bytes a part; parts are at least 1 MiB, so 16 MiB lists a 100 GiB bundle cut into 1 MiB parts. */
+  /** ~140 bytes a part (fixture: 3 parts, 620 bytes); parts are at least 1 MiB, so 16 MiB lists a 100 GiB bundle cut into 1 MiB parts. */
   'parts.json': 16 * 1024 * 1024,
   /** Manifests, release signatures (50 KiB each in stores) and armored keys: registries cap manifests at 4 MiB. */
   'small blob': 4 * 1024 * 1024,

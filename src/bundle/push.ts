@@ -1,7 +1,7 @@
 /**
  * `bundle push`: copy a bundle into the site's mirror registry. Per image: its blobs (HEAD
  * first; mount from another repository of the target when this run already put the blob
- * there; else upload, streamed from the file and hashed on the way), then its platform
+ * there; else upload: the file hashed whole first, then streamed from the same descriptor), then its platform
  * manifests, then the list that names them, all by digest; last, the release image's tags,
  * so the release can be read from the mirror by its tag as from the source. A second push
  * finds everything and sends nothing.
