@@ -277,3 +277,30 @@ describe('a tampered bundle directory', () => {
     await expectUntouched({ quiet: false });
   });
 });
+
+describe('bundle verify of a tampered bundle', () => {
+  it('counts a blob replaced by a link (even to its own bytes) or a FIFO as corrupt: not followed, not waited on', async () => {
+    const copy = await copyOf(bundle);
+    const blobs = join(copy, 'blobs', 'sha256');
+    const [linked, fifo] = (await readdir(blobs)).sort().slice(0, 2) as [string, string];
+    const elsewhere = join(caseDir, 'same-bytes');
+    await cp(join(blobs, linked), elsewhere);
+    await rm(join(blobs, linked));
+    await symlink(elsewhere, join(blobs, linked));
+    await rm(join(blobs, fifo));
+    await run('mkfifo', [join(blobs, fifo)]);
+    const r = await runBin('prestage', ['bundle', 'verify', copy]);
+    expectOneLineError(r, 2, new RegExp(`^prestage: error: bundle ${copy} is damaged: 0 missing and 2 corrupt blobs`));
+    for (const hex of [linked, fifo]) expect(r.stdout).toMatch(new RegExp(`^corrupt \\w+ sha256:${hex}`, 'm'));
+    await expectUntouched({ quiet: true });
+  });
+
+  it('refuses parts whose parts.json names a layout "../victim", reading no part', async () => {
+    const copy = await copyOf(parts);
+    await editJson(join(copy, 'parts.json'), (doc) => (doc.layout = '../victim'));
+    const r = await runBin('prestage', ['bundle', 'verify', copy]);
+    expectOneLineError(r, 2, /parts\.json: layout "\.\.\/victim" is not a plain directory name/);
+    await expectUntouched({ quiet: true });
+  });
+});
+
