@@ -6,24 +6,30 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
 import { writeFileAtomic } from '../atomic-file.js';
-import { BadInputError } from '../errors.js';
+import { BadInputError, PrestageError } from '../errors.js';
 import { PLAN_API_VERSION } from '../plan/types.js';
-import { isDigest } from '../registry/reference.js';
-import { ensureFreeSpace } from './disk-space.js';
-import { BLOBS_DIR, BUNDLE_FILE, INDEX_FILE, OCI_LAYOUT_FILE, PARTIAL_DIR, blobPath, parseBundleFiles, partialPath, type Bundle, type LayoutFiles } from './layout.js';
-import { hashBlobs, type BlobInventory } from './verify.js';
+import { formatBytes } from '../units.js';
+import { checkArchiveNames } from './bundle-names.js';
+import { checkBound, openRegularFile, readBoundedFile, READ_BOUNDS } from './bundle-reads.js';
+import { BLOBS_DIR, BUNDLE_FILE, INDEX_FILE, OCI_LAYOUT_FILE, PARTIAL_DIR, parseBundleFiles, type Bundle, type LayoutFiles } from './layout.js';
+import type { BlobInventory } from './verify.js';
 
 export const ARCHIVE_INDEX_FILE = 'parts.json';
-const LAYOUT_FILES = [OCI_LAYOUT_FILE, BUNDLE_FILE, INDEX_FILE] as const;
+export const LAYOUT_FILES = [OCI_LAYOUT_FILE, BUNDLE_FILE, INDEX_FILE] as const;
 const TAR_BLOCK = 512;
 /** Manifests are read back from an archive; registries cap them at 4 MiB. */
-const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
+const MAX_MANIFEST_BYTES = READ_BOUNDS['small blob'];
+/**
+ * What verify keeps of an archive in memory, all together: manifests (~2 KiB), configs (5-40
+ * KiB in real releases) and signatures. A 1000-image bundle keeps ≈ 50 MiB; the fixture's 185, 546 KiB.
+ */
+const MAX_KEPT_BYTES = 256 * 1024 * 1024;
 
 export interface ArchivePart {
   readonly name: string;
@@ -155,18 +161,20 @@ export interface OpenedArchive {
   readonly dir: string;
 }
 
-/** `path` is an archive directory or its parts.json. */
+/** `path` is an archive directory or its parts.json: read bounded, and every name it gives checked. */
 export async function openArchive(path: string): Promise<OpenedArchive> {
   const file = (await stat(path)).isDirectory() ? join(path, ARCHIVE_INDEX_FILE) : path;
   let index: ArchiveIndex;
   try {
-    index = JSON.parse(await readFile(file, 'utf8')) as ArchiveIndex;
+    index = JSON.parse((await readBoundedFile(file, 'parts.json', file)).toString('utf8')) as ArchiveIndex;
   } catch (err) {
+    if (err instanceof BadInputError) throw err;
     throw new BadInputError(`cannot read bundle archive index ${file}: ${(err as NodeJS.ErrnoException).code ?? 'not JSON'}`);
   }
-  if (index.kind !== 'BundleArchive' || !Array.isArray(index.parts) || index.parts.some((p) => typeof p.name !== 'string' || p.name.includes('/'))) {
+  if (!index || index.kind !== 'BundleArchive' || !Array.isArray(index.parts)) {
     throw new BadInputError(`${file} is not a ${PLAN_API_VERSION} BundleArchive index`);
   }
+  checkArchiveNames(index, file);
   return { index, dir: dirname(file) };
 }
 
@@ -176,15 +184,22 @@ async function* archiveBytes(archive: OpenedArchive): AsyncGenerator<Buffer> {
     const path = join(archive.dir, part.name);
     const hash = createHash('sha256');
     let size = 0;
+    let file: { handle: FileHandle };
     try {
-      for await (const chunk of createReadStream(path)) {
+      // A link is followed (parts gathered from several media), but only to a regular file.
+      file = await openRegularFile(path, `bundle archive part ${part.name}`, { followLinks: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BadInputError(`bundle archive part ${path} is missing; copy every part listed in ${ARCHIVE_INDEX_FILE}`);
+      throw err;
+    }
+    try {
+      for await (const chunk of file.handle.createReadStream({ start: 0, autoClose: false })) {
         hash.update(chunk as Buffer);
         size += (chunk as Buffer).length;
         yield chunk as Buffer;
       }
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BadInputError(`bundle archive part ${path} is missing; copy every part listed in ${ARCHIVE_INDEX_FILE}`);
-      throw err;
+    } finally {
+      await file.handle.close();
     }
     const digest = `sha256:${hash.digest('hex')}`;
     if (size !== part.size || digest !== part.sha256) {
@@ -193,10 +208,13 @@ async function* archiveBytes(archive: OpenedArchive): AsyncGenerator<Buffer> {
   }
 }
 
-type ArchiveEntry = { kind: 'layout'; name: (typeof LAYOUT_FILES)[number] } | { kind: 'blob'; digest: string };
+export type ArchiveEntry = { kind: 'layout'; name: (typeof LAYOUT_FILES)[number] } | { kind: 'blob'; digest: string };
 
-/** Every file of the archive, in order; anything but a layout file or a blob is refused (no path tricks). */
-async function walkArchive(archive: OpenedArchive, onEntry: (entry: ArchiveEntry, size: number, body: AsyncIterable<Buffer> & { resume(): unknown }) => Promise<void>): Promise<void> {
+/**
+ * Every file of the archive, in order; anything but a layout file or a blob is refused (no
+ * path tricks), and a layout file over its bound before it is read.
+ */
+export async function walkArchive(archive: OpenedArchive, onEntry: (entry: ArchiveEntry, size: number, body: AsyncIterable<Buffer> & { resume(): unknown }) => Promise<void>): Promise<void> {
   const extract = tar.extract();
   const reading = pipeline(Readable.from(archiveBytes(archive)), extract);
   const walking = (async () => {
@@ -209,18 +227,25 @@ async function walkArchive(archive: OpenedArchive, onEntry: (entry: ArchiveEntry
       const blob = /^blobs\/sha256\/([a-f0-9]{64})$/.exec(name);
       const layoutFile = LAYOUT_FILES.find((f) => f === name);
       if (type !== 'file' || (!blob && !layoutFile)) throw new BadInputError(`bundle archive in ${archive.dir} holds an unexpected entry ${JSON.stringify(name)}; it was not written by prestage`);
+      if (layoutFile) checkBound(layoutFile, size, `${layoutFile} in bundle archive ${join(archive.dir, ARCHIVE_INDEX_FILE)}`);
       await onEntry(blob ? { kind: 'blob', digest: `sha256:${blob[1]}` } : { kind: 'layout', name: layoutFile! }, size, entry as AsyncIterable<Buffer> & { resume(): unknown });
     }
   })();
   try {
-    await Promise.all([reading, walking]);
+    await Promise.all([reading.catch((err: unknown) => { throw notATar(err, archive); }), walking]);
   } catch (err) {
     extract.destroy();
     throw err;
   }
 }
 
-async function readAll(body: AsyncIterable<Buffer>): Promise<Buffer> {
+/** The tar parser's own errors (a truncated or garbled stream whose parts still hash as listed) are bad input. */
+function notATar(err: unknown, archive: OpenedArchive): unknown {
+  if (err instanceof PrestageError || (err as NodeJS.ErrnoException).code !== undefined || !(err instanceof Error)) return err;
+  return new BadInputError(`bundle archive in ${archive.dir} is not a tar prestage wrote (${err.message}); copy its parts again`);
+}
+
+export async function readAll(body: AsyncIterable<Buffer>): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const c of body) chunks.push(c as Buffer);
   return Buffer.concat(chunks);
@@ -232,6 +257,7 @@ export async function inventoryOfArchive(archive: OpenedArchive): Promise<{ bund
   const verified = new Map<string, number>();
   const corrupt = new Set<string>();
   const small = new Map<string, Buffer>();
+  let kept = 0;
   await walkArchive(archive, async (entry, size, body) => {
     if (entry.kind === 'layout') {
       files[entry.name] = (await readAll(body)).toString('utf8');
@@ -251,7 +277,11 @@ export async function inventoryOfArchive(archive: OpenedArchive): Promise<{ bund
     const bytes = Buffer.concat(keep);
     // JSON (manifests, sigstore payloads) and the release's GPG signatures (OpenPGP packets: the
     // first byte's top bit is set) and keys (armored): what verify reads back.
-    if (bytes[0] === 0x7b /* { */ || (bytes.length > 0 && (bytes[0]! & 0x80) !== 0) || bytes.subarray(0, 15).toString('latin1') === '-----BEGIN PGP ') small.set(entry.digest, bytes);
+    if (bytes[0] === 0x7b /* { */ || (bytes.length > 0 && (bytes[0]! & 0x80) !== 0) || bytes.subarray(0, 15).toString('latin1') === '-----BEGIN PGP ') {
+      kept += bytes.length;
+      if (kept > MAX_KEPT_BYTES) throw new BadInputError(`bundle archive ${join(archive.dir, ARCHIVE_INDEX_FILE)} holds more than ${formatBytes(MAX_KEPT_BYTES)} of manifests, configs and signatures, the bound verify keeps in memory; the bundle was altered: create it again`);
+      small.set(entry.digest, bytes);
+    }
   });
   const where = join(archive.dir, ARCHIVE_INDEX_FILE);
   return {
@@ -266,48 +296,4 @@ export async function inventoryOfArchive(archive: OpenedArchive): Promise<{ bund
       },
     },
   };
-}
-
-/**
- * Unpack into `dest` (a layout), each blob verified as written and renamed into place; blobs
- * already there that still hash to their name are skipped, so an interrupted unpack
- * continues and a damaged one is repaired.
- */
-export async function unpackArchive(archive: OpenedArchive, dest: string): Promise<void> {
-  await mkdir(join(dest, BLOBS_DIR), { recursive: true });
-  await mkdir(join(dest, PARTIAL_DIR), { recursive: true });
-  await ensureFreeSpace(dest, archive.index.bytes, 'or copy the parts to a larger disk');
-  const layout: Record<string, string> = {};
-  await walkArchive(archive, async (entry, size, body) => {
-    if (entry.kind === 'layout') {
-      layout[entry.name] = (await readAll(body)).toString('utf8');
-      return;
-    }
-    if (!isDigest(entry.digest)) throw new BadInputError(`bad blob name ${entry.digest}`);
-    if ((await stat(blobPath(dest, entry.digest)).catch(() => undefined))?.size === size && (await hashBlobs(dest, [entry.digest])).verified.has(entry.digest)) {
-      body.resume();
-      return;
-    }
-    const temp = partialPath(dest, entry.digest);
-    const hash = createHash('sha256');
-    const file = await open(temp, 'w');
-    try {
-      for await (const chunk of body) {
-        hash.update(chunk as Buffer);
-        await file.write(chunk as Buffer);
-      }
-      await file.sync();
-    } finally {
-      await file.close();
-    }
-    if (`sha256:${hash.digest('hex')}` !== entry.digest) {
-      await rm(temp, { force: true });
-      throw new BadInputError(`bundle archive in ${archive.dir}: blob ${entry.digest} does not match its digest; run \`prestage bundle verify\` on the archive`);
-    }
-    await rename(temp, blobPath(dest, entry.digest));
-  });
-  // The layout files last, as bundle create does: a layout with an index is complete.
-  parseBundleFiles(layout as LayoutFiles, join(archive.dir, ARCHIVE_INDEX_FILE));
-  for (const file of LAYOUT_FILES) await writeFileAtomic(join(dest, file), layout[file]!, join(dest, PARTIAL_DIR));
-  await rm(join(dest, PARTIAL_DIR), { recursive: true, force: true });
 }

@@ -5,12 +5,13 @@
  * named by digest, so a rerun resumes them. A file under `blobs/` was verified before it was
  * renamed there, so later runs trust its name (with its size).
  */
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BadInputError } from '../errors.js';
 import { PLAN_API_VERSION } from '../plan/types.js';
 import { MediaType } from '../registry/manifest.js';
 import { isDigest } from '../registry/reference.js';
+import { checkMetadataNames, indexReference } from './bundle-names.js';
+import { readBoundedFile } from './bundle-reads.js';
 
 export const OCI_LAYOUT_FILE = 'oci-layout';
 export const INDEX_FILE = 'index.json';
@@ -106,13 +107,15 @@ export function blobFileName(digest: string): string {
 /** The files that describe a layout, by name; a missing one is undefined. */
 export type LayoutFiles = Readonly<Partial<Record<typeof OCI_LAYOUT_FILE | typeof INDEX_FILE | typeof BUNDLE_FILE, string>>>;
 
-/** Read and check a layout's `oci-layout`, `index.json` and `prestage-bundle.json`. */
+/** Read and check a layout's `oci-layout`, `index.json` and `prestage-bundle.json`, each bounded. */
 export async function readBundle(dir: string): Promise<Bundle> {
   const files: Record<string, string> = {};
-  for (const file of [OCI_LAYOUT_FILE, INDEX_FILE, BUNDLE_FILE]) {
+  for (const file of [OCI_LAYOUT_FILE, INDEX_FILE, BUNDLE_FILE] as const) {
+    const path = join(dir, file);
     try {
-      files[file] = await readFile(join(dir, file), 'utf8');
+      files[file] = (await readBoundedFile(path, file, path)).toString('utf8');
     } catch (err) {
+      if (err instanceof BadInputError) throw err;
       const code = (err as NodeJS.ErrnoException).code;
       if (code !== 'ENOENT') throw new BadInputError(`cannot read ${join(dir, file)}: ${code ?? String(err)}`);
     }
@@ -127,13 +130,15 @@ export function parseBundleFiles(files: LayoutFiles, where: string): Omit<Bundle
     throw new BadInputError(`${where}: ${OCI_LAYOUT_FILE} has imageLayoutVersion ${String(layout.imageLayoutVersion)}, not ${OCI_LAYOUT.imageLayoutVersion}`);
   }
   const index = parseJson(files, INDEX_FILE, where) as LayoutIndex;
-  if (!Array.isArray(index.manifests) || index.manifests.some((m) => !isDigest(m?.digest) || typeof m.annotations?.[REF_NAME] !== 'string')) {
+  if (!Array.isArray(index.manifests) || index.manifests.some((m) => typeof m?.digest !== 'string' || !isDigest(m.digest) || typeof m.annotations?.[REF_NAME] !== 'string')) {
     throw new BadInputError(`${where}: ${INDEX_FILE} is not a prestage bundle index; every entry needs a sha256 digest and a ${REF_NAME} annotation`);
   }
+  for (const m of index.manifests) indexReference(m.annotations[REF_NAME], where);
   const metadata = parseJson(files, BUNDLE_FILE, where) as BundleMetadata;
   if (metadata.apiVersion !== PLAN_API_VERSION || metadata.kind !== 'Bundle' || typeof metadata.architecture !== 'string') {
     throw new BadInputError(`${where}: ${BUNDLE_FILE} is not a ${PLAN_API_VERSION} Bundle; was it written by this version of prestage?`);
   }
+  checkMetadataNames(metadata, where);
   return { index, metadata };
 }
 

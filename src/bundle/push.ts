@@ -1,27 +1,22 @@
 /**
  * `bundle push`: copy a bundle into the site's mirror registry. Per image: its blobs (HEAD
  * first; mount from another repository of the target when this run already put the blob
- * there; else upload, streamed from the file and hashed on the way), then its platform
+ * there; else upload: the file hashed whole first, then streamed from the same descriptor), then its platform
  * manifests, then the list that names them, all by digest; last, the release image's tags,
  * so the release can be read from the mirror by its tag as from the source. A second push
  * finds everything and sends nothing.
  */
-import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { Transform, type Readable } from 'node:stream';
 import pLimit from 'p-limit';
-import { BadInputError, RegistryError } from '../errors.js';
-import { sha256 } from '../registry/client.js';
+import { BadInputError, PrestageError, RegistryError } from '../errors.js';
 import { parseManifest, type Descriptor, type ImageManifest, type Manifest } from '../registry/manifest.js';
-import { parseReference } from '../registry/reference.js';
+import { isRepositoryPath, isTag, parseReference } from '../registry/reference.js';
 import type { PushClient } from '../registry/upload.js';
 import { signedDigestOfTag } from '../signatures/sigstore.js';
 import { keptPlatforms, manifestBlobs } from './content.js';
-import { blobPath, REF_NAME, type Bundle } from './layout.js';
+import { openVerifiedBlob, readVerifiedBlob } from './blob-files.js';
+import { REF_NAME, type Bundle } from './layout.js';
 import { mirroredImage, mirrorRepository, repositoryMirrors, type MirroredImage, type MirrorTarget } from './mirror.js';
 import { TransferProgress } from './progress.js';
-import { formatBytes } from '../units.js';
 
 export interface PushOptions {
   /** Blob and manifest operations at once. */
@@ -113,7 +108,15 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
         }
         throw new BadInputError(`blob ${blob.digest} comes from the previous bundle (${bundle.metadata.previous!.source}), but ${target.registry}/${repository} does not have it; push the previous bundle first`);
       }
-      const how = await step(() => client.uploadBlob(repository, blob, () => verifiedFile(bundle.dir, blob), from));
+      const how = await step(async () => {
+        // Hashed whole before its upload starts: no byte of a file that is not the blob is sent.
+        const file = await openVerifiedBlob(bundle.dir, blob);
+        try {
+          return await client.uploadBlob(repository, blob, file.stream, from);
+        } finally {
+          await file.close();
+        }
+      });
       report.blobs[how]++;
       settle?.(repository);
     } catch (err) {
@@ -196,6 +199,8 @@ async function pushReleaseTags(bundle: Bundle, images: readonly ImageToPush[], c
   if (!image) return { releaseTags: [], tags };
   const top = image.manifests.at(-1)!;
   for (const tag of release.tags ?? []) {
+    // Checked when the bundle was read; again here, where the tag becomes part of a request path.
+    if (!isTag(tag)) throw new BadInputError(`the bundle's release tag ${JSON.stringify(tag)} is not a tag; the bundle was altered: create it again`);
     if ((await client.manifestDigest(image.repository, tag)) === top.digest) {
       tags.present++;
     } else {
@@ -230,10 +235,12 @@ async function readImages(bundle: Bundle, target: MirrorTarget): Promise<ImageTo
     }
     const seen = new Set<string>();
     const ref = parseReference(pullSpec);
+    const repository = mirrorRepository(ref, target);
+    if (!isRepositoryPath(repository)) throw new BadInputError(`${pullSpec} would be pushed to ${JSON.stringify(repository)}, which is not a repository path`);
     images.push({
       pullSpec,
       ...(signedDigestOfTag(ref.tag) !== undefined ? { tag: ref.tag } : {}),
-      repository: mirrorRepository(ref, target),
+      repository,
       manifests: [...children, { digest: entry.digest, mediaType: top.mediaType, bytes, partialList }],
       blobs: imageManifests.flatMap(manifestBlobs).filter((b) => !seen.has(b.digest) && seen.add(b.digest)),
     });
@@ -241,47 +248,12 @@ async function readImages(bundle: Bundle, target: MirrorTarget): Promise<ImageTo
   return images;
 }
 
-/** A manifest's bytes from the layout, checked against its digest, and parsed. */
+/** A manifest's bytes from the layout, checked against its digest, and parsed: a bundle's manifest that does not parse is bad input. */
 async function readManifest(dir: string, digest: string, pullSpec: string): Promise<{ bytes: Buffer; manifest: Manifest }> {
   const bytes = await readVerifiedBlob(dir, digest, `manifest ${digest} of ${pullSpec}`);
-  return { bytes, manifest: parseManifest(bytes, undefined, `${pullSpec} manifest ${digest}`) };
-}
-
-/**
- * A small blob of the layout (a manifest, a release signature), checked against its digest:
- * `what` names it in the one line a missing or altered file gives.
- */
-export async function readVerifiedBlob(dir: string, digest: string, what = `blob ${digest}`): Promise<Buffer> {
-  let bytes: Buffer;
   try {
-    bytes = await readFile(blobPath(dir, digest));
-  } catch {
-    throw corrupt(`${what} is missing`);
+    return { bytes, manifest: parseManifest(bytes, undefined, `${pullSpec} manifest ${digest}`) };
+  } catch (err) {
+    throw err instanceof PrestageError ? new BadInputError(`the bundle's ${err.message}`) : err;
   }
-  if (sha256(bytes) !== digest) throw corrupt(`${what} is corrupt`);
-  return bytes;
-}
-
-/** The blob's file, hashed as it streams: a damaged file fails the upload before it completes. */
-function verifiedFile(dir: string, blob: Descriptor): Readable {
-  const hash = createHash('sha256');
-  let size = 0;
-  const check = new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      hash.update(chunk);
-      size += chunk.length;
-      done(null, chunk);
-    },
-    flush(done) {
-      const digest = `sha256:${hash.digest('hex')}`;
-      done(digest === blob.digest && size === blob.size ? null : corrupt(`blob ${blob.digest} is corrupt (${formatBytes(size)} hashing to ${digest})`));
-    },
-  });
-  const file = createReadStream(blobPath(dir, blob.digest));
-  file.once('error', (err: NodeJS.ErrnoException) => check.destroy(err.code === 'ENOENT' ? corrupt(`blob ${blob.digest} is missing`) : err));
-  return file.pipe(check);
-}
-
-function corrupt(what: string): BadInputError {
-  return new BadInputError(`the bundle's ${what}; run \`prestage bundle verify\` and repair it with \`prestage bundle create\``);
 }

@@ -3,16 +3,18 @@
  * configs and layers, and name each missing or corrupt blob with the images that need it.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
 import { BadInputError, PrestageError } from '../errors.js';
 import { parseManifest } from '../registry/manifest.js';
 import { isDigest, parseReference } from '../registry/reference.js';
 import { signedDigestOfTag } from '../signatures/sigstore.js';
+import { readVerifiedBlob } from './blob-files.js';
+import { openRegularFile } from './bundle-reads.js';
 import { keptPlatforms, manifestBlobs } from './content.js';
 import { BLOBS_DIR, blobPath, REF_NAME, type Bundle } from './layout.js';
+
 
 /** `unreferenced`: a damaged file no image needs (it would still travel in an archive). */
 export type BlobRole = 'manifest' | 'config' | 'layer' | 'signature' | 'unreferenced';
@@ -48,20 +50,35 @@ export interface BlobInventory {
 export async function inventoryOfDir(dir: string): Promise<BlobInventory> {
   const names = await readdir(join(dir, BLOBS_DIR)).catch(() => [] as string[]);
   const { verified, corrupt } = await hashBlobs(dir, names.map((hex) => `sha256:${hex}`).filter(isDigest));
-  return { verified, corrupt, read: (digest) => readFile(blobPath(dir, digest)) };
+  return { verified, corrupt, read: (digest) => readVerifiedBlob(dir, digest) };
 }
 
-/** Re-hash the named blob files of a layout, a few at a time (disk-bound): which match their name, with sizes. */
+/**
+ * Re-hash the named blob files of a layout, a few at a time (disk-bound): which match their
+ * name, with sizes. A link, FIFO or directory in a blob's place is corrupt, never followed.
+ */
 export async function hashBlobs(dir: string, digests: readonly string[]): Promise<{ verified: Map<string, number>; corrupt: Set<string> }> {
   const verified = new Map<string, number>();
   const corrupt = new Set<string>();
   const limit = pLimit(4);
   await Promise.all(digests.map((digest) => limit(async () => {
+    const file = await openRegularFile(blobPath(dir, digest), `blob ${digest}`).catch((err: NodeJS.ErrnoException) => {
+      if (err instanceof BadInputError) return undefined;
+      throw err;
+    });
+    if (!file) {
+      corrupt.add(digest);
+      return;
+    }
     const hash = createHash('sha256');
     let size = 0;
-    for await (const chunk of createReadStream(blobPath(dir, digest))) {
-      hash.update(chunk as Buffer);
-      size += (chunk as Buffer).length;
+    try {
+      for await (const chunk of file.handle.createReadStream({ start: 0, autoClose: false })) {
+        hash.update(chunk as Buffer);
+        size += (chunk as Buffer).length;
+      }
+    } finally {
+      await file.handle.close();
     }
     if (`sha256:${hash.digest('hex')}` === digest) verified.set(digest, size);
     else corrupt.add(digest);

@@ -4,7 +4,7 @@
  */
 import type { KeyObject } from 'node:crypto';
 import type { Bundle, BundleSignatures } from '../bundle/layout.js';
-import { readVerifiedBlob } from '../bundle/push.js';
+import { readVerifiedBlob } from '../bundle/blob-files.js';
 import { checkReleaseSignatures, checkSigstoreAttachments } from '../bundle/signatures.js';
 import { BadInputError } from '../errors.js';
 import type { PlanRelease } from '../plan/types.js';

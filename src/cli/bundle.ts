@@ -9,7 +9,8 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Argv } from 'yargs';
 import { writeFileAtomic } from '../atomic-file.js';
-import { archiveDirFor, ARCHIVE_INDEX_FILE, inventoryOfArchive, openArchive, tarBytes, unpackArchive, writeArchive } from '../bundle/archive.js';
+import { archiveDirFor, ARCHIVE_INDEX_FILE, inventoryOfArchive, openArchive, tarBytes, writeArchive } from '../bundle/archive.js';
+import { unpackArchive, unpackDestination } from '../bundle/unpack.js';
 import { createBundle, type PreviousBundle } from '../bundle/create.js';
 import { ensureWritableDir } from '../bundle/disk-space.js';
 import { planBlobs, previousBundleBlobs, readPlanFile } from '../bundle/inputs.js';
@@ -264,12 +265,13 @@ async function previousBundle(since: string, client: RegistryClient, args: any):
 
 /**
  * A layout directory as is (push only reads it); an archive is unpacked beside its parts, or
- * under `--work-dir` when they sit on read-only media, resuming an earlier unpack.
+ * under `--work-dir` when they sit on read-only media, resuming an earlier unpack: into
+ * `<layout>` of that directory and nowhere else.
  */
 async function openForPush(path: string, workDir: string | undefined, ctx: CommandContext): Promise<Bundle> {
   if (!isArchive(path)) return readBundle(path);
   const archive = await openArchive(path);
-  const dir = join(workDir ?? archive.dir, archive.index.layout);
+  const dir = await unpackDestination(workDir ?? archive.dir, archive.index.layout);
   const room = `with room for ${formatBytes(archive.index.bytes)}`;
   await ensureWritableDir(dir, 'the unpacked bundle', workDir === undefined
     ? `pass --work-dir DIR, a writable directory ${room}, to unpack the parts there`

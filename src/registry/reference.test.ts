@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { BadInputError } from '../errors.js';
-import { apiHost, formatReference, parseReference } from './reference.js';
+import { apiHost, formatReference, isRepositoryPath, isTag, parseReference } from './reference.js';
 
 const D = `sha256:${'a'.repeat(64)}`;
 
@@ -39,5 +39,17 @@ describe('parseReference', () => {
   it('talks to registry-1.docker.io for Docker Hub', () => {
     expect(apiHost('docker.io')).toBe('registry-1.docker.io');
     expect(apiHost('quay.io')).toBe('quay.io');
+  });
+});
+
+describe('isTag and isRepositoryPath: names read from files, never paths', () => {
+  it('accepts the distribution grammar', () => {
+    for (const tag of ['4.16.3-x86_64', 'latest', '_x', 'sha256-' + 'a'.repeat(64) + '.sig', 'A'.repeat(128)]) expect(isTag(tag), tag).toBe(true);
+    for (const repo of ['ocp', 'openshift-release-dev/ocp-v4.0-art-dev', 'a__b/c.d/e---f', 'x'.repeat(255)]) expect(isRepositoryPath(repo), repo).toBe(true);
+  });
+
+  it('refuses traversal, separators, empty parts, case, length and non-strings', () => {
+    for (const tag of ['', '..', '../x', '.x', '-x', 'a/b', 'a\nb', 'a:b', 'A'.repeat(129), '../../../../tenant-b/x', 4]) expect(isTag(tag), String(tag)).toBe(false);
+    for (const repo of ['', '..', 'a/../b', '/a', 'a/', 'a//b', 'A/b', 'a b', 'a/./b', '-a', 'x'.repeat(256), null]) expect(isRepositoryPath(repo), String(repo)).toBe(false);
   });
 });

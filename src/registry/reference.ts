@@ -29,6 +29,16 @@ export function isDigest(value: string): boolean {
   return DIGEST.test(value);
 }
 
+/** A tag as the distribution grammar has it: `[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`. */
+export function isTag(value: unknown): value is string {
+  return typeof value === 'string' && TAG.test(value);
+}
+
+/** A repository path inside a registry: lowercase components joined by `/`, at most 255 characters. */
+export function isRepositoryPath(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= 255 && value.split('/').every((p) => PATH_COMPONENT.test(p));
+}
+
 export function parseReference(input: string): ImageReference {
   const fail = (why: string): never => {
     throw new BadInputError(`invalid image reference "${input}": ${why}; expected [registry/]repository[:tag][@sha256:<64 hex>]`);

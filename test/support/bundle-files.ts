@@ -19,8 +19,8 @@ export async function treeHashes(dir: string): Promise<Map<string, string>> {
 /** One `prestage: error:` line matching `message`; progress lines and retry warnings may come before it; no stack. */
 export function expectOneLineError(r: CliResult, code: number, message: RegExp): void {
   expect(r.code, r.stderr).toBe(code);
-  // Progress, retries, and the warning every command gives about a bundle made --allow-unsigned.
-  const lines = r.stderr.trim().split('\n').filter((l) => !/^(bundled|pushed) \d+\/\d+ |^checking \d+ blobs|^prestage: warning: retry |^warning: bundle .* carries release .* without a signature/.test(l));
+  // Progress (push's unpacking of parts too), retries, and the warning every command gives about a bundle made --allow-unsigned.
+  const lines = r.stderr.trim().split('\n').filter((l) => !/^(bundled|pushed) \d+\/\d+ |^checking \d+ blobs|^unpacking \d+ parts into |^prestage: warning: retry |^warning: bundle .* carries release .* without a signature/.test(l));
   expect(lines, r.stderr).toHaveLength(1);
   expect(lines[0]).toMatch(/^prestage: error: /);
   expect(lines[0]).toMatch(message);
