@@ -107,6 +107,7 @@ export function installManifests(options: InstallOptions): Manifest[] {
                 args: [
                   'agent',
                   `--port=${port}`,
+                  `--cri-socket=${NODE_PATHS.crioSocket}`,
                   `--drop-in=${DEFAULT_PIN_DROP_IN}`,
                   `--pull-secret=${NODE_PATHS.kubeletPullSecret}`,
                   `--registries-conf=${NODE_PATHS.registriesConf}`,
