@@ -1,15 +1,18 @@
 /**
  * The agent as deployed: `prestage install` applied to the test bed, and its DaemonSet pod run by a
  * REAL kubelet (v1.34, on one node's CRI-O, with a real kube-controller-manager and kube-scheduler
- * turning the DaemonSet into a bound pod). The pod mounts the CRI socket, /etc/crio, /etc/containers
- * and the kubelet pull secret from the host, authenticates with its pod-bound ServiceAccount token
- * (whose node-name claim the admission policy checks), and pulls and pins a PinnedImageSet's image.
+ * turning the DaemonSet into a bound pod). The pod mounts exactly the host paths it uses (CRI
+ * socket, crio.conf's directory read-only, the drop-in directory, the kubelet pull secret,
+ * registries.conf and its directory, the image store), runs as root without any capability (no
+ * SYS_PTRACE, no /proc/1/root), authenticates with its pod-bound ServiceAccount token (whose
+ * node-name claim the admission policies check), and pulls and pins a PinnedImageSet's image.
  *
  * What the test bed changes, and why (everything else is what `prestage install` renders):
- * - hostPath sources, and the host files read through /proc/1/root, point at the node's own
- *   directories (every simulated node shares one host);
- *   the reload is the default one (SIGHUP to the CRI-O that /proc shows reading the mounted
- *   drop-in directory; here several CRI-Os run, one per simulated node); `hostNetwork: true` and
+ * - every host path the DaemonSet names (hostPath source, mount point and flag alike: it mounts
+ *   each at its own path) is the node's own copy under its directory (every simulated node shares
+ *   one host); crio.conf's directory is the node's directory, read-only;
+ *   the reload is the default one (SIGHUP to the CRI-O whose command line names the drop-in
+ *   directory; here several CRI-Os run, one per simulated node); `hostNetwork: true` and
  *   KUBERNETES_SERVICE_HOST/PORT, because there is no pod network or kube-proxy to reach the API
  *   server and the registry, which listen on 127.0.0.1.
  * - The kubelet and what its node's CRI-O needs to run containers (runc through a shim, a busybox
@@ -97,11 +100,16 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
     await applyServerSide(cluster.kubeConfig, manifests.filter((manifest) => manifest.kind !== 'CustomResourceDefinition'));
 
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    let seen = '';
     const pod = await waitFor('the DaemonSet pod on the worker to run', async () => {
       const pods = await core.listNamespacedPod({ namespace: NAMESPACE, fieldSelector: `spec.nodeName=${node.name}` });
+      seen = JSON.stringify(pods.items.map((candidate) => candidate.status));
       const running = pods.items.find((candidate) => candidate.status?.containerStatuses?.[0]?.state?.running);
       return running;
-    }, 180_000, 1_000);
+    }, 180_000, 1_000).catch(async (error: Error) => {
+      const events = await core.listNamespacedEvent({ namespace: NAMESPACE });
+      throw new Error(`${error.message}; pods: ${seen}; events: ${events.items.map((event) => `${event.reason}: ${event.message}`).join(' | ')}`);
+    });
     expect(pod.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'DaemonSet', name: AGENT_NAME });
     expect(daemonSet.spec.template.spec.containers[0].image).toBe(agentImage);
 
