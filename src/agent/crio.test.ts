@@ -1,7 +1,7 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigLock, findCrioPid, pinPatternMatches, renderPinDropIn } from './crio.js';
 
 const image = (n: number) => `quay.io/ns/repo@sha256:${String(n).padStart(64, '0')}`;
@@ -32,9 +32,12 @@ describe('pinPatternMatches', () => {
 });
 
 describe('findCrioPid', () => {
+  const procs: string[] = [];
+  afterAll(() => procs.forEach((proc) => rmSync(proc, { recursive: true, force: true })));
   /** A /proc of `crio` and other processes: comm and NUL-separated cmdline, as the kernel shows them. */
   function fakeProc(processes: Record<number, { comm: string; args: string[] }>): string {
     const proc = mkdtempSync(join(tmpdir(), 'prestage-proc-'));
+    procs.push(proc);
     for (const [pid, { comm, args }] of Object.entries(processes)) {
       mkdirSync(join(proc, pid));
       writeFileSync(join(proc, pid, 'comm'), `${comm}\n`);
