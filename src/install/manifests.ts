@@ -71,7 +71,7 @@ export function installManifests(options: InstallOptions): Manifest[] {
         name: namespace,
         labels: {
           ...labels,
-          // hostPID, hostPath and added capabilities are beyond the baseline profile: Pod Security
+          // hostPID, hostPath volumes and SELinux type spc_t are beyond the baseline profile: Pod Security
           // admission must allow the privileged level here (and only here).
           'pod-security.kubernetes.io/enforce': 'privileged',
           'pod-security.kubernetes.io/audit': 'privileged',
