@@ -1,15 +1,18 @@
 /**
  * The agent as deployed: `prestage install` applied to the test bed, and its DaemonSet pod run by a
  * REAL kubelet (v1.34, on one node's CRI-O, with a real kube-controller-manager and kube-scheduler
- * turning the DaemonSet into a bound pod). The pod mounts the CRI socket, /etc/crio, /etc/containers
- * and the kubelet pull secret from the host, authenticates with its pod-bound ServiceAccount token
- * (whose node-name claim the admission policy checks), and pulls and pins a PinnedImageSet's image.
+ * turning the DaemonSet into a bound pod). The pod mounts exactly the host paths it uses (CRI
+ * socket, crio.conf's directory read-only, the drop-in directory, the kubelet pull secret,
+ * registries.conf and its directory, the image store), runs as root without any capability (no
+ * SYS_PTRACE, no /proc/1/root), authenticates with its pod-bound ServiceAccount token (whose
+ * node-name claim the admission policies check), and pulls and pins a PinnedImageSet's image.
  *
  * What the test bed changes, and why (everything else is what `prestage install` renders):
- * - hostPath sources, and the host files read through /proc/1/root, point at the node's own
- *   directories (every simulated node shares one host);
- *   the reload is the default one (SIGHUP to the CRI-O that /proc shows reading the mounted
- *   drop-in directory; here several CRI-Os run, one per simulated node); `hostNetwork: true` and
+ * - every host path the DaemonSet names (hostPath source, mount point and flag alike: it mounts
+ *   each at its own path) is the node's own copy under its directory (every simulated node shares
+ *   one host); crio.conf's directory is the node's directory, read-only;
+ *   the reload is the default one (SIGHUP to the CRI-O whose command line names the drop-in
+ *   directory; here several CRI-Os run, one per simulated node); `hostNetwork: true` and
  *   KUBERNETES_SERVICE_HOST/PORT, because there is no pod network or kube-proxy to reach the API
  *   server and the registry, which listen on 127.0.0.1.
  * - The kubelet and what its node's CRI-O needs to run containers (runc through a shim, a busybox
@@ -34,7 +37,7 @@ import { waitFor } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/registry.js';
 import { dir, file, link, pushedSizes, pushImage, type Entry } from './support/built-images.js';
 import { runCli } from './support/cli.js';
-import { AGENT_NAME } from '../src/api/names.js';
+import { AGENT_NAME, NODE_PATHS } from '../src/api/names.js';
 import { CRDS } from '../src/api/prestage-crds.js';
 
 const run = promisify(execFile);
@@ -97,11 +100,16 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
     await applyServerSide(cluster.kubeConfig, manifests.filter((manifest) => manifest.kind !== 'CustomResourceDefinition'));
 
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    let seen = '';
     const pod = await waitFor('the DaemonSet pod on the worker to run', async () => {
       const pods = await core.listNamespacedPod({ namespace: NAMESPACE, fieldSelector: `spec.nodeName=${node.name}` });
+      seen = JSON.stringify(pods.items.map((candidate) => candidate.status));
       const running = pods.items.find((candidate) => candidate.status?.containerStatuses?.[0]?.state?.running);
       return running;
-    }, 180_000, 1_000);
+    }, 180_000, 1_000).catch(async (error: Error) => {
+      const events = await core.listNamespacedEvent({ namespace: NAMESPACE });
+      throw new Error(`${error.message}; pods: ${seen}; events: ${events.items.map((event) => `${event.reason}: ${event.message}`).join(' | ')}`);
+    });
     expect(pod.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'DaemonSet', name: AGENT_NAME });
     expect(daemonSet.spec.template.spec.containers[0].image).toBe(agentImage);
 
@@ -124,9 +132,14 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
     }, 120_000, 1_000);
     expect(status.images?.map((image) => image.name)).toEqual([pushed]);
     expect(await readFile(join(node.crio.confDir, '99-prestage-pinned-images'), 'utf8')).toContain(JSON.stringify(pushed));
-    // As rendered: the default reload, not privileged (root with SYS_PTRACE only), nothing written outside its mounts.
+    // As rendered: the default reload (CRI-O found by its command line), not privileged (root without any
+    // capability, no SYS_PTRACE), no path to the host's root, nothing written outside its mounts.
     expect(daemonSet.spec.template.spec.containers[0].args.some((arg: string) => arg.startsWith('--reload'))).toBe(false);
-    expect(daemonSet.spec.template.spec.containers[0].securityContext).toMatchObject({ privileged: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'], add: ['SYS_PTRACE'] } });
+    expect(daemonSet.spec.template.spec.containers[0].securityContext).toEqual({ runAsUser: 0, privileged: false, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] }, seLinuxOptions: { type: 'spc_t' } });
+    expect(JSON.stringify(daemonSet)).not.toContain('/proc/1');
+    // The pod's process has no capability at all (CapEff 0), yet it signalled CRI-O and wrote the drop-in.
+    expect(await effectiveCapabilities(node.crio.socketPath)).toBe('0000000000000000');
+    expect(readdirSync(node.crio.confDir).filter((name) => name.endsWith('.tmp'))).toEqual([]);
     const after = await core.readNamespacedPod({ namespace: NAMESPACE, name: pod.metadata?.name as string });
     expect(after.status?.containerStatuses?.[0]?.restartCount).toBe(0);
   }, 600_000);
@@ -174,38 +187,53 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
   }, 600_000);
 });
 
-/** The rendered DaemonSet, changed only where the test bed differs from a node (see the top). */
+/**
+ * The rendered DaemonSet, changed only where the test bed differs from a node (see the top): each
+ * host path it names (volume source, mount point and flag alike, as the DaemonSet mounts every host
+ * path at its own path) becomes the node's own copy under its directory.
+ */
 function testbedDaemonSet(manifests: Manifest[]) {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const daemonSet = manifests.find((manifest) => manifest.kind === 'DaemonSet') as any;
   const spec = daemonSet.spec.template.spec;
-  const sources: Record<string, string> = {
-    'crio-socket': node.crio.socketPath,
-    'crio-config': nodeDir, // holds crio.conf.d/ (the drop-in dir)
-    'image-store': node.crio.root,
+  const nodePaths: Record<string, string> = {
+    [NODE_PATHS.crioSocket]: node.crio.socketPath,
+    // Read-only: the node directory holds crio.conf (and, unlike /etc/crio, the rest of the node's files).
+    [NODE_PATHS.crioConfigDir]: nodeDir,
+    [NODE_PATHS.crioDropInDir]: node.crio.confDir,
+    [NODE_PATHS.kubeletPullSecret]: join(nodeDir, 'kubelet', 'config.json'),
+    [NODE_PATHS.registriesConf]: join(nodeDir, 'registries.conf'),
+    [NODE_PATHS.registriesConfDir]: join(nodeDir, 'registries.conf.d'),
+    [node.crio.root]: node.crio.root,
   };
-  for (const volume of spec.volumes) {
-    if (!(volume.name in sources)) throw new Error(`the DaemonSet has a new hostPath volume ${volume.name}: map it here`);
-    volume.hostPath.path = sources[volume.name];
-  }
+  const mapped = (path: string, what: string): string => {
+    const found = Object.keys(nodePaths).filter((hostPath) => path === hostPath || path.startsWith(`${hostPath}/`)).sort((a, b) => b.length - a.length)[0];
+    if (found === undefined) throw new Error(`the DaemonSet names a new host path ${path} (${what}): map it here`);
+    return `${nodePaths[found]}${path.slice(found.length)}`;
+  };
+  for (const volume of spec.volumes) volume.hostPath.path = mapped(volume.hostPath.path, `volume ${volume.name}`);
   const container = spec.containers[0];
-  // Host files read through the host's root: this node's copies sit in its directory.
-  const hostFiles: Record<string, string> = {
-    '/var/lib/kubelet/config.json': join(nodeDir, 'kubelet', 'config.json'),
-    '/etc/containers/registries.conf': join(nodeDir, 'registries.conf'),
-    '/etc/containers/registries.conf.d': join(nodeDir, 'registries.conf.d'),
-  };
+  for (const mount of container.volumeMounts) mount.mountPath = mapped(mount.mountPath, `mount ${mount.name}`);
   container.args = container.args.map((arg: string) => {
-    const match = /^(--[a-z-]+=\/proc\/1\/root)(\/.*)$/.exec(arg);
-    if (!match) return arg;
-    if (!((match[2] as string) in hostFiles)) throw new Error(`the DaemonSet reads a new host file ${match[2]}: map it here`);
-    return `${match[1]}${hostFiles[match[2] as string]}`;
+    const match = /^(--[a-z-]+=)(\/.*)$/.exec(arg);
+    return match ? `${match[1]}${mapped(match[2] as string, arg)}` : arg;
   });
   spec.hostNetwork = true;
   container.env.push({ name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' }, { name: 'KUBERNETES_SERVICE_PORT', value: new URL(cluster.apiServerUrl).port });
   return daemonSet;
 }
 
+/** CapEff of the agent's process on this host: the node process whose command line runs `prestage agent` with this socket. */
+async function effectiveCapabilities(socketPath: string): Promise<string> {
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    const cmdline = await readFile(join('/proc', pid, 'cmdline'), 'utf8').catch(() => '');
+    if (!cmdline.includes('\0agent\0') || !cmdline.includes(`--cri-socket=${socketPath}\0`)) continue;
+    const status = await readFile(join('/proc', pid, 'status'), 'utf8').catch(() => '');
+    const capEff = /^CapEff:\s*([0-9a-f]+)$/m.exec(status)?.[1];
+    if (capEff !== undefined) return capEff;
+  }
+  throw new Error(`no prestage agent process for ${socketPath} in /proc`);
+}
 
 async function findProjectedToken(podUid: string): Promise<string> {
   const volumes = join(kubeletRoot, 'pods', podUid, 'volumes', 'kubernetes.io~projected');

@@ -18,6 +18,8 @@ import { runCli as run } from './support/cli.js';
 import { AGENT_NAME } from '../src/api/names.js';
 
 const NAMESPACE = 'prestage';
+/** What the agents below need granted: one pull slot, and the Secret the pull-secret test names. */
+const GRANTS = ['--max-pulling-nodes', '1', '--pull-secret-name', 'team-pull'];
 let cluster: TestCluster;
 
 beforeAll(async () => {
@@ -59,6 +61,8 @@ describe('prestage install', () => {
       'RoleBinding/prestage-agent',
       'ValidatingAdmissionPolicy/prestage-agent-own-node',
       'ValidatingAdmissionPolicyBinding/prestage-agent-own-node',
+      'ValidatingAdmissionPolicy/prestage-agent-own-leases',
+      'ValidatingAdmissionPolicyBinding/prestage-agent-own-leases',
       'DaemonSet/prestage-agent',
     ]);
     const daemonSet = documents.at(-1) as unknown as { spec: { template: { spec: { hostPID: boolean; volumes: Array<{ name: string; hostPath: { path: string; type: string } }>; containers: Array<{ image: string; args: string[]; env: unknown[]; securityContext: unknown; volumeMounts: Array<{ mountPath: string; readOnly?: boolean }> }> } } } };
@@ -66,7 +70,7 @@ describe('prestage install', () => {
     const container = pod.containers[0]!;
     expect(container.image).toBe('registry.example/prestage:1.2.3');
     expect(container.args).toContain('--reserve=32Gi');
-    // The default reload (SIGHUP to CRI-O found in /proc): no --reload, hostPID.
+    // The default reload (SIGHUP to CRI-O found in /proc by its command line): no --reload, hostPID.
     expect(container.args.some((arg) => arg.startsWith('--reload'))).toBe(false);
     expect(pod.hostPID).toBe(true);
     expect(container.env).toEqual([
@@ -74,13 +78,17 @@ describe('prestage install', () => {
       { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
     ]);
-    // Host files it only reads come through the host's root: no hostPath creates a file or directory on a host.
-    expect(container.args).toEqual(expect.arrayContaining(['--pull-secret=/proc/1/root/var/lib/kubelet/config.json', '--registries-conf=/proc/1/root/etc/containers/registries.conf', '--registries-conf-dir=/proc/1/root/etc/containers/registries.conf.d']));
-    expect(pod.volumes.map((volume) => [volume.name, volume.hostPath.type])).toEqual([['crio-socket', 'Socket'], ['crio-config', 'Directory'], ['image-store', 'Directory']]);
-    // Not privileged: root with SYS_PTRACE only, spc_t for SELinux hosts.
+    // Host files at their own paths, each its own hostPath volume: nothing reaches the whole host filesystem.
+    expect(container.args).toEqual(expect.arrayContaining(['--pull-secret=/var/lib/kubelet/config.json', '--registries-conf=/etc/containers/registries.conf', '--registries-conf-dir=/etc/containers/registries.conf.d']));
+    expect(stdout).not.toContain('/proc/1');
+    expect(pod.volumes.map((volume) => [volume.name, volume.hostPath.type])).toEqual([
+      ['crio-socket', 'Socket'], ['crio-config', 'Directory'], ['crio-drop-ins', 'DirectoryOrCreate'], ['kubelet-pull-secret', 'FileOrCreate'],
+      ['registries-conf', 'File'], ['registries-conf-d', 'Directory'], ['image-store', 'Directory'],
+    ]);
+    // Not privileged: root without any capability, spc_t for SELinux hosts.
     expect(container.securityContext).toEqual({
       runAsUser: 0, privileged: false, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true,
-      capabilities: { drop: ['ALL'], add: ['SYS_PTRACE'] }, seLinuxOptions: { type: 'spc_t' },
+      capabilities: { drop: ['ALL'] }, seLinuxOptions: { type: 'spc_t' },
     });
     const namespace = documents.find((doc) => doc.kind === 'Namespace') as unknown as { metadata: { labels: Record<string, string> } };
     expect(namespace.metadata.labels).toMatchObject({ 'pod-security.kubernetes.io/enforce': 'privileged' });
@@ -92,7 +100,7 @@ describe('prestage install', () => {
     expect(code).toBe(0);
     const documents = yaml.loadAll(stdout) as Array<{ kind: string; metadata: { name: string; labels?: Record<string, string> }; rules?: unknown[]; allowHostPID?: boolean; allowPrivilegedContainer?: boolean; allowedCapabilities?: string[] }>;
     const scc = documents.find((doc) => doc.kind === 'SecurityContextConstraints');
-    expect(scc).toMatchObject({ metadata: { name: AGENT_NAME }, allowHostPID: true, allowPrivilegedContainer: false, allowedCapabilities: ['SYS_PTRACE'] });
+    expect(scc).toMatchObject({ metadata: { name: AGENT_NAME }, allowHostPID: true, allowPrivilegedContainer: false, allowedCapabilities: null, requiredDropCapabilities: ['ALL'] });
     expect(documents.find((doc) => doc.kind === 'Role' && doc.metadata.name === `${AGENT_NAME}-scc`)?.rules).toEqual([{ apiGroups: ['security.openshift.io'], resources: ['securitycontextconstraints'], resourceNames: [AGENT_NAME], verbs: ['use'] }]);
     expect(documents.find((doc) => doc.kind === 'Namespace')?.metadata.labels).toMatchObject({ 'security.openshift.io/scc.podSecurityLabelSync': 'false' });
   });
@@ -104,6 +112,8 @@ describe('prestage install', () => {
       [['install', '--image', 'Registry.example/Prestage:1'], expect.stringMatching(/^prestage: error: --image: invalid image reference "Registry.example\/Prestage:1": .*\n$/) as unknown as string],
       [['install', '--image', 'registry.example/prestage:1', '--namespace', 'Prestage_NS'], "prestage: error: --namespace Prestage_NS is not a namespace name (lower-case letters, digits and '-', at most 63)\n"],
       [['install', '--image', 'registry.example/prestage:1', '--apply', '--kubeconfig', cluster.kubeconfigPath, '--context', 'nowhere'], 'prestage: error: kubeconfig has no context nowhere\n'],
+      [['install', '--image', 'registry.example/prestage:1', '--pull-secret-name', 'Team_Pull'], "prestage: error: --pull-secret-name Team_Pull is not a Secret name (lower-case letters, digits, '-' and '.', at most 253)\n"],
+      [['install', '--image', 'registry.example/prestage:1', '--pull-secret-name', 'prestage-cache'], "prestage: error: --pull-secret-name prestage-cache: that Secret holds the cache's upstream credentials, which only the cache reads; name another Secret\n"],
     ];
     for (const [argv, message] of cases) {
       const result = await run(argv);
@@ -113,12 +123,12 @@ describe('prestage install', () => {
   });
 
   it('--apply applies everything server-side, and applying again changes nothing', async () => {
-    const first = await run(['install', '--image', 'registry.example/prestage:1.2.3', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+    const first = await run(['install', '--image', 'registry.example/prestage:1.2.3', ...GRANTS, '--apply', '--kubeconfig', cluster.kubeconfigPath]);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toContain('daemonset/prestage-agent serverside-applied');
     const daemonSet = await cluster.kubeConfig.makeApiClient(AppsV1Api).readNamespacedDaemonSet({ namespace: NAMESPACE, name: AGENT_NAME });
     const generation = daemonSet.metadata?.generation;
-    const second = await run(['install', '--image', 'registry.example/prestage:1.2.3', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+    const second = await run(['install', '--image', 'registry.example/prestage:1.2.3', ...GRANTS, '--apply', '--kubeconfig', cluster.kubeconfigPath]);
     expect(second.code, second.stderr).toBe(0);
     expect((await cluster.kubeConfig.makeApiClient(AppsV1Api).readNamespacedDaemonSet({ namespace: NAMESPACE, name: AGENT_NAME })).metadata?.generation).toBe(generation);
     const role = await cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api).readClusterRole({ name: AGENT_NAME });
@@ -160,7 +170,7 @@ describe('prestage install', () => {
     ).rejects.toMatchObject({ code: 403 });
     await expect(agentObjects.deleteClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: 'worker-0' })).rejects.toMatchObject({ code: 403 });
 
-    // The Role lets it take and give back a pull slot Lease in its namespace.
+    // The Role lets it take and give back a pull slot Lease in its namespace (one, as --max-pulling-nodes 1 makes).
     const pacer = new LeasePacer(new KubeClient(asAgent), { namespace: NAMESPACE, slots: 1, holder: 'worker-0', log });
     const slot = await pacer.acquire();
     const lease = await cluster.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: NAMESPACE, name: `${PULL_SLOT_PREFIX}0` });
@@ -169,7 +179,7 @@ describe('prestage install', () => {
     pacer.stop();
   });
 
-  it('lets an agent read a pull Secret a set names in its own namespace, and no Secret elsewhere', async () => {
+  it('lets an agent read the pull Secret named at install in its own namespace, and no Secret elsewhere', async () => {
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
     const dockerConfig = Buffer.from(JSON.stringify({ auths: { 'registry.example': { auth: Buffer.from('robot:pw').toString('base64') } } })).toString('base64');
     for (const namespace of [NAMESPACE, 'default']) {
@@ -180,7 +190,7 @@ describe('prestage install', () => {
     const own = await new KubeAgentCluster(new KubeClient(asAgent), 'worker-0', log, () => undefined, NAMESPACE).readPullSecret('team-pull');
     expect(own.entries.get('registry.example')).toEqual({ username: 'robot', password: 'pw' });
     await expect(new KubeAgentCluster(new KubeClient(asAgent), 'worker-0', log, () => undefined, 'default').readPullSecret('team-pull')).rejects.toThrow(
-      "pull secret default/team-pull: forbidden (403); the agent reads Secrets only in its own namespace (--namespace), where prestage install's Role lets it",
+      "pull secret default/team-pull: forbidden (403): the agent's Role grants get on no Secret named team-pull in default; grant it with prestage install --pull-secret-name team-pull --apply",
     );
     // get by name only: listing the Secrets of its own namespace is denied too.
     await expect(asAgent.makeApiClient(CoreV1Api).listNamespacedSecret({ namespace: NAMESPACE })).rejects.toMatchObject({ code: 403 });
@@ -197,13 +207,13 @@ describe('prestage install', () => {
     } as Manifest]);
     await waitForCrdsEstablished(cluster.kubeConfig, ['securitycontextconstraints.security.openshift.io']);
     const result = await waitFor('install --apply to see security.openshift.io', async () => {
-      const attempt = await run(['install', '--image', 'registry.example/prestage:1.2.3', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+      const attempt = await run(['install', '--image', 'registry.example/prestage:1.2.3', ...GRANTS, '--apply', '--kubeconfig', cluster.kubeconfigPath]);
       return attempt.stdout.includes('securitycontextconstraints/prestage-agent serverside-applied') ? attempt : undefined;
     }, 30_000, 1_000);
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toContain(`rolebinding/${AGENT_NAME}-scc serverside-applied`);
     const client = new KubeClient(cluster.kubeConfig);
-    expect(await client.get(`/apis/security.openshift.io/v1/securitycontextconstraints/${AGENT_NAME}`)).toMatchObject({ allowHostPID: true, allowedCapabilities: ['SYS_PTRACE'] });
+    expect(await client.get(`/apis/security.openshift.io/v1/securitycontextconstraints/${AGENT_NAME}`)).toMatchObject({ allowHostPID: true, requiredDropCapabilities: ['ALL'], runAsUser: { type: 'MustRunAs', uid: 0 } });
     expect((await client.get<{ metadata: { labels: Record<string, string> } }>(`/api/v1/namespaces/${NAMESPACE}`)).metadata.labels).toMatchObject({
       'pod-security.kubernetes.io/enforce': 'privileged',
       'security.openshift.io/scc.podSecurityLabelSync': 'false',

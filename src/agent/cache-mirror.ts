@@ -16,7 +16,7 @@
  * Nothing else changes. Without `--cache-mirror` the file is removed and CRI-O reloaded.
  */
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { writeFileAtomic } from '../atomic-file.js';
 import { BadInputError, ClusterError } from '../errors.js';
 import { CACHE_DROP_IN_NAME, loadRegistriesConf, parseRegistriesConf, type RegistriesConf, type RegistryEntry, type RegistryMirror } from './registries-conf.js';
@@ -174,7 +174,9 @@ export async function syncCacheDropIn(options: CacheDropInOptions): Promise<{ ch
     if (content === null) await rm(path, { force: true });
     else {
       await mkdir(registriesConfDir, { recursive: true });
-      await writeFileAtomic(path, content, dirname(registriesConfDir));
+      // Staged beside it under a dot name ending .tmp: containers/image reads only *.conf, and the
+      // DaemonSet mounts this directory alone (a rename across mounts fails).
+      await writeFileAtomic(path, content, registriesConfDir);
     }
   };
   await install(wanted);

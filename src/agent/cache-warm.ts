@@ -35,7 +35,8 @@ import { isUnreachable } from './image-sizes.js';
 import { LeasePacer } from './pacing.js';
 import { pacedRead, StreamPacer } from '../net/link-rate.js';
 
-export const CACHE_WARM_PREFIX = 'prestage-cache-warm-';
+export { CACHE_WARM_PREFIX } from '../api/names.js';
+import { CACHE_WARM_PREFIX } from '../api/names.js';
 export const CACHE_WARM_LABEL = 'prestage.dev/cache-warm';
 export const CACHE_WARMED_ANNOTATION = 'prestage.dev/cache-warmed';
 /** Keys kept in the record, newest last: about 75 bytes each, well inside an object's 256 KiB of annotations. */

@@ -9,8 +9,8 @@
  * ListImages reports the pins, and repeated when the file is right but CRI-O does not show it.
  */
 import { execFile } from 'node:child_process';
-import { readdir, readFile, rm, stat, statfs } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { readdir, readFile, rm, statfs } from 'node:fs/promises';
+import { basename, dirname, join, normalize, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { parse as parseToml } from 'smol-toml';
@@ -46,16 +46,26 @@ export function reloadWithSignal(pid: () => number | Promise<number>): CrioReloa
 
 /**
  * SIGHUP to the CRI-O process that reads `confDir`, found afresh in /proc on every reload (CRI-O
- * restarts with a new pid). Works from a pod with `hostPID: true`: /proc shows the host's
- * processes, and `/proc/<pid>/root` reaches each one's view of its config directory, which is
- * compared by device and inode with ours, so the right CRI-O is picked when several run.
+ * restarts with a new pid). Works from a pod with `hostPID: true` and no capability: /proc shows
+ * the host's processes, and their `comm` and `cmdline` are world-readable (their `root` and `cwd`
+ * would need CAP_SYS_PTRACE); a signal from uid 0 to CRI-O (uid 0) needs no CAP_KILL.
  */
 export function reloadCrioFoundInProc(confDir: string, proc = '/proc'): CrioReload {
   return reloadWithSignal(() => findCrioPid(confDir, proc));
 }
 
+/** CRI-O's drop-in directory when its command line names none (CRI-O's default). */
+export const CRIO_DEFAULT_CONFIG_DIR = '/etc/crio/crio.conf.d';
+
+/**
+ * The pid of the `crio` whose `--config-dir` (from its command line, else CRI-O's default) is
+ * `confDir` as a path: the DaemonSet mounts the drop-in directory at its host path, so the two
+ * name it alike. When no command line matches and exactly one crio runs, that one (its
+ * directory may come from CONTAINER_CONFIG_DIR, which /proc/<pid>/environ would show only with
+ * ptrace); the pins confirmed in ListImages catch a CRI-O that reads another directory.
+ */
 export async function findCrioPid(confDir: string, proc = '/proc'): Promise<number> {
-  const ours = await stat(confDir);
+  const ours = normalize(resolve(confDir)).replace(/\/+$/, '');
   const candidates: number[] = [];
   for (const entry of await readdir(proc)) {
     if (!/^\d+$/.test(entry)) continue;
@@ -64,12 +74,12 @@ export async function findCrioPid(confDir: string, proc = '/proc'): Promise<numb
     if (comm.trim() !== 'crio') continue;
     candidates.push(pid);
     const args = (await readFile(join(proc, entry, 'cmdline'), 'utf8').catch(() => '')).split('\0');
-    const configDir = flagValue(args, '--config-dir') ?? flagValue(args, '-d') ?? '/etc/crio/crio.conf.d';
-    // The process's own root and cwd: a relative --config-dir is relative to where it started.
-    const seen = await stat(join(proc, entry, configDir.startsWith('/') ? 'root' : 'cwd', configDir)).catch(() => undefined);
-    if (seen && seen.dev === ours.dev && seen.ino === ours.ino) return pid;
+    const configDir = flagValue(args, '--config-dir') ?? flagValue(args, '-d') ?? CRIO_DEFAULT_CONFIG_DIR;
+    // A relative --config-dir is relative to CRI-O's cwd, which only ptrace reveals: no match.
+    if (configDir.startsWith('/') && normalize(configDir).replace(/\/+$/, '') === ours) return pid;
   }
-  const hint = candidates.length === 0 ? 'no crio process is visible: the agent pod needs hostPID: true' : `crio pids ${candidates.join(', ')} read other directories`;
+  if (candidates.length === 1) return candidates[0] as number;
+  const hint = candidates.length === 0 ? 'no crio process is visible: the agent pod needs hostPID: true' : `crio pids ${candidates.join(', ')} name other --config-dir directories`;
   throw new ClusterError(`cannot find the CRI-O process that reads ${confDir} in ${proc} (${hint}); or pass --reload=systemctl|pidfile:<path>`);
 }
 
@@ -82,14 +92,41 @@ function flagValue(args: readonly string[], flag: string): string | undefined {
   return undefined;
 }
 
+/**
+ * One at a time: the agent's writes into a directory CRI-O scans, and its reloads, so no reload
+ * of this agent reads a half-written temp file.
+ */
+export class ConfigLock {
+  private tail: Promise<void> = Promise.resolve();
+  run<T>(work: () => Promise<T>): Promise<T> {
+    const turn = this.tail.then(work);
+    this.tail = turn.then(
+      () => undefined,
+      () => undefined,
+    );
+    return turn;
+  }
+}
+
+/** `reload` holding `lock`. */
+export function lockedReload(lock: ConfigLock, reload: CrioReload): CrioReload {
+  return () => lock.run(reload);
+}
+
 export interface CrioRuntimeOptions {
   readonly socketPath?: string;
   /** The drop-in prestage owns; default `/etc/crio/crio.conf.d/99-prestage-pinned-images`. */
   readonly dropInPath?: string;
   /** crio.conf, whose pins the drop-in carries too; default: `crio.conf` beside the drop-in directory. */
   readonly configPath?: string;
-  /** Where the new drop-in is staged: same filesystem, NOT the scanned directory. Default: its parent. */
+  /**
+   * Where the new drop-in is staged: the same mount as the drop-in (rename across mounts fails).
+   * Default: the drop-in's own directory, under a dot name; CRI-O reads every file there, so the
+   * write holds `lock`, which every reload of this agent holds too.
+   */
   readonly stagingDir?: string;
+  /** Shared with the reloads (pass the same lock to `lockedReload`); default: one of its own. */
+  readonly lock?: ConfigLock;
   /** Default: SIGHUP to the CRI-O found in /proc that reads the drop-in's directory. */
   readonly reload?: CrioReload;
   /** How long a reload may take to show in ListImages before it is sent again. */
@@ -102,11 +139,13 @@ export class CrioRuntime implements ImageRuntime {
   private readonly stagingDir: string;
   private readonly reload: CrioReload;
   private readonly settleMs: number;
+  private readonly lock: ConfigLock;
 
   private constructor(private readonly cri: CriClient, options: CrioRuntimeOptions) {
     this.dropInPath = options.dropInPath ?? DEFAULT_PIN_DROP_IN;
     this.configPath = options.configPath ?? join(dirname(dirname(this.dropInPath)), 'crio.conf');
-    this.stagingDir = options.stagingDir ?? dirname(dirname(this.dropInPath));
+    this.stagingDir = options.stagingDir ?? dirname(this.dropInPath);
+    this.lock = options.lock ?? new ConfigLock();
     this.reload = options.reload ?? reloadCrioFoundInProc(dirname(this.dropInPath));
     this.settleMs = options.pinSettleMs ?? 10_000;
   }
@@ -213,9 +252,16 @@ export class CrioRuntime implements ImageRuntime {
     }
   }
 
-  private async install(content: string | null): Promise<void> {
-    if (content === null) await rm(this.dropInPath, { force: true });
-    else await writeFileAtomic(this.dropInPath, content, this.stagingDir);
+  private install(content: string | null): Promise<void> {
+    return this.lock.run(async () => {
+      // A temp left by an agent killed mid-write: CRI-O would read it at its next start.
+      const stale = `.${basename(this.dropInPath)}.`;
+      for (const name of await readdir(this.stagingDir).catch(() => [] as string[])) {
+        if (name.startsWith(stale) && name.endsWith('.tmp')) await rm(join(this.stagingDir, name), { force: true });
+      }
+      if (content === null) await rm(this.dropInPath, { force: true });
+      else await writeFileAtomic(this.dropInPath, content, this.stagingDir);
+    });
   }
 }
 

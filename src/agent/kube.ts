@@ -132,7 +132,8 @@ export class KubeAgentCluster implements AgentCluster {
     } catch (error) {
       const status = error instanceof KubeApiError ? error.status : 0;
       if (status === 404) throw new Error(`${source} not found: create it (type ${DOCKER_CONFIG_JSON}) in namespace ${this.namespace}`);
-      if (status === 403) throw new Error(`${source}: forbidden (403); the agent reads Secrets only in its own namespace (--namespace), where prestage install's Role lets it`);
+      // The Role names each Secret it may read (resourceNames): the grant to add, on one line.
+      if (status === 403) throw new Error(`${source}: forbidden (403): the agent's Role grants get on no Secret named ${name} in ${this.namespace}; grant it with prestage install --pull-secret-name ${name} --apply`);
       throw clusterError(`cannot read ${source}`, error);
     }
     return pullSecretOfSecret(secret, source);

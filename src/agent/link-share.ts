@@ -19,7 +19,8 @@ import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.j
 import { LINK_WINDOW_MS, SYSTEM_CLOCK, WindowLedger, type Clock, type LedgerEntry } from '../net/link-rate.js';
 import { hasLayers, type SizeResult } from './image-sizes.js';
 
-export const LINK_LEASE = 'prestage-link';
+export { LINK_LEASE } from '../api/names.js';
+import { LINK_LEASE } from '../api/names.js';
 export const LINK_LEDGER_ANNOTATION = 'prestage.dev/link-ledger';
 /** Entries kept on the Lease: about 25 bytes each, far inside an object's 256 KiB of annotations. */
 const MAX_ENTRIES = 2_000;

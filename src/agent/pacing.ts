@@ -51,7 +51,8 @@ export interface LeasePacerOptions {
   readonly what?: string;
 }
 
-export const PULL_SLOT_PREFIX = 'prestage-pull-slot-';
+export { PULL_SLOT_PREFIX } from '../api/names.js';
+import { PULL_SLOT_PREFIX } from '../api/names.js';
 const DEFAULT_CONTENTION_JITTER_MS = 5_000;
 /** On every pull-slot Lease: the watch selects them by it. */
 export const PULL_SLOT_LABEL = 'prestage.dev/pull-slot';

@@ -18,3 +18,27 @@ export const DEFAULT_PIN_DROP_IN = '/etc/crio/crio.conf.d/99-prestage-pinned-ima
 /** The node's registries configuration, as CRI-O reads it. */
 export const DEFAULT_REGISTRIES_CONF = '/etc/containers/registries.conf';
 export const DEFAULT_REGISTRIES_CONF_DIR = '/etc/containers/registries.conf.d';
+
+/**
+ * Host paths the agent's DaemonSet mounts, each at the same path in the container: the agent
+ * names a path as CRI-O, the kubelet and containers/image name it on the host (CRI-O's
+ * `--config-dir` in its command line is compared with the drop-in directory as a string).
+ */
+export const NODE_PATHS = {
+  crioSocket: '/var/run/crio/crio.sock',
+  /** Read-only: crio.conf (its pins are carried), which CRI-O's own packages may not ship. */
+  crioConfigDir: '/etc/crio',
+  /** Read-write: the one directory the pin drop-in is written (and staged) in. */
+  crioDropInDir: '/etc/crio/crio.conf.d',
+  kubeletPullSecret: '/var/lib/kubelet/config.json',
+  registriesConf: DEFAULT_REGISTRIES_CONF,
+  /** Read-only, or read-write with `--cache` (the agent writes `99-prestage-cache.conf` there). */
+  registriesConfDir: DEFAULT_REGISTRIES_CONF_DIR,
+} as const;
+
+/** The Leases the agents write, in their namespace (src/agent/pacing.ts, link-share.ts, cache-warm.ts). */
+export const LINK_LEASE = 'prestage-link';
+export const PULL_SLOT_PREFIX = 'prestage-pull-slot-';
+export const CACHE_WARM_PREFIX = 'prestage-cache-warm-';
+/** One warm slot: the cache is filled by one node at a time. */
+export const CACHE_WARM_LEASE = `${CACHE_WARM_PREFIX}0`;

@@ -6,7 +6,7 @@ import { readFileSync, watch } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import type { Logger } from 'pino';
 import type { Argv } from 'yargs';
-import { CrioRuntime, DEFAULT_CRIO_SOCKET, reloadCrioFoundInProc, reloadWithSignal, reloadWithSystemctl, type CrioReload } from '../agent/crio.js';
+import { ConfigLock, CrioRuntime, DEFAULT_CRIO_SOCKET, lockedReload, reloadCrioFoundInProc, reloadWithSignal, reloadWithSystemctl, type CrioReload } from '../agent/crio.js';
 import { serveAgentHttp } from '../agent/http.js';
 import { RegistryImageSizes } from '../agent/image-sizes.js';
 import { CACHE_DROP_IN_NAME, parseCacheMirrors, syncCacheDropIn } from '../agent/cache-mirror.js';
@@ -89,8 +89,10 @@ export function agentCommand(ctx: CommandContext) {
       const log = createLogger(level, ctx.stderr).child({ node: nodeName });
       const cacheMirrors = parseCacheMirrors(args['cache-mirror']);
       const metrics = new AgentMetrics();
-      const reload = reloadFrom(args.reload, dirname(args['drop-in']));
-      const runtime = await CrioRuntime.connect({ socketPath: args['cri-socket'], dropInPath: args['drop-in'], reload });
+      // The pin drop-in is staged in the directory CRI-O scans: no reload of ours while it is written.
+      const configLock = new ConfigLock();
+      const reload = lockedReload(configLock, reloadFrom(args.reload, dirname(args['drop-in'])));
+      const runtime = await CrioRuntime.connect({ socketPath: args['cri-socket'], dropInPath: args['drop-in'], reload, lock: configLock });
       // Before any pull: the node's registries as the flags say (the cache first, or no cache drop-in). Again at
       // every resync: the MCO rewrites registries.conf when mirror sets change, and the carried entries must follow.
       let lastCacheError: string | undefined;

@@ -23,6 +23,12 @@ export function installCommand(ctx: CommandContext) {
         .option('image', { type: 'string', describe: 'The agent image the DaemonSet runs (required): build and push it with `prestage image push`' })
         .option('namespace', { alias: 'n', type: 'string', default: 'prestage', describe: 'Namespace of the agent' })
         .option('image-store', { type: 'string', default: DEFAULT_IMAGE_STORE, describe: "CRI-O's storage root (crio.conf `root`), mounted read-only for the disk check" })
+        .option('pull-secret-name', {
+          type: 'string',
+          array: true,
+          default: [] as string[],
+          describe: "A Secret in the agent's namespace that sets may name in spec.pullSecrets (repeatable): the agent may get these Secrets by name and no other",
+        })
         .option('agent-arg', { type: 'string', array: true, default: [] as string[], describe: 'Extra `prestage agent` flag for the DaemonSet (repeatable)' })
         .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Cluster-wide cap on the slow link for every set (20MiB/s, 100Mbit/s): the agents\' --link-rate, one budget all nodes\' pulls draw on; with --cache it paces the cache warm' })
         .option('max-pulling-nodes', { type: 'number', coerce: integerAtLeast('max-pulling-nodes', 1), describe: 'At most this many nodes pull at once (the agents\' --max-pulling-nodes)' })
@@ -61,7 +67,8 @@ export function installCommand(ctx: CommandContext) {
         ...(args['link-rate'] !== undefined ? [`--link-rate=${Math.round(args['link-rate'])}`] : []),
         ...(args['max-pulling-nodes'] !== undefined ? [`--max-pulling-nodes=${args['max-pulling-nodes']}`] : []),
       ];
-      const options = { namespace: args.namespace, image, agentArgs, imageStore: args['image-store'] };
+      const pullSecretNames = checkedPullSecretNames(args['pull-secret-name']);
+      const options = { namespace: args.namespace, image, agentArgs, imageStore: args['image-store'], pullSecretNames };
       const cache = args.cache ? cacheOptionsFrom(args) : undefined;
       if (!args.apply) {
         let cacheManifestList: Manifest[] = [];
@@ -82,7 +89,7 @@ export function installCommand(ctx: CommandContext) {
       const admissionPolicy = minor >= ADMISSION_POLICY_MIN_MINOR;
       if (!admissionPolicy) {
         ctx.stderr.write(
-          `prestage: warning: Kubernetes 1.${minor} has no node-name claim in pod-bound tokens (1.${ADMISSION_POLICY_MIN_MINOR}+), so the admission policy that keeps each agent to its own node's NodePinnedImages is left out: any agent may write any node's status\n`,
+          `prestage: warning: Kubernetes 1.${minor} has no node-name claim in pod-bound tokens (1.${ADMISSION_POLICY_MIN_MINOR}+), so the admission policies that keep each agent to its own node's NodePinnedImages and its own Leases are left out: any agent may write any node's status and take the other nodes' Leases\n`,
         );
       }
       const openshift = args.openshift ?? (await client.find('/apis/security.openshift.io/v1')) !== undefined;
@@ -128,6 +135,15 @@ export function installCommand(ctx: CommandContext) {
       if (args.cache === false) for (const line of await deleteCache(client, args.namespace)) ctx.stdout.write(`${line}\n`);
     },
   };
+}
+
+/** `--pull-secret-name`: Secret names (DNS subdomains), never the cache's upstream credentials. */
+function checkedPullSecretNames(names: readonly string[]): string[] {
+  for (const name of names) {
+    if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(name)) throw new BadInputError(`--pull-secret-name ${name} is not a Secret name (lower-case letters, digits, '-' and '.', at most 253)`);
+    if (name === CACHE_NAME) throw new BadInputError(`--pull-secret-name ${name}: that Secret holds the cache's upstream credentials, which only the cache reads; name another Secret`);
+  }
+  return [...new Set(names)].sort();
 }
 
 /**

@@ -1,15 +1,16 @@
 /**
  * What `prestage install` puts in a cluster, as plain objects: the CRDs, a namespace, the
- * agent's ServiceAccount with least-privilege RBAC, the agent DaemonSet, and an admission
- * policy so a node's agent can write only its own node's NodePinnedImages.
+ * agent's ServiceAccount with least-privilege RBAC and admission policies (agent-access.ts), the
+ * agent DaemonSet with the host paths it uses and nothing else mounted, and on OpenShift the SCC
+ * that allows exactly that DaemonSet. Every grant's reason: docs/node-agent.md.
  */
 import yaml from 'js-yaml';
-import { GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS } from '../api/prestage.js';
 import type { Manifest } from './apply.js';
-import { DEFAULT_PIN_DROP_IN } from '../api/names.js';
-import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../api/names.js';
-import { AGENT_NAME } from '../api/names.js';
+import { AGENT_NAME, DEFAULT_PIN_DROP_IN, NODE_PATHS } from '../api/names.js';
 import { CRDS } from '../api/prestage-crds.js';
+import { agentAccess } from './agent-access.js';
+
+export { NODE_NAME_EXTRA } from './agent-access.js';
 
 export interface InstallOptions {
   readonly namespace: string;
@@ -23,9 +24,10 @@ export interface InstallOptions {
   /** OpenShift (security.openshift.io served): a SecurityContextConstraints the agent's ServiceAccount may use. */
   readonly openshift?: boolean;
   /**
-   * The ValidatingAdmissionPolicy that keeps each agent to its own node's NodePinnedImages. It
-   * needs Kubernetes 1.30 (ValidatingAdmissionPolicy v1) and 1.32 (the node-name claim of pod-bound
-   * tokens); without them it is left out, and any agent may write any node's status.
+   * The ValidatingAdmissionPolicies that keep each agent to its own node's NodePinnedImages and to
+   * its own Leases. They need Kubernetes 1.30 (ValidatingAdmissionPolicy v1) and 1.32 (the
+   * node-name claim of pod-bound tokens); without them they are left out, and any agent may write
+   * any node's status and take any of the agents' Leases.
    */
   readonly admissionPolicy?: boolean;
   /**
@@ -33,16 +35,25 @@ export interface InstallOptions {
    * `$(HOST_IP)` in it is each node's own address (the DaemonSet sets HOST_IP from status.hostIP).
    */
   readonly cacheMirrorArg?: string;
+  /** The Secrets sets may name in `spec.pullSecrets` (`install --pull-secret-name`): the only ones the agent may get. */
+  readonly pullSecretNames?: readonly string[];
 }
 
 export const DEFAULT_IMAGE_STORE = '/var/lib/containers/storage';
-/** Host files the agent only reads: through the host's root (hostPID), so no hostPath creates them. */
-export const HOST_ROOT = '/proc/1/root';
 
-/** The extra a pod-bound ServiceAccount token carries (Kubernetes 1.32+): the pod's node. */
-export const NODE_NAME_EXTRA = 'authentication.kubernetes.io/node-name';
 /** The first Kubernetes minor whose pod-bound tokens carry NODE_NAME_EXTRA (ValidatingAdmissionPolicy v1: 1.30). */
 export const ADMISSION_POLICY_MIN_MINOR = 32;
+
+/** The agents' `--max-pulling-nodes` (the last one given): how many pull-slot Leases they write. */
+export function pullSlotsOf(options: Pick<InstallOptions, 'agentArgs'>): number {
+  let slots = 0;
+  const args = options.agentArgs ?? [];
+  args.forEach((arg, index) => {
+    const value = arg === '--max-pulling-nodes' ? args[index + 1] : /^--max-pulling-nodes=(.*)$/.exec(arg)?.[1];
+    if (value !== undefined && /^\d+$/.test(value)) slots = Number(value);
+  });
+  return slots;
+}
 
 /** In apply order: CRDs and the namespace before what lives in them. */
 export function installManifests(options: InstallOptions): Manifest[] {
@@ -50,7 +61,7 @@ export function installManifests(options: InstallOptions): Manifest[] {
   const port = options.metricsPort ?? 9464;
   const imageStore = options.imageStore ?? DEFAULT_IMAGE_STORE;
   const labels = { 'app.kubernetes.io/name': AGENT_NAME, 'app.kubernetes.io/part-of': 'prestage' };
-  const serviceAccountUser = `system:serviceaccount:${namespace}:${AGENT_NAME}`;
+  const writesRegistries = options.cacheMirrorArg !== undefined || (options.agentArgs ?? []).some((arg) => arg.startsWith('--cache-mirror'));
   return [
     ...(CRDS as unknown as Manifest[]),
     {
@@ -60,7 +71,7 @@ export function installManifests(options: InstallOptions): Manifest[] {
         name: namespace,
         labels: {
           ...labels,
-          // hostPID, hostPath and added capabilities are beyond the baseline profile: Pod Security
+          // hostPID, hostPath volumes and SELinux type spc_t are beyond the baseline profile: Pod Security
           // admission must allow the privileged level here (and only here).
           'pod-security.kubernetes.io/enforce': 'privileged',
           'pod-security.kubernetes.io/audit': 'privileged',
@@ -71,48 +82,8 @@ export function installManifests(options: InstallOptions): Manifest[] {
       },
     },
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: AGENT_NAME, namespace, labels } },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name: AGENT_NAME, labels },
-      rules: [
-        { apiGroups: [GROUP], resources: [PINNED_IMAGE_SETS], verbs: ['get', 'list', 'watch'] },
-        // Create its own object once; after that only the status subresource (no spec edits, no deletes).
-        { apiGroups: [GROUP], resources: [NODE_PINNED_IMAGES], verbs: ['get', 'create'] },
-        { apiGroups: [GROUP], resources: [`${NODE_PINNED_IMAGES}/status`], verbs: ['get', 'update', 'patch'] },
-        // Its own Node's labels decide which sets select it.
-        { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
-      ],
-    },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: AGENT_NAME, labels },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: AGENT_NAME },
-      subjects: [{ kind: 'ServiceAccount', name: AGENT_NAME, namespace }],
-    },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'Role',
-      metadata: { name: AGENT_NAME, namespace, labels },
-      rules: [
-        // The pull-slot Leases (`--max-pulling-nodes`) live in the agent's namespace; watched, not polled.
-        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update'] },
-        // Warning Events about its Node, here rather than cluster-wide.
-        { apiGroups: [''], resources: ['events'], verbs: ['create'] },
-        // The Secrets sets name in spec.pullSecrets: get by name, here only; no list, no watch.
-        { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
-      ],
-    },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'RoleBinding',
-      metadata: { name: AGENT_NAME, namespace, labels },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: AGENT_NAME },
-      subjects: [{ kind: 'ServiceAccount', name: AGENT_NAME, namespace }],
-    },
+    ...agentAccess({ namespace, labels, pullSecretNames: options.pullSecretNames ?? [], pullSlots: pullSlotsOf(options), admissionPolicy: options.admissionPolicy !== false }),
     ...(options.openshift ? openshiftSecurity(namespace, labels) : []),
-    ...(options.admissionPolicy === false ? [] : ownNodePolicy(serviceAccountUser, labels)),
     {
       apiVersion: 'apps/v1',
       kind: 'DaemonSet',
@@ -127,8 +98,7 @@ export function installManifests(options: InstallOptions): Manifest[] {
             priorityClassName: 'system-node-critical',
             // Every node, control plane included.
             tolerations: [{ operator: 'Exists' }],
-            // The host's processes: CRI-O's pid (the reload is a SIGHUP to it) and the host's root
-            // through /proc/1/root (the files the agent only reads).
+            // The host's processes: CRI-O's pid, from /proc/<pid>/comm and cmdline (the reload is a SIGHUP to it).
             hostPID: true,
             containers: [
               {
@@ -137,10 +107,11 @@ export function installManifests(options: InstallOptions): Manifest[] {
                 args: [
                   'agent',
                   `--port=${port}`,
+                  `--cri-socket=${NODE_PATHS.crioSocket}`,
                   `--drop-in=${DEFAULT_PIN_DROP_IN}`,
-                  `--pull-secret=${HOST_ROOT}/var/lib/kubelet/config.json`,
-                  `--registries-conf=${HOST_ROOT}${DEFAULT_REGISTRIES_CONF}`,
-                  `--registries-conf-dir=${HOST_ROOT}${DEFAULT_REGISTRIES_CONF_DIR}`,
+                  `--pull-secret=${NODE_PATHS.kubeletPullSecret}`,
+                  `--registries-conf=${NODE_PATHS.registriesConf}`,
+                  `--registries-conf-dir=${NODE_PATHS.registriesConfDir}`,
                   ...(options.cacheMirrorArg !== undefined ? [options.cacheMirrorArg] : []),
                   ...(options.agentArgs ?? []),
                 ],
@@ -156,32 +127,44 @@ export function installManifests(options: InstallOptions): Manifest[] {
                 livenessProbe: { httpGet: { path: '/healthz', port }, periodSeconds: 30, failureThreshold: 3 },
                 resources: { requests: { cpu: '10m', memory: '64Mi' }, limits: { memory: '256Mi' } },
                 securityContext: {
-                  // root: the drop-in directory, the CRI socket and the host files it reads are root's.
+                  // uid 0, without any capability: the drop-in directory, CRI-O's socket (0660) and the
+                  // kubelet's pull secret (0600) are root's, and a signal from uid 0 to CRI-O (uid 0)
+                  // needs no CAP_KILL.
                   runAsUser: 0,
                   privileged: false,
                   allowPrivilegeEscalation: false,
                   readOnlyRootFilesystem: true,
-                  // SYS_PTRACE, only: /proc/<pid>/root of CRI-O and of the host's init (a process with
-                  // more capabilities than ours); signalling CRI-O (same uid) needs no capability.
-                  capabilities: { drop: ['ALL'], add: ['SYS_PTRACE'] },
-                  // SELinux hosts (RHCOS): container_t may not write /etc/crio nor signal CRI-O.
+                  capabilities: { drop: ['ALL'] },
+                  // SELinux hosts (RHCOS): container_t may not write CRI-O's drop-in directory, connect to
+                  // its socket nor signal it.
                   seLinuxOptions: { type: 'spc_t' },
                 },
+                // Each at its host path: CRI-O's --config-dir names the drop-in directory as the host does.
                 volumeMounts: [
-                  { name: 'crio-socket', mountPath: '/var/run/crio/crio.sock' },
-                  // All of /etc/crio: the drop-in is staged in /etc/crio and renamed into crio.conf.d,
-                  // which needs both on one mount.
-                  { name: 'crio-config', mountPath: '/etc/crio' },
+                  { name: 'crio-socket', mountPath: NODE_PATHS.crioSocket },
+                  // Read-only: crio.conf, whose pins the drop-in carries (a directory: CRI-O's packages may ship none).
+                  { name: 'crio-config', mountPath: NODE_PATHS.crioConfigDir, readOnly: true },
+                  // The one directory written: the drop-in, staged beside it under a dot name (a rename
+                  // across mounts fails).
+                  { name: 'crio-drop-ins', mountPath: NODE_PATHS.crioDropInDir },
+                  { name: 'kubelet-pull-secret', mountPath: NODE_PATHS.kubeletPullSecret, readOnly: true },
+                  { name: 'registries-conf', mountPath: NODE_PATHS.registriesConf, readOnly: true },
+                  // Written only with --cache-mirror (its 99-prestage-cache.conf drop-in).
+                  { name: 'registries-conf-d', mountPath: NODE_PATHS.registriesConfDir, ...(writesRegistries ? {} : { readOnly: true }) },
                   // Free space is statfs() of the image filesystem CRI-O reports, at its host path.
                   // HostToContainer: CRI-O's own mounts below it stay visible (and CRI-O insists on it).
                   { name: 'image-store', mountPath: imageStore, readOnly: true, mountPropagation: 'HostToContainer' },
                 ],
               },
             ],
-            // Only what must exist already: nothing is created on a host.
             volumes: [
-              { name: 'crio-socket', hostPath: { path: '/var/run/crio/crio.sock', type: 'Socket' } },
-              { name: 'crio-config', hostPath: { path: '/etc/crio', type: 'Directory' } },
+              { name: 'crio-socket', hostPath: { path: NODE_PATHS.crioSocket, type: 'Socket' } },
+              { name: 'crio-config', hostPath: { path: NODE_PATHS.crioConfigDir, type: 'Directory' } },
+              { name: 'crio-drop-ins', hostPath: { path: NODE_PATHS.crioDropInDir, type: 'DirectoryOrCreate' } },
+              // Absent on nodes whose kubelet has no pull secret: an empty file reads as none (agent and kubelet alike).
+              { name: 'kubelet-pull-secret', hostPath: { path: NODE_PATHS.kubeletPullSecret, type: 'FileOrCreate' } },
+              { name: 'registries-conf', hostPath: { path: NODE_PATHS.registriesConf, type: 'File' } },
+              { name: 'registries-conf-d', hostPath: { path: NODE_PATHS.registriesConfDir, type: writesRegistries ? 'DirectoryOrCreate' : 'Directory' } },
               { name: 'image-store', hostPath: { path: imageStore, type: 'Directory' } },
             ],
           },
@@ -191,44 +174,10 @@ export function installManifests(options: InstallOptions): Manifest[] {
   ];
 }
 
-/** Only the agent of node X may write NodePinnedImages X: the node name in its pod-bound token. */
-function ownNodePolicy(serviceAccountUser: string, labels: Record<string, string>): Manifest[] {
-  return [
-    {
-      apiVersion: 'admissionregistration.k8s.io/v1',
-      kind: 'ValidatingAdmissionPolicy',
-      metadata: { name: `${AGENT_NAME}-own-node`, labels },
-      spec: {
-        failurePolicy: 'Fail',
-        matchConstraints: {
-          resourceRules: [
-            { apiGroups: [GROUP], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: [NODE_PINNED_IMAGES, `${NODE_PINNED_IMAGES}/status`] },
-          ],
-        },
-        matchConditions: [{ name: 'is-the-agent', expression: `request.userInfo.username == '${serviceAccountUser}'` }],
-        validations: [
-          {
-            // Only a token bound to a pod on node X (its extra names X) may write NodePinnedImages X.
-            expression: `has(request.userInfo.extra) && '${NODE_NAME_EXTRA}' in request.userInfo.extra && request.userInfo.extra['${NODE_NAME_EXTRA}'] == [object.metadata.name]`,
-            messageExpression: `'${AGENT_NAME} may write only the NodePinnedImages of its own node, not ' + object.metadata.name`,
-            reason: 'Forbidden',
-          },
-        ],
-      },
-    },
-    {
-      apiVersion: 'admissionregistration.k8s.io/v1',
-      kind: 'ValidatingAdmissionPolicyBinding',
-      metadata: { name: `${AGENT_NAME}-own-node`, labels },
-      spec: { policyName: `${AGENT_NAME}-own-node`, validationActions: ['Deny'] },
-    },
-  ];
-}
-
 /**
  * OpenShift admits pods through SecurityContextConstraints: one that allows exactly what the
- * DaemonSet asks for (hostPID, the three hostPath volumes, root, SYS_PTRACE, spc_t), usable by the
- * agent's ServiceAccount alone.
+ * DaemonSet asks for (hostPID, hostPath volumes, uid 0, no capability, a read-only root, spc_t),
+ * usable by the agent's ServiceAccount alone.
  */
 function openshiftSecurity(namespace: string, labels: Record<string, string>): Manifest[] {
   return [
@@ -244,11 +193,12 @@ function openshiftSecurity(namespace: string, labels: Record<string, string>): M
       allowHostPorts: false,
       allowPrivilegedContainer: false,
       allowPrivilegeEscalation: false,
-      allowedCapabilities: ['SYS_PTRACE'],
+      allowedCapabilities: null,
       defaultAddCapabilities: null,
-      requiredDropCapabilities: null,
-      readOnlyRootFilesystem: false,
-      runAsUser: { type: 'RunAsAny' },
+      requiredDropCapabilities: ['ALL'],
+      readOnlyRootFilesystem: true,
+      runAsUser: { type: 'MustRunAs', uid: 0 },
+      // RunAsAny: MustRunAs would also fix the MCS level (from the namespace), which spc_t does not use.
       seLinuxContext: { type: 'RunAsAny' },
       fsGroup: { type: 'RunAsAny' },
       supplementalGroups: { type: 'RunAsAny' },
