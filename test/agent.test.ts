@@ -249,7 +249,7 @@ describe('CRI-O reload', () => {
     for (const testNode of cluster.nodes) expect(await findCrioPid(testNode.crio.confDir)).toBe(testNode.crio.pid);
     // Other test beds may run CRI-Os too: every pid this one runs is named, none picked.
     const error = (await findCrioPid(cluster.dir).catch((caught: Error) => caught)) as Error;
-    expect(error.message).toMatch(new RegExp(`^cannot find the CRI-O process that reads ${cluster.dir} in /proc \\(crio pids [\\d, ]+ read other directories\\); or pass --reload=systemctl\\|pidfile:<path>$`));
+    expect(error.message).toMatch(new RegExp(`^cannot find the CRI-O process that reads ${cluster.dir} in /proc \\(crio pids [\\d, ]+ name other --config-dir directories\\); or pass --reload=systemctl\\|pidfile:<path>$`));
     for (const testNode of cluster.nodes) expect(error.message).toContain(String(testNode.crio.pid));
   });
 
