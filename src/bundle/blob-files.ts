@@ -3,14 +3,13 @@
  * files, and checked against their digest before a byte of them is used or leaves the
  * machine. A missing or altered blob is one line naming it and the fix.
  */
-import { createHash } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { BadInputError } from '../errors.js';
 import { sha256 } from '../registry/client.js';
 import type { Descriptor } from '../registry/manifest.js';
 import { formatBytes } from '../units.js';
-import { openRegularFile, readBoundedFile } from './bundle-reads.js';
+import { hashOpenFile, openRegularFile, readBoundedFile, readOpenFile } from './bundle-reads.js';
 import { blobPath } from './layout.js';
 
 /**
@@ -55,28 +54,23 @@ export async function openVerifiedBlob(dir: string, blob: Descriptor): Promise<V
   const { handle } = file;
   try {
     if (file.size !== blob.size) throw corrupt(`blob ${blob.digest} is corrupt (${formatBytes(file.size)}, not ${formatBytes(blob.size)})`);
-    const whole = blob.size <= IN_MEMORY_BYTES;
-    const buffer = Buffer.alloc(whole ? blob.size : IN_MEMORY_BYTES);
-    const hash = createHash('sha256');
-    let size = 0;
-    for (;;) {
-      const { bytesRead } = await handle.read(buffer, whole ? size : 0, buffer.length - (whole ? size : 0), size);
-      if (bytesRead === 0) break;
-      hash.update(buffer.subarray(whole ? size : 0, (whole ? size : 0) + bytesRead));
-      size += bytesRead;
-      if (whole && size === buffer.length) break;
-    }
-    const digest = `sha256:${hash.digest('hex')}`;
-    if (size !== blob.size || digest !== blob.digest) throw corrupt(`blob ${blob.digest} is corrupt (${formatBytes(size)} hashing to ${digest})`);
-    if (whole) {
+    if (blob.size <= IN_MEMORY_BYTES) {
+      const bytes = await readOpenFile(handle, blob.size);
       await handle.close();
-      return { stream: () => Readable.from([buffer], { objectMode: false }), close: async () => undefined };
+      checkDigest(blob, bytes.length, sha256(bytes));
+      return { stream: () => Readable.from([bytes], { objectMode: false }), close: async () => undefined };
     }
+    const { digest, size } = await hashOpenFile(handle);
+    checkDigest(blob, size, digest);
   } catch (err) {
-    await handle.close();
+    await handle.close().catch(() => undefined);
     throw err;
   }
   return { stream: () => handle.createReadStream({ start: 0, autoClose: false }), close: () => handle.close() };
+}
+
+function checkDigest(blob: Descriptor, size: number, digest: string): void {
+  if (size !== blob.size || digest !== blob.digest) throw corrupt(`blob ${blob.digest} is corrupt (${formatBytes(size)} hashing to ${digest})`);
 }
 
 export function corrupt(what: string): BadInputError {

@@ -4,6 +4,7 @@
  * device or directory in its place is refused, and a FIFO is never waited on), every
  * read into memory bounded by a size chosen for the file, refused before it is read.
  */
+import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { BadInputError } from '../errors.js';
@@ -78,16 +79,31 @@ export async function readBoundedFile(path: string, kind: BoundedFile, what: str
   const { handle, size } = await openRegularFile(path, what);
   try {
     checkBound(kind, size, what);
-    const bytes = Buffer.alloc(size);
-    let at = 0;
-    while (at < size) {
-      const { bytesRead } = await handle.read(bytes, at, size - at, at);
-      if (bytesRead === 0) break;
-      at += bytesRead;
-    }
-    // A file that shrank while read gives what it had; one that grew is cut at the size checked.
-    return bytes.subarray(0, at);
+    return await readOpenFile(handle, size);
   } finally {
     await handle.close();
   }
+}
+
+/** The first `size` bytes of an open file: a file that shrank while read gives what it had; one that grew is cut at `size`. */
+export async function readOpenFile(handle: FileHandle, size: number): Promise<Buffer> {
+  const bytes = Buffer.alloc(size);
+  let at = 0;
+  while (at < size) {
+    const { bytesRead } = await handle.read(bytes, at, size - at, at);
+    if (bytesRead === 0) break;
+    at += bytesRead;
+  }
+  return bytes.subarray(0, at);
+}
+
+/** An open file's sha256 digest and size, read from its start (the handle stays open). */
+export async function hashOpenFile(handle: FileHandle): Promise<{ digest: string; size: number }> {
+  const hash = createHash('sha256');
+  let size = 0;
+  for await (const chunk of handle.createReadStream({ start: 0, autoClose: false })) {
+    hash.update(chunk as Buffer);
+    size += (chunk as Buffer).length;
+  }
+  return { digest: `sha256:${hash.digest('hex')}`, size };
 }

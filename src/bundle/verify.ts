@@ -2,7 +2,6 @@
  * `bundle verify`: re-hash every blob against its name, then walk index.json → manifests →
  * configs and layers, and name each missing or corrupt blob with the images that need it.
  */
-import { createHash } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
@@ -11,10 +10,9 @@ import { parseManifest } from '../registry/manifest.js';
 import { isDigest, parseReference } from '../registry/reference.js';
 import { signedDigestOfTag } from '../signatures/sigstore.js';
 import { readVerifiedBlob } from './blob-files.js';
-import { openRegularFile } from './bundle-reads.js';
+import { hashOpenFile, openRegularFile } from './bundle-reads.js';
 import { keptPlatforms, manifestBlobs } from './content.js';
 import { BLOBS_DIR, blobPath, REF_NAME, type Bundle } from './layout.js';
-
 
 /** `unreferenced`: a damaged file no image needs (it would still travel in an archive). */
 export type BlobRole = 'manifest' | 'config' | 'layer' | 'signature' | 'unreferenced';
@@ -70,17 +68,13 @@ export async function hashBlobs(dir: string, digests: readonly string[]): Promis
       corrupt.add(digest);
       return;
     }
-    const hash = createHash('sha256');
-    let size = 0;
+    let hashed: { digest: string; size: number };
     try {
-      for await (const chunk of file.handle.createReadStream({ start: 0, autoClose: false })) {
-        hash.update(chunk as Buffer);
-        size += (chunk as Buffer).length;
-      }
+      hashed = await hashOpenFile(file.handle);
     } finally {
       await file.handle.close();
     }
-    if (`sha256:${hash.digest('hex')}` === digest) verified.set(digest, size);
+    if (hashed.digest === digest) verified.set(digest, hashed.size);
     else corrupt.add(digest);
   })));
   return { verified, corrupt };
