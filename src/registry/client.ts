@@ -35,7 +35,6 @@ export interface ResolvedImage {
   readonly manifestBytes: number;
 }
 
-
 /** Bytes of a blob already held (a partial file) and their running hash: where a read continues. */
 export interface BlobResume {
   readonly offset: number;

@@ -17,6 +17,19 @@ export interface Hop {
   readonly keepAuthorization: boolean;
 }
 
+/**
+ * A place a server points prestage at (a redirect, a token realm), refused unless it is http(s)
+ * on an address that is not link-local; `pointed` starts the message (`reg: redirected to`).
+ */
+export function refuseOffTheWeb(url: URL, pointed: string): void {
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw new RegistryError(`${pointed} a ${url.protocol.replace(':', '')} URL, not http(s); refusing it (a broken or hostile server)`);
+  }
+  if (isLinkLocalHost(url.hostname)) {
+    throw new RegistryError(`${pointed} the link-local address ${url.hostname} (a cloud metadata service's range); refusing it (a broken or hostile server)`);
+  }
+}
+
 export function followRedirect(from: string, location: string, hops: number, what: string): Hop {
   if (hops > MAX_REDIRECTS) throw new RegistryError(`${what}: more than ${MAX_REDIRECTS} redirects`);
   let next: URL;
@@ -26,12 +39,7 @@ export function followRedirect(from: string, location: string, hops: number, wha
     throw new RegistryError(`${what}: redirected to something that is not a URL; refusing it`);
   }
   const prev = new URL(from);
-  if (next.protocol !== 'https:' && next.protocol !== 'http:') {
-    throw new RegistryError(`${what}: redirected to a ${next.protocol.replace(':', '')} URL, not http(s); refusing it (a broken or hostile server)`);
-  }
-  if (isLinkLocalHost(next.hostname)) {
-    throw new RegistryError(`${what}: redirected to the link-local address ${next.hostname} (a cloud metadata service's range); refusing it (a broken or hostile server)`);
-  }
+  refuseOffTheWeb(next, `${what}: redirected to`);
   if (prev.protocol === 'https:' && next.protocol !== 'https:') {
     throw new RegistryError(`${what}: redirected from HTTPS to ${next.protocol.replace(':', '')} (${next.host}); refusing a downgrade`);
   }

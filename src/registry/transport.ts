@@ -8,13 +8,12 @@ import { Readable } from 'node:stream';
 import { RegistryError } from '../errors.js';
 import { createDispatcher, dispatchRequest, dumpBody, type Dispatcher, type DispatcherOptions, type RequestInit, type ResponseHeaders } from '../net/dispatcher.js';
 import { READ_BOUNDS, readBounded, readPrefix } from '../net/read-bounded.js';
-import { isLinkLocalHost } from '../net/link-local.js';
 import { redactUrl } from '../net/redact.js';
 import { pickChallenge, type Challenge } from './challenge.js';
 import { findCredential, type Credential, type PullSecret } from './credentials.js';
 import { asRegistryError, exhaustedError, shortPath } from './failure.js';
 import { apiHost } from './reference.js';
-import { followRedirect } from './redirect.js';
+import { followRedirect, refuseOffTheWeb } from './redirect.js';
 import { isRetryableStatus, parseRetryAfter, RetryableStatus, retrying, type RetryHooks, type RetryPolicy } from './retry.js';
 import { isInsecureHost, isInsecureOrigin, RegistryScheme, type InsecureRegistries, type Scheme } from './scheme.js';
 import { TokenCache, type IssuedToken } from './tokens.js';
@@ -284,12 +283,7 @@ function realmUrl(registry: string, realm: string): URL {
   } catch {
     throw new RegistryError(`${registry}: its token realm is not a URL; the registry's WWW-Authenticate header is broken`);
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    throw new RegistryError(`${registry}: its token realm is a ${url.protocol.replace(':', '')} URL, not http(s); refusing it (a broken or hostile registry)`);
-  }
-  if (isLinkLocalHost(url.hostname)) {
-    throw new RegistryError(`${registry}: its token realm is on the link-local address ${url.hostname} (a cloud metadata service's range); refusing it (a broken or hostile registry)`);
-  }
+  refuseOffTheWeb(url, `${registry}: its token realm is`);
   return url;
 }
 
