@@ -146,7 +146,7 @@ export class CrioRuntime implements ImageRuntime {
     this.configPath = options.configPath ?? join(dirname(dirname(this.dropInPath)), 'crio.conf');
     this.stagingDir = options.stagingDir ?? dirname(this.dropInPath);
     this.lock = options.lock ?? new ConfigLock();
-    this.reload = options.reload ?? reloadCrioFoundInProc(dirname(this.dropInPath));
+    this.reload = options.reload ?? lockedReload(this.lock, reloadCrioFoundInProc(dirname(this.dropInPath)));
     this.settleMs = options.pinSettleMs ?? 10_000;
   }
 
