@@ -15,8 +15,7 @@ import { AgentMetrics } from '../agent/metrics.js';
 import { cachedImages, LeaseCacheWarmer } from '../agent/cache-warm.js';
 import { LeasePacer } from '../agent/pacing.js';
 import { NodeAgent } from '../agent/reconcile.js';
-import { KubeClient } from '../kube/client.js';
-import { loadKubeconfig } from '../kube/kubeconfig.js';
+import { connectCluster } from '../cluster/connect.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { createLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
@@ -117,7 +116,7 @@ export function agentCommand(ctx: CommandContext) {
       cacheResync.unref();
       const imageSizes = new RegistryImageSizes({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], log });
       let agent: NodeAgent | undefined;
-      const client = new KubeClient(await loadKubeconfig({ kubeconfig: args.kubeconfig }));
+      const client = await connectCluster({ kubeconfig: args.kubeconfig });
       // With --once the one pass below is the only one: informer events must not start another beside it.
       const cluster = new KubeAgentCluster(
         client,

@@ -19,8 +19,7 @@ import { parseMirrorTarget, renderImageDigestMirrorSet, renderMapping } from '..
 import { pushBundle } from '../bundle/push.js';
 import { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE, signatureConfigMap } from '../signatures/configmap.js';
 import { checkBundle, describeProblem, inventoryOfDir } from '../bundle/verify.js';
-import { KubeClient } from '../kube/client.js';
-import { loadKubeconfig } from '../kube/kubeconfig.js';
+import { connectCluster } from '../cluster/connect.js';
 import { applyServerSide } from '../install/apply.js';
 import { checkAttachmentsOrFail, checkReleaseSignaturesOrFail, signatureLines, unsignedWarning, verifiedReader } from './bundle-signatures.js';
 import { releaseSignaturesFor, signatureInputs, sigstoreKeyFrom, trustAnchors, withCreateSignatureOptions, withSignatureKeyOptions, withTrustOptions } from './signature-options.js';
@@ -218,7 +217,7 @@ function pushCommand(ctx: CommandContext) {
       const configMap = gpg && (gpg.anchored || args['allow-unverified-signatures']) && releaseSignatures
         ? signatureConfigMap(releaseSignatures.digest, await Promise.all(releaseSignatures.signatures.map((b) => read(b.digest))))
         : undefined;
-      const cluster = args.apply ? new KubeClient(await loadKubeconfig(args)) : undefined;
+      const cluster = args.apply ? await connectCluster(args) : undefined;
       if (args.apply && !configMap) throw new BadInputError(`--apply: bundle ${args.bundle} carries no release signature to apply; create it again with its signatures`);
       const client = new PushClient(target.registry, transportOptionsFrom(args, (e) => { if (e.kind === 'retry') ctx.log.warn(retryLine(e)); }, (line) => ctx.log.warn(line)));
       try {

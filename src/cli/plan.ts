@@ -11,8 +11,7 @@ import { RetrySummary } from '../registry/retry-summary.js';
 import { planProgress } from './plan-progress.js';
 import { registryClientFrom, withRegistryOptions } from './registry-options.js';
 import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
-import { KubeClient } from '../kube/client.js';
-import { loadKubeconfig } from '../kube/kubeconfig.js';
+import { connectCluster } from '../cluster/connect.js';
 import { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE } from '../signatures/configmap.js';
 
 export function planCommand(ctx: CommandContext) {
@@ -53,7 +52,7 @@ export function planCommand(ctx: CommandContext) {
         // Sets are rendered by a module (and cluster modules) loaded only to render them.
         const sets = args['output-dir'] || args.output === 'yaml' ? await import('../render/pinned-image-sets.js') : undefined;
         const clusterAccess = args.kubeconfig !== undefined || args.context !== undefined;
-        const signed = await signatureConfigMapFrom(plan.release, args, clusterAccess ? async () => new KubeClient(await loadKubeconfig(args)) : undefined);
+        const signed = await signatureConfigMapFrom(plan.release, args, clusterAccess ? async () => connectCluster(args) : undefined);
         if (signed) ctx.stderr.write(`${signed.line}\n`);
         const signatureFile = signed ? new Map([[SIGNATURE_CONFIGMAP_FILE, renderSignatureConfigMap(signed.configMap)]]) : new Map<string, string>();
         if (args['output-dir']) {

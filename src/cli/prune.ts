@@ -6,7 +6,7 @@
  */
 import type { Argv } from 'yargs';
 import type { PinningBackend } from '../cluster/backend.js';
-import type { KubeClient } from '../kube/client.js';
+import type { ClusterClient } from '../cluster/connect.js';
 import { readClusterVersion } from '../cluster/live-cluster.js';
 import { byVersion, bytesFreedPerNode, decidePrune, deleteReleaseSet, listReleaseSets, setsPathOf } from '../cluster/release-lifecycle.js';
 import { table } from '../render/table.js';
@@ -16,7 +16,7 @@ import { formatBytes } from '../units.js';
 import { dryRunClosing, dryRunSuffix, withDryRun, type DryRun } from './dry-run.js';
 
 /** Lists the sets to prune with the bytes per node they hold, and deletes them unless `dryRun`. */
-export async function runPrune(client: KubeClient, backend: PinningBackend, out: NodeJS.WritableStream, dryRun: DryRun): Promise<void> {
+export async function runPrune(client: ClusterClient, backend: PinningBackend, out: NodeJS.WritableStream, dryRun: DryRun): Promise<void> {
   const setsPath = await setsPathOf(client, backend);
   const decision = decidePrune(await readClusterVersion(client, 'prune'), await listReleaseSets(client, setsPath));
   if ('waiting' in decision) {

@@ -4,13 +4,10 @@
  * hold the uncompressed bytes of all sets it is about to get (MCO guesses 2x compressed).
  */
 import type { Argv } from 'yargs';
-import type { DesiredSet, PinningBackend } from '../cluster/backend.js';
 import { desiredSetsFromPlan } from '../cluster/desired-sets.js';
 import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
 import { pinnedOnNodes } from '../cluster/release-lifecycle.js';
-import type { KubeClient, KubeList, KubeObject } from '../kube/client.js';
-import { ClusterError } from '../errors.js';
-import type { Plan } from '../plan/types.js';
+import { checkNodeDisks } from '../cluster/node-disks.js';
 import { renderPlanTable } from '../render/table.js';
 import { planRelease, renderApplyOutcomes, withReleasePlanOptions } from './apply.js';
 import type { CommandContext } from './context.js';
@@ -21,45 +18,10 @@ import { runWait, withWaitOptions, type WaitFlags } from './wait.js';
 import { checkCacheForPlan } from '../cluster/cache-check.js';
 import { checkMcoPreflight } from '../cluster/mco/preflight.js';
 import { OS_IMAGE_VIA_MCO_HELP, stageOsImage } from '../cluster/os-image-via-mco.js';
-import { parseQuantity } from '../kube/quantity.js';
 import { applyServerSide } from '../install/apply.js';
 import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
-import { formatBytes } from '../units.js';
 import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
 import { AGENT_NAME } from '../api/names.js';
-
-/**
- * Bytes each target node must hold, summed over the sets it gets; throws when one cannot. A node
- * the plan sized against what it runs now (`plan.nodes`, a live cluster) needs only its new
- * bytes, when the sets it gets are the ones the plan sized it for.
- */
-export async function checkNodeDisks(client: KubeClient, backend: PinningBackend, sets: readonly DesiredSet[], planned: Plan['nodes'] = []): Promise<Map<string, number>> {
-  const need = new Map<string, number>();
-  const targeted = new Map<string, string[]>();
-  for (const set of sets) {
-    for (const node of await backend.targetNodes(set)) {
-      need.set(node, (need.get(node) ?? 0) + (set.diskBytes ?? 0));
-      targeted.set(node, [...(targeted.get(node) ?? []), set.name]);
-    }
-  }
-  for (const entry of planned) {
-    for (const node of entry.nodes) {
-      if (sameSets(targeted.get(node) ?? [], entry.sets)) need.set(node, entry.newDiskBytes);
-    }
-  }
-  const nodes = await client.get<KubeList<KubeObject & { status?: { allocatable?: Record<string, string> } }>>('/api/v1/nodes');
-  const short = nodes.items.flatMap((node) => {
-    const bytes = need.get(node.metadata.name);
-    const allocatable = parseQuantity(node.status?.allocatable?.['ephemeral-storage'] ?? '');
-    return bytes !== undefined && allocatable !== undefined && allocatable < bytes ? [`${node.metadata.name} (${formatBytes(allocatable)} allocatable < ${formatBytes(bytes)} needed)`] : [];
-  });
-  if (short.length) throw new ClusterError(`not enough ephemeral storage for the sets on ${short.length} node(s): ${short.join(', ')}`);
-  return need;
-}
-
-function sameSets(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && [...a].sort().join('\n') === [...b].sort().join('\n');
-}
 
 export function stageCommand(ctx: CommandContext, scriptName: string) {
   return {

@@ -6,7 +6,7 @@ import type { Argv } from 'yargs';
 import type { PinningBackend } from '../cluster/backend.js';
 import { LinkMeter, type LinkEvent } from '../cluster/link-meter.js';
 import { cacheEvent, CacheMetricsReader, type CacheCounters, type CacheEvent } from '../cluster/cache-metrics.js';
-import type { KubeClient } from '../kube/client.js';
+import type { ClusterClient } from '../cluster/connect.js';
 import { waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTracker } from '../cluster/wait.js';
 import type { McoVersions } from '../cluster/mco/backend.js';
 import { DEFAULT_FAIL_AFTER_MS, DEFAULT_TIMEOUT_MS, mcoPace, mcoWaitDefaults, paceLines, predictMcoNodes } from '../cluster/mco/pace.js';
@@ -147,7 +147,7 @@ async function waitLimits(cluster: WaitCluster | undefined, sets: readonly strin
 
 /** The cluster wait talks to: its client, and MCO's API versions where the backend is MCO. */
 export interface WaitCluster {
-  readonly client: KubeClient;
+  readonly client: ClusterClient;
   readonly backend: PinningBackend;
   readonly mco?: McoVersions;
 }
