@@ -19,6 +19,7 @@ import { connectCluster } from '../cluster/connect.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { createLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { integerAtLeast, linkRate, positiveSeconds } from './flag-values.js';
 import { LeaseLinkLedger } from '../agent/link-share.js';
 import { LINK_RATE_ANNOTATION } from '../api/staging.js';
@@ -33,7 +34,7 @@ export class SetsFailedError extends PrestageError {
 export const DEFAULT_PULL_SECRET = '/var/lib/kubelet/config.json';
 
 export function agentCommand(ctx: CommandContext) {
-  return {
+  return typedCommand({
     builder: (y: Argv) =>
       y
         .option('node-name', { type: 'string', default: process.env.NODE_NAME, describe: 'This node (default: $NODE_NAME)' })
@@ -81,7 +82,7 @@ export function agentCommand(ctx: CommandContext) {
         })
         .option('port', { type: 'number', default: 9464, coerce: integerAtLeast('port', 0), describe: 'Port for /metrics and /healthz (0: any)' })
         .option('once', { type: 'boolean', default: false, describe: 'One reconcile pass, then exit (1 if a set failed)' }),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const nodeName: string | undefined = args['node-name'];
       if (!nodeName) throw new BadInputError('no node name: pass --node-name or set NODE_NAME (the DaemonSet sets it from spec.nodeName)');
       const level = (args['log-level'] === 'warn' ? 'info' : args['log-level']) as LogLevel;
@@ -208,7 +209,7 @@ export function agentCommand(ctx: CommandContext) {
         runtime.close();
       }
     },
-  };
+  });
 }
 
 /**

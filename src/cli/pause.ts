@@ -8,6 +8,7 @@ import { patchSet, planPause, planResume, type PauseStep, type PauseTarget, type
 import type { ClusterClient } from '../cluster/connect.js';
 import { POOL_ROLE_LABEL } from '../plan/assemble.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { dryRunClosing, withDryRun, type DryRun } from './dry-run.js';
 
@@ -54,7 +55,7 @@ export async function runResume(client: ClusterClient, target: PauseTarget, name
 }
 
 function factory(verb: 'pause' | 'resume') {
-  return (ctx: CommandContext, scriptName: string) => ({
+  return (ctx: CommandContext, scriptName: string) => typedCommand({
     builder: (y: Argv) =>
       withKubeOptions(
         withDryRun(
@@ -62,7 +63,7 @@ function factory(verb: 'pause' | 'resume') {
           `${verb} the sets`,
         ),
       ),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const { client, mco } = await clusterFrom(args as KubeFlags, scriptName);
       const target: PauseTarget = mco ? { kind: 'mco', versions: mco } : { kind: 'agent' };
       const names = ((args.sets as string[] | undefined) ?? []).filter((name) => name !== '');

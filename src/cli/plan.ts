@@ -5,6 +5,7 @@ import { checkMcoNames } from '../plan/mco-names.js';
 import { checkOutputDir, SET_APIS } from '../render/output-dir.js';
 import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
 import { planOptionsFrom, releaseToPlan, withLiveOptions, withPlanOptions, withToOptions } from './plan-options.js';
 import { RetrySummary } from '../registry/retry-summary.js';
@@ -15,7 +16,7 @@ import { connectCluster } from '../cluster/connect.js';
 import { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE } from '../signatures/configmap.js';
 
 export function planCommand(ctx: CommandContext) {
-  return {
+  return typedCommand({
     builder: (y: Argv) =>
       withRegistryOptions(withLiveOptions(withPlanOptions(withToOptions(withSignaturesFromOptions(
         y
@@ -32,7 +33,7 @@ export function planCommand(ctx: CommandContext) {
           .option('context', { type: 'string', describe: 'Kubeconfig context of the live cluster' })
           .epilogue(LIVE_CLUSTER_HELP),
       ))), 'with --kubeconfig, --context or --to')),
-    handler: async (args: any) => {
+    handler: async (args) => {
       // Found now, not after minutes of registry reads.
       if (args['output-dir'] !== undefined) await checkOutputDir(args['output-dir']);
       const requested = args.cluster ?? (args.kubeconfig !== undefined || args.context !== undefined || args.to !== undefined);
@@ -75,5 +76,5 @@ export function planCommand(ctx: CommandContext) {
         await client.close();
       }
     },
-  };
+  });
 }

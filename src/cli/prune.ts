@@ -11,6 +11,7 @@ import { readClusterVersion } from '../cluster/live-cluster.js';
 import { byVersion, bytesFreedPerNode, decidePrune, deleteReleaseSet, listReleaseSets, setsPathOf } from '../cluster/release-lifecycle.js';
 import { table } from '../render/table.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { formatBytes } from '../units.js';
 import { dryRunClosing, dryRunSuffix, withDryRun, type DryRun } from './dry-run.js';
@@ -45,11 +46,11 @@ export async function runPrune(client: ClusterClient, backend: PinningBackend, o
 }
 
 export function pruneCommand(ctx: CommandContext, scriptName: string) {
-  return {
+  return typedCommand({
     builder: (y: Argv) => withKubeOptions(withDryRun(y, 'delete the sets listed')),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
       await runPrune(client, backend, ctx.stdout, args['dry-run'] as DryRun);
     },
-  };
+  });
 }

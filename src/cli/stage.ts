@@ -11,6 +11,7 @@ import { checkNodeDisks } from '../cluster/node-disks.js';
 import { renderPlanTable } from '../render/table.js';
 import { planRelease, renderApplyOutcomes, withReleasePlanOptions } from './apply.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { releaseToPlan, withLiveOptions, withToOptions } from './plan-options.js';
 import { runPrune } from './prune.js';
@@ -24,7 +25,7 @@ import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from
 import { AGENT_NAME } from '../api/names.js';
 
 export function stageCommand(ctx: CommandContext, scriptName: string) {
-  return {
+  return typedCommand({
     builder: (y: Argv) =>
       withStagingOptions(withSignaturesFromOptions(withToOptions(withLiveOptions(withKubeOptions(withWaitOptions(withReleasePlanOptions(y.positional('release', { type: 'string', describe: 'Release pullspec (or --to VERSION)' })))), 'on; a cluster without ClusterVersion is planned from the release alone'))
         ))
@@ -33,7 +34,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
         .option('os-image-via-mco', { type: 'boolean', default: false, describe: OS_IMAGE_VIA_MCO_HELP })
         .option('cache', { type: 'boolean', default: false, describe: 'Through the in-cluster cache (install --cache): check it is there, wired to the nodes and large enough for the plan before applying; wait shows its figures either way' })
         .epilogue(LIVE_CLUSTER_HELP),
-    handler: async (args: any) => {
+    handler: async (args) => {
       // Read before any registry or cluster work: bad windows are refused first.
       const schedule = scheduleFrom(args as StagingFlags);
       const cluster = await clusterFrom(args as KubeFlags, scriptName);
@@ -65,5 +66,5 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       await runWait(backend, sets.map((s) => s.name), args as WaitFlags, ctx, cluster);
       if (args.prune) await runPrune(client, backend, args.output === 'json' ? ctx.stderr : ctx.stdout, 'none');
     },
-  };
+  });
 }

@@ -5,6 +5,9 @@
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
 
 export interface TypedCommand<U> {
+  /** Set for a subcommand (`bundle create <source>`); a top-level command's comes from commands.ts. */
+  readonly command?: string;
+  readonly describe?: string;
   readonly builder: (y: Argv) => Argv<U>;
   readonly handler: (args: ArgumentsCamelCase<U>) => void | Promise<void>;
 }

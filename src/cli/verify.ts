@@ -19,11 +19,12 @@ import { BadInputError } from '../errors.js';
 import { renderVerifyTable, verifyVerdict, type NodeCheck } from '../verify/verdict.js';
 import { askAgents, checkThisNode, DEFAULT_CRI_SOCKET, releaseSets } from '../verify/agents.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { positiveSeconds } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 
 export function verifyCommand(ctx: CommandContext, scriptName: string) {
-  return {
+  return typedCommand({
     builder: (y: Argv) =>
       withKubeOptions(
         y
@@ -39,7 +40,7 @@ export function verifyCommand(ctx: CommandContext, scriptName: string) {
             return true;
           }),
       ),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const version = args['release-version'] as string;
       const socket = args['cri-socket'] as string | undefined;
       if (socket !== undefined) checkSocketPath(socket);
@@ -61,7 +62,7 @@ export function verifyCommand(ctx: CommandContext, scriptName: string) {
       ctx.stdout.write(`${renderVerifyTable(checks)}\n\n`);
       ctx.stdout.write(`${verifyVerdict(version, checks, socket === undefined ? untargeted : [])}\n`);
     },
-  };
+  });
 }
 
 /** A socket path that is not there is bad input (the runtime being down is a cluster error, later). */

@@ -12,6 +12,7 @@ import type { McoVersions } from '../cluster/mco/backend.js';
 import { DEFAULT_FAIL_AFTER_MS, DEFAULT_TIMEOUT_MS, mcoPace, mcoWaitDefaults, paceLines, predictMcoNodes } from '../cluster/mco/pace.js';
 import { mcoNodeWork, runningVersion } from '../cluster/mco/pace-work.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { linkRate, positiveDuration } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { formatBytes, formatSeconds } from '../units.js';
@@ -215,12 +216,12 @@ class CacheFigures {
 }
 
 export function waitCommand(ctx: CommandContext, scriptName: string) {
-  return {
+  return typedCommand({
     builder: (y: Argv) => withKubeOptions(withWaitOptions(y.positional('sets', { type: 'string', array: true, describe: 'PinnedImageSet names' }))),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const cluster = await clusterFrom(args as KubeFlags, scriptName);
       const sets = (args.sets as string[] | undefined)?.length ? (args.sets as string[]) : undefined;
       await runWait(cluster.backend, sets, args as WaitFlags, ctx, cluster);
     },
-  };
+  });
 }
