@@ -22,6 +22,7 @@ const FORBIDDEN: Readonly<Record<string, string>> = {
   'signatures -> cli': 'signature checks are a library; flags live in cli/',
   'signatures -> bundle': 'bundles use signatures, not the other way',
   'plan -> cluster': 'planning reads a live cluster through what the CLI hands it',
+  'cli -> kube': 'the CLI reads flags and prints; cluster/, install/ and verify/ speak the API (cluster/connect.ts hands it a client)',
 };
 
 const graph = readImportGraph();

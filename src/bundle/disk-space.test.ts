@@ -9,9 +9,10 @@ describe('free space check', () => {
 
   it('refuses in one line naming the shortfall and the fix', async () => {
     const fakeStatFs = async () => ({ bavail: 256, bsize: 4096 });
-    const err = await ensureFreeSpace('/media/usb/bundle', 3 * 1024 * 1024, 'or choose another --to', fakeStatFs).catch((e: unknown) => e as Error & { exitCode: number });
-    expect(err.exitCode).toBe(2);
-    expect(err.message).toBe('not enough free space in /media/usb/bundle: 3.0 MiB more is needed, 1.0 MiB is free (short by 2.0 MiB); free up space there or choose another --to');
+    await expect(ensureFreeSpace('/media/usb/bundle', 3 * 1024 * 1024, 'or choose another --to', fakeStatFs)).rejects.toMatchObject({
+      exitCode: 2,
+      message: 'not enough free space in /media/usb/bundle: 3.0 MiB more is needed, 1.0 MiB is free (short by 2.0 MiB); free up space there or choose another --to',
+    });
     await expect(ensureFreeSpace('/media/usb/bundle', 1024 * 1024, 'or choose another --to', fakeStatFs)).resolves.toBeUndefined();
   });
 });

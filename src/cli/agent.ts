@@ -15,11 +15,11 @@ import { AgentMetrics } from '../agent/metrics.js';
 import { cachedImages, LeaseCacheWarmer } from '../agent/cache-warm.js';
 import { LeasePacer } from '../agent/pacing.js';
 import { NodeAgent } from '../agent/reconcile.js';
-import { KubeClient } from '../kube/client.js';
-import { loadKubeconfig } from '../kube/kubeconfig.js';
+import { connectCluster } from '../cluster/connect.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { createLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { integerAtLeast, linkRate, positiveSeconds } from './flag-values.js';
 import { LeaseLinkLedger } from '../agent/link-share.js';
 import { LINK_RATE_ANNOTATION } from '../api/staging.js';
@@ -34,7 +34,7 @@ export class SetsFailedError extends PrestageError {
 export const DEFAULT_PULL_SECRET = '/var/lib/kubelet/config.json';
 
 export function agentCommand(ctx: CommandContext) {
-  return {
+  return typedCommand({
     builder: (y: Argv) =>
       y
         .option('node-name', { type: 'string', default: process.env.NODE_NAME, describe: 'This node (default: $NODE_NAME)' })
@@ -82,7 +82,7 @@ export function agentCommand(ctx: CommandContext) {
         })
         .option('port', { type: 'number', default: 9464, coerce: integerAtLeast('port', 0), describe: 'Port for /metrics and /healthz (0: any)' })
         .option('once', { type: 'boolean', default: false, describe: 'One reconcile pass, then exit (1 if a set failed)' }),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const nodeName: string | undefined = args['node-name'];
       if (!nodeName) throw new BadInputError('no node name: pass --node-name or set NODE_NAME (the DaemonSet sets it from spec.nodeName)');
       const level = (args['log-level'] === 'warn' ? 'info' : args['log-level']) as LogLevel;
@@ -117,7 +117,7 @@ export function agentCommand(ctx: CommandContext) {
       cacheResync.unref();
       const imageSizes = new RegistryImageSizes({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], log });
       let agent: NodeAgent | undefined;
-      const client = new KubeClient(await loadKubeconfig({ kubeconfig: args.kubeconfig }));
+      const client = await connectCluster({ kubeconfig: args.kubeconfig });
       // With --once the one pass below is the only one: informer events must not start another beside it.
       const cluster = new KubeAgentCluster(
         client,
@@ -209,7 +209,7 @@ export function agentCommand(ctx: CommandContext) {
         runtime.close();
       }
     },
-  };
+  });
 }
 
 /**

@@ -13,6 +13,7 @@ import type { LiveCluster } from '../plan/live.js';
 import type { Plan } from '../plan/types.js';
 import { parseReference } from '../registry/reference.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { planOptionsFrom, withPlanOptions, type PlanFlags } from './plan-options.js';
 import { registryClientFrom, withRegistryOptions, type RegistryFlags } from './registry-options.js';
@@ -99,7 +100,7 @@ export function renderApplyOutcomes(outcomes: readonly ApplyOutcome[], dryRun: b
 }
 
 export function applyCommand(ctx: CommandContext, scriptName: string) {
-  return {
+  return typedCommand({
     builder: (y: Argv) =>
       withStagingOptions(withKubeOptions(withReleasePlanOptions(
         y
@@ -109,7 +110,7 @@ export function applyCommand(ctx: CommandContext, scriptName: string) {
           .option('os-image-via-mco', { type: 'boolean', default: false, describe: `${OS_IMAGE_VIA_MCO_HELP} (sets from a plan or a release)` })
           .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: `Cluster-wide cap on the slow link for these sets (20MiB/s, 100Mbit/s), stored as ${LINK_RATE_ANNOTATION}: the agents share it over their pull slots (prestage agent only)` }),
       ))),
-    handler: async (args: any) => {
+    handler: async (args) => {
       // Read before any registry or cluster work: bad windows are refused first.
       const schedule = scheduleFrom(args as StagingFlags);
       const read = await readSetsSource(args.source, args, ctx);
@@ -122,5 +123,5 @@ export function applyCommand(ctx: CommandContext, scriptName: string) {
       const osImage = plan ? await stageOsImage(client, backend, plan, { viaMco: args['os-image-via-mco'] === true, dryRun, warn: (line) => ctx.log.warn(line) }) : [];
       ctx.stdout.write(renderApplyOutcomes([...(await backend.apply(sets, { dryRun })), ...osImage], dryRun));
     },
-  };
+  });
 }

@@ -19,8 +19,7 @@ import { parseMirrorTarget, renderImageDigestMirrorSet, renderMapping } from '..
 import { pushBundle } from '../bundle/push.js';
 import { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE, signatureConfigMap } from '../signatures/configmap.js';
 import { checkBundle, describeProblem, inventoryOfDir } from '../bundle/verify.js';
-import { KubeClient } from '../kube/client.js';
-import { loadKubeconfig } from '../kube/kubeconfig.js';
+import { connectCluster } from '../cluster/connect.js';
 import { applyServerSide } from '../install/apply.js';
 import { checkAttachmentsOrFail, checkReleaseSignaturesOrFail, signatureLines, unsignedWarning, verifiedReader } from './bundle-signatures.js';
 import { releaseSignaturesFor, signatureInputs, sigstoreKeyFrom, trustAnchors, withCreateSignatureOptions, withSignatureKeyOptions, withTrustOptions } from './signature-options.js';
@@ -35,8 +34,9 @@ import { PushClient } from '../registry/upload.js';
 import { checkOutputDir } from '../render/output-dir.js';
 import { helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { integerAtLeast, linkRate } from './flag-values.js';
-import { planOptionsFrom, withPlanOptions } from './plan-options.js';
+import { planOptionsFrom, withPlanOptions, type PlanFlags } from './plan-options.js';
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
 import { formatBytes, parseSize } from '../units.js';
 
@@ -59,7 +59,7 @@ export function bundleCommand(ctx: CommandContext) {
 }
 
 function createCommand(ctx: CommandContext) {
-  return {
+  return typedCommand({
     command: 'create <source>',
     describe: 'Write every image a plan needs (each blob once, digests verified) into an OCI layout; reruns resume',
     builder: (y: Argv) =>
@@ -81,7 +81,7 @@ function createCommand(ctx: CommandContext) {
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --link-rate 50Mbit/s`, 'Leave the rest of a shared link to others: blobs at 50 Mbit/s in all'))
           .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
       ))),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const maxPartBytes = args['max-archive-size'] !== undefined ? parseSize(args['max-archive-size']) : undefined;
       const sourceIsFile = isFile(args.source);
       await ensureWritableDir(args.to, 'the bundle', 'choose another --to');
@@ -138,11 +138,11 @@ function createCommand(ctx: CommandContext) {
         await client.close();
       }
     },
-  };
+  });
 }
 
 function verifyCommand(ctx: CommandContext) {
-  return {
+  return typedCommand({
     command: 'verify <bundle>',
     describe: 'Re-hash every blob and check every image is complete; exit 2 naming each missing or corrupt blob',
     builder: (y: Argv) =>
@@ -152,7 +152,7 @@ function verifyCommand(ctx: CommandContext) {
         .example(...example('$0 bundle verify ocp-4.16.3 --verification-key redhat-release.asc', 'Also verify the release signatures with the key you trust (the keys the bundle carries are never trusted)'))
         .example(...example('$0 bundle verify /media/usb/ocp-4.16.3.parts', 'Check tar parts where they are, without unpacking'))
         .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const path: string = args.bundle;
       const { bundle, inventory } = isArchive(path)
         ? await inventoryOfArchive(await openArchive(path))
@@ -176,11 +176,11 @@ function verifyCommand(ctx: CommandContext) {
       else if (attachments > 0) ctx.stdout.write(`sigstore signatures: ${attachments} attachments not checked (give --sigstore-key)\n`);
       if (gpg?.warning) ctx.stderr.write(`${gpg.warning}\n`);
     },
-  };
+  });
 }
 
 function pushCommand(ctx: CommandContext) {
-  return {
+  return typedCommand({
     command: 'push <bundle> <target>',
     describe: 'Upload what the mirror registry lacks, then write mapping.txt and an ImageDigestMirrorSet',
     builder: (y: Argv) =>
@@ -202,7 +202,7 @@ function pushCommand(ctx: CommandContext) {
           .example(...example('$0 bundle push /media/dvd/ocp.parts mirror.example.com:5000/ocp --work-dir /var/tmp', 'Parts on read-only media: unpack them on a writable disk, then push'))
           .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
       ),
-    handler: async (args: any) => {
+    handler: async (args) => {
       if (args.mirror.length > 0) throw new BadInputError('--mirror does not apply to bundle push; name the mirror registry as the TARGET argument (REGISTRY[/PREFIX] or SOURCE=REGISTRY/PATH)');
       const target = parseMirrorTarget(args.target);
       await checkOutputDir(args['output-dir']);
@@ -218,7 +218,7 @@ function pushCommand(ctx: CommandContext) {
       const configMap = gpg && (gpg.anchored || args['allow-unverified-signatures']) && releaseSignatures
         ? signatureConfigMap(releaseSignatures.digest, await Promise.all(releaseSignatures.signatures.map((b) => read(b.digest))))
         : undefined;
-      const cluster = args.apply ? new KubeClient(await loadKubeconfig(args)) : undefined;
+      const cluster = args.apply ? await connectCluster(args) : undefined;
       if (args.apply && !configMap) throw new BadInputError(`--apply: bundle ${args.bundle} carries no release signature to apply; create it again with its signatures`);
       const client = new PushClient(target.registry, transportOptionsFrom(args, (e) => { if (e.kind === 'retry') ctx.log.warn(retryLine(e)); }, (line) => ctx.log.warn(line)));
       try {
@@ -249,11 +249,11 @@ function pushCommand(ctx: CommandContext) {
         await client.close();
       }
     },
-  };
+  });
 }
 
 /** `--since`: a bundle directory, an archive, a plan file, or a release to plan. */
-async function previousBundle(since: string, client: RegistryClient, args: any): Promise<PreviousBundle> {
+async function previousBundle(since: string, client: RegistryClient, args: PlanFlags): Promise<PreviousBundle> {
   if (isArchive(since)) {
     const { bundle, inventory } = await inventoryOfArchive(await openArchive(since));
     return { source: since, blobs: new Set([...inventory.verified.keys(), ...(bundle.metadata.previous?.blobs.map((b) => b.digest) ?? [])]) };

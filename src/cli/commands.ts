@@ -7,7 +7,7 @@ import type { CommandModule } from 'yargs';
 import type { CommandContext } from './context.js';
 
 /** A command module's builder and handler; usage, description and examples come from here. */
-export type CommandFactory = (ctx: CommandContext, scriptName: string) => CommandModule<any, any>;
+export type CommandFactory = (ctx: CommandContext, scriptName: string) => CommandModule;
 
 export interface CommandDescriptor {
   /** yargs usage: the name and its positionals. */

@@ -14,7 +14,8 @@ import { parseReference, type ImageReference } from '../registry/reference.js';
 import { PushClient } from '../registry/upload.js';
 import { helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
-import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
+import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions, type RegistryFlags } from './registry-options.js';
+import { typedCommand } from './typed-command.js';
 import { formatBytes } from '../units.js';
 
 /** The package root, from src/cli or dist/cli alike. */
@@ -24,7 +25,7 @@ export function imageCommand(ctx: CommandContext) {
   return {
     builder: (y: Argv) =>
       y
-        .command({
+        .command(typedCommand({
           command: 'push <target>',
           describe: "Append prestage's layer to a Node.js base image for every platform it offers, and push it",
           builder: (sub: Argv) =>
@@ -35,20 +36,23 @@ export function imageCommand(ctx: CommandContext) {
                 .option('executable', { type: 'string', describe: 'The directory npm run dist wrote (dist-bin): lay its executable for each platform (linux-amd64/prestage, ...) on a base without Node.js, instead of the package on a Node.js base' })
                 .epilogue(helpEpilogue(EXIT_CODES_HELP, 'node-agent.md')),
             ),
-          handler: async (args: any) => push(ctx, args),
-        })
+          handler: async (args) => push(ctx, args),
+        }))
         .demandCommand(1, 'name an image command (push)'),
     handler: () => undefined,
   };
 }
 
-async function push(ctx: CommandContext, args: any): Promise<void> {
+/** `image push`'s flags. */
+type PushFlags = RegistryFlags & { readonly target: string; readonly base?: string | undefined; readonly executable?: string | undefined };
+
+async function push(ctx: CommandContext, args: PushFlags): Promise<void> {
   const target = referenceFlag(args.target, 'TARGET');
   if (!target.tag || target.digest) throw new BadInputError(`TARGET ${args.target} must name a tag and no digest, e.g. ${formatTarget(target)}:0.1.0: the tag is what install --image names`);
   const baseName: string = args.base ?? (args.executable ? DEFAULT_EXECUTABLE_BASE : DEFAULT_AGENT_BASE);
   const base = referenceFlag(baseName, '--base');
   const version = (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
-  const payload = args.executable ? await executablePayload(ctx, args.executable as string) : await packagePayload(ctx);
+  const payload = args.executable ? await executablePayload(ctx, args.executable) : await packagePayload(ctx);
   const warn = (line: string) => ctx.log.warn(line);
   const reader = registryClientFrom({ ...args, mirror: [] }, (line) => warn(line), warn);
   const writer = new PushClient(target.registry, transportOptionsFrom(args, (event) => { if (event.kind === 'retry') warn(retryLine(event)); }, warn));

@@ -5,9 +5,10 @@
 import type { Argv } from 'yargs';
 import { PAUSED_ROLE_ANNOTATION } from '../api/staging.js';
 import { patchSet, planPause, planResume, type PauseStep, type PauseTarget, type ResumeStep } from '../cluster/pause.js';
-import type { KubeClient } from '../kube/client.js';
+import type { ClusterClient } from '../cluster/connect.js';
 import { POOL_ROLE_LABEL } from '../plan/assemble.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { dryRunClosing, withDryRun, type DryRun } from './dry-run.js';
 
@@ -31,7 +32,7 @@ export function resumeLine(step: ResumeStep): string {
   return `${step.set} (MCO: label ${POOL_ROLE_LABEL}=${step.role} ${step.restored ? 'restored' : 'kept'}; ${selected})`;
 }
 
-export async function runPause(client: KubeClient, target: PauseTarget, names: readonly string[], out: NodeJS.WritableStream, dryRun: DryRun, now = new Date()): Promise<void> {
+export async function runPause(client: ClusterClient, target: PauseTarget, names: readonly string[], out: NodeJS.WritableStream, dryRun: DryRun, now = new Date()): Promise<void> {
   const steps = await planPause(client, target, names, now);
   for (const step of steps) {
     if (step.action === 'already') {
@@ -45,7 +46,7 @@ export async function runPause(client: KubeClient, target: PauseTarget, names: r
   out.write(dryRunClosing(dryRun));
 }
 
-export async function runResume(client: KubeClient, target: PauseTarget, names: readonly string[], out: NodeJS.WritableStream, dryRun: DryRun): Promise<void> {
+export async function runResume(client: ClusterClient, target: PauseTarget, names: readonly string[], out: NodeJS.WritableStream, dryRun: DryRun): Promise<void> {
   for (const step of await planResume(client, target, names)) {
     if (dryRun !== 'client') await patchSet(client, target, step.set, step.patch, { dryRun: dryRun === 'server', verb: 'resume' });
     out.write(`${dryRun !== 'none' ? 'would resume' : 'resumed'} ${resumeLine(step)}\n`);
@@ -54,7 +55,7 @@ export async function runResume(client: KubeClient, target: PauseTarget, names: 
 }
 
 function factory(verb: 'pause' | 'resume') {
-  return (ctx: CommandContext, scriptName: string) => ({
+  return (ctx: CommandContext, scriptName: string) => typedCommand({
     builder: (y: Argv) =>
       withKubeOptions(
         withDryRun(
@@ -62,7 +63,7 @@ function factory(verb: 'pause' | 'resume') {
           `${verb} the sets`,
         ),
       ),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const { client, mco } = await clusterFrom(args as KubeFlags, scriptName);
       const target: PauseTarget = mco ? { kind: 'mco', versions: mco } : { kind: 'agent' };
       const names = ((args.sets as string[] | undefined) ?? []).filter((name) => name !== '');

@@ -96,13 +96,12 @@ export function withToOptions<T>(y: Argv<T>): Argv<T & ToFlags> {
 /** The pullspec to plan; `--to` reads ClusterVersion, and `warn`s each risk of a conditional update accepted. */
 export async function releaseToPlan(flags: ToFlags, warn: (line: string) => void): Promise<string> {
   if (flags.to === undefined) return flags.release!;
-  const [{ KubeClient }, { loadKubeconfig }, { readClusterVersion }, { resolveUpdate, riskLines }] = await Promise.all([
-    import('../kube/client.js'),
-    import('../kube/kubeconfig.js'),
+  const [{ connectCluster }, { readClusterVersion }, { resolveUpdate, riskLines }] = await Promise.all([
+    import('../cluster/connect.js'),
     import('../cluster/live-cluster.js'),
     lifecycle(),
   ]);
-  const client = new KubeClient(await loadKubeconfig(flags));
+  const client = await connectCluster(flags);
   const update = resolveUpdate(await readClusterVersion(client, '--to'), flags.to, flags['allow-not-recommended']);
   for (const line of riskLines(update)) warn(line);
   return update.pullSpec;

@@ -5,18 +5,18 @@ import { checkMcoNames } from '../plan/mco-names.js';
 import { checkOutputDir, SET_APIS } from '../render/output-dir.js';
 import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
 import { planOptionsFrom, releaseToPlan, withLiveOptions, withPlanOptions, withToOptions } from './plan-options.js';
 import { RetrySummary } from '../registry/retry-summary.js';
 import { planProgress } from './plan-progress.js';
 import { registryClientFrom, withRegistryOptions } from './registry-options.js';
 import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
-import { KubeClient } from '../kube/client.js';
-import { loadKubeconfig } from '../kube/kubeconfig.js';
+import { connectCluster } from '../cluster/connect.js';
 import { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE } from '../signatures/configmap.js';
 
 export function planCommand(ctx: CommandContext) {
-  return {
+  return typedCommand({
     builder: (y: Argv) =>
       withRegistryOptions(withLiveOptions(withPlanOptions(withToOptions(withSignaturesFromOptions(
         y
@@ -33,7 +33,7 @@ export function planCommand(ctx: CommandContext) {
           .option('context', { type: 'string', describe: 'Kubeconfig context of the live cluster' })
           .epilogue(LIVE_CLUSTER_HELP),
       ))), 'with --kubeconfig, --context or --to')),
-    handler: async (args: any) => {
+    handler: async (args) => {
       // Found now, not after minutes of registry reads.
       if (args['output-dir'] !== undefined) await checkOutputDir(args['output-dir']);
       const requested = args.cluster ?? (args.kubeconfig !== undefined || args.context !== undefined || args.to !== undefined);
@@ -53,7 +53,7 @@ export function planCommand(ctx: CommandContext) {
         // Sets are rendered by a module (and cluster modules) loaded only to render them.
         const sets = args['output-dir'] || args.output === 'yaml' ? await import('../render/pinned-image-sets.js') : undefined;
         const clusterAccess = args.kubeconfig !== undefined || args.context !== undefined;
-        const signed = await signatureConfigMapFrom(plan.release, args, clusterAccess ? async () => new KubeClient(await loadKubeconfig(args)) : undefined);
+        const signed = await signatureConfigMapFrom(plan.release, args, clusterAccess ? async () => connectCluster(args) : undefined);
         if (signed) ctx.stderr.write(`${signed.line}\n`);
         const signatureFile = signed ? new Map([[SIGNATURE_CONFIGMAP_FILE, renderSignatureConfigMap(signed.configMap)]]) : new Map<string, string>();
         if (args['output-dir']) {
@@ -76,5 +76,5 @@ export function planCommand(ctx: CommandContext) {
         await client.close();
       }
     },
-  };
+  });
 }

@@ -6,17 +6,18 @@
  */
 import type { Argv } from 'yargs';
 import type { PinningBackend } from '../cluster/backend.js';
-import type { KubeClient } from '../kube/client.js';
+import type { ClusterClient } from '../cluster/connect.js';
 import { readClusterVersion } from '../cluster/live-cluster.js';
 import { byVersion, bytesFreedPerNode, decidePrune, deleteReleaseSet, listReleaseSets, setsPathOf } from '../cluster/release-lifecycle.js';
 import { table } from '../render/table.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { formatBytes } from '../units.js';
 import { dryRunClosing, dryRunSuffix, withDryRun, type DryRun } from './dry-run.js';
 
 /** Lists the sets to prune with the bytes per node they hold, and deletes them unless `dryRun`. */
-export async function runPrune(client: KubeClient, backend: PinningBackend, out: NodeJS.WritableStream, dryRun: DryRun): Promise<void> {
+export async function runPrune(client: ClusterClient, backend: PinningBackend, out: NodeJS.WritableStream, dryRun: DryRun): Promise<void> {
   const setsPath = await setsPathOf(client, backend);
   const decision = decidePrune(await readClusterVersion(client, 'prune'), await listReleaseSets(client, setsPath));
   if ('waiting' in decision) {
@@ -45,11 +46,11 @@ export async function runPrune(client: KubeClient, backend: PinningBackend, out:
 }
 
 export function pruneCommand(ctx: CommandContext, scriptName: string) {
-  return {
+  return typedCommand({
     builder: (y: Argv) => withKubeOptions(withDryRun(y, 'delete the sets listed')),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
       await runPrune(client, backend, ctx.stdout, args['dry-run'] as DryRun);
     },
-  };
+  });
 }

@@ -6,8 +6,7 @@ import { readFile, stat } from 'node:fs/promises';
 import type { KeyObject } from 'node:crypto';
 import type { Argv } from 'yargs';
 import { clusterVerification } from '../cluster/verification-keys.js';
-import { KubeClient } from '../kube/client.js';
-import { loadKubeconfig } from '../kube/kubeconfig.js';
+import { connectCluster, type ClusterClient } from '../cluster/connect.js';
 import { BadInputError } from '../errors.js';
 import { registryDispatcher } from '../registry/transport.js';
 import type { PlanRelease } from '../plan/types.js';
@@ -74,7 +73,7 @@ export async function keysFromFiles(files: readonly string[]): Promise<TrustedKe
 }
 
 /** The keys (and stores) of the verifier ConfigMap the cluster's current release carries. */
-async function keysFromCluster(client: KubeClient): Promise<{ trusted: TrustedKeys; stores: readonly string[] }> {
+async function keysFromCluster(client: ClusterClient): Promise<{ trusted: TrustedKeys; stores: readonly string[] }> {
   const cluster = await clusterVerification(client);
   const keys = await readVerificationKeys(cluster.keys);
   const trusted = { keys, text: keys.armored, where: `the cluster's ${cluster.configMaps.join(', ')}` };
@@ -90,7 +89,7 @@ export async function trustAnchors(flags: TrustFlags, cluster = false): Promise<
   const fromFiles = await keysFromFiles(flags['verification-key']);
   if (fromFiles) return fromFiles;
   if (!cluster && flags.kubeconfig === undefined && flags.context === undefined) return undefined;
-  return (await keysFromCluster(new KubeClient(await loadKubeconfig(flags)))).trusted;
+  return (await keysFromCluster(await connectCluster(flags))).trusted;
 }
 
 export async function sigstoreKeyFrom(flags: SignatureFlags): Promise<KeyObject | undefined> {
@@ -107,7 +106,7 @@ export async function signatureInputs(flags: CreateSignatureFlags): Promise<{ tr
   const fromFiles = await keysFromFiles(flags['verification-key']);
   if (fromFiles) return { trusted: fromFiles, stores: stores.length > 0 ? stores : [...RED_HAT_SIGNATURE_STORES] };
   if (flags.kubeconfig !== undefined) {
-    const cluster = await keysFromCluster(new KubeClient(await loadKubeconfig(flags)));
+    const cluster = await keysFromCluster(await connectCluster(flags));
     return { trusted: cluster.trusted, stores: stores.length > 0 ? stores : cluster.stores.length > 0 ? [...cluster.stores] : [...RED_HAT_SIGNATURE_STORES] };
   }
   if (!flags['allow-unsigned']) {
@@ -165,7 +164,7 @@ export function withSignaturesFromOptions<T>(y: Argv<T>): Argv<T & SignaturesFro
  * (with `--verification-key`, else the keys of the cluster `cluster` reaches): one line, exit
  * 2, when none verifies. Undefined without `--signatures-from`.
  */
-export async function signatureConfigMapFrom(release: PlanRelease, flags: SignaturesFromFlags, cluster: (() => Promise<KubeClient>) | undefined): Promise<{ configMap: ReturnType<typeof signatureConfigMap>; line: string } | undefined> {
+export async function signatureConfigMapFrom(release: PlanRelease, flags: SignaturesFromFlags, cluster: (() => Promise<ClusterClient>) | undefined): Promise<{ configMap: ReturnType<typeof signatureConfigMap>; line: string } | undefined> {
   const dir = flags['signatures-from'];
   if (dir === undefined) return undefined;
   const trusted = (await keysFromFiles(flags['verification-key'])) ?? (cluster ? (await keysFromCluster(await cluster())).trusted : undefined);

@@ -9,6 +9,7 @@ import { checkReleaseReady, parseReleaseVersion, releaseSnapshot } from '../clus
 import { BadInputError } from '../errors.js';
 import { table } from '../render/table.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { formatBytes } from '../units.js';
 
@@ -36,7 +37,7 @@ export function renderStatusTable(snapshot: ProgressSnapshot): string {
 }
 
 export function statusCommand(ctx: CommandContext, scriptName: string) {
-  return {
+  return typedCommand({
     builder: (y: Argv) =>
       withKubeOptions(
         y
@@ -52,7 +53,7 @@ export function statusCommand(ctx: CommandContext, scriptName: string) {
             return true;
           }),
       ),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
       const release = args.release as string | undefined;
       const snapshot = release !== undefined ? await releaseSnapshot(client, backend, release) : await backend.snapshot((args.sets as string[] | undefined)?.length ? args.sets : undefined);
@@ -69,18 +70,18 @@ export function statusCommand(ctx: CommandContext, scriptName: string) {
         if (args.output === 'table') ctx.stdout.write(`\n${ready}\n`);
       }
     },
-  };
+  });
 }
 
 /** `prestage ready VERSION`: only the verdict of `status --release VERSION`, for scripts and CI gates. */
 export function readyCommand(ctx: CommandContext, scriptName: string) {
-  return {
+  return typedCommand({
     // Not `version`: that is yargs' --version.
     builder: (y: Argv) => withKubeOptions(y.positional('release-version', { type: 'string', demandOption: true, coerce: parseReleaseVersion('VERSION'), describe: 'Release version, e.g. 4.16.3' })),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
       const version = args['release-version'] as string;
       ctx.stdout.write(`${checkReleaseReady(version, await releaseSnapshot(client, backend, version))}\n`);
     },
-  };
+  });
 }

@@ -6,12 +6,13 @@ import type { Argv } from 'yargs';
 import type { PinningBackend } from '../cluster/backend.js';
 import { LinkMeter, type LinkEvent } from '../cluster/link-meter.js';
 import { cacheEvent, CacheMetricsReader, type CacheCounters, type CacheEvent } from '../cluster/cache-metrics.js';
-import type { KubeClient } from '../kube/client.js';
+import type { ClusterClient } from '../cluster/connect.js';
 import { waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTracker } from '../cluster/wait.js';
 import type { McoVersions } from '../cluster/mco/backend.js';
 import { DEFAULT_FAIL_AFTER_MS, DEFAULT_TIMEOUT_MS, mcoPace, mcoWaitDefaults, paceLines, predictMcoNodes } from '../cluster/mco/pace.js';
 import { mcoNodeWork, runningVersion } from '../cluster/mco/pace-work.js';
 import type { CommandContext } from './context.js';
+import { typedCommand } from './typed-command.js';
 import { linkRate, positiveDuration } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { formatBytes, formatSeconds } from '../units.js';
@@ -147,7 +148,7 @@ async function waitLimits(cluster: WaitCluster | undefined, sets: readonly strin
 
 /** The cluster wait talks to: its client, and MCO's API versions where the backend is MCO. */
 export interface WaitCluster {
-  readonly client: KubeClient;
+  readonly client: ClusterClient;
   readonly backend: PinningBackend;
   readonly mco?: McoVersions;
 }
@@ -215,12 +216,12 @@ class CacheFigures {
 }
 
 export function waitCommand(ctx: CommandContext, scriptName: string) {
-  return {
+  return typedCommand({
     builder: (y: Argv) => withKubeOptions(withWaitOptions(y.positional('sets', { type: 'string', array: true, describe: 'PinnedImageSet names' }))),
-    handler: async (args: any) => {
+    handler: async (args) => {
       const cluster = await clusterFrom(args as KubeFlags, scriptName);
       const sets = (args.sets as string[] | undefined)?.length ? (args.sets as string[]) : undefined;
       await runWait(cluster.backend, sets, args as WaitFlags, ctx, cluster);
     },
-  };
+  });
 }

@@ -35,6 +35,7 @@ export interface ClusterRelease {
 /** ClusterVersion as the CVO writes it (openshift/api config/v1), the fields prestage reads. */
 export interface ClusterVersion extends KubeObject {
   spec?: {
+    channel?: string;
     capabilities?: { baselineCapabilitySet?: string; additionalEnabledCapabilities?: string[] };
     overrides?: Array<{ kind?: string; group?: string; namespace?: string; name?: string; unmanaged?: boolean }>;
   };

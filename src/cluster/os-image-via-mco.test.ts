@@ -4,7 +4,7 @@ import { osImageAdvice, osRebaseSource } from './os-image-via-mco.js';
 
 const image = (name: string, n: number): PlannedImage => ({
   name, names: [name], pullSpec: `quay.io/o/art@sha256:${String(n).repeat(64)}`, digest: `sha256:${String(n).repeat(64)}`, source: 'component', role: 'all', evidence: [],
-  compressedBytes: 2 ** 30, diskBytes: 2 ** 31, sizeMethod: 'exact', config: { digest: 'sha256:c', size: 1 },
+  compressedBytes: 2 ** 30, diskBytes: 2 ** 31, sizeMethod: 'gzip-isize', config: { digest: 'sha256:c', size: 1 },
   layers: [{ digest: `sha256:${String(n + 5).repeat(64)}`, mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', compressedBytes: 2 ** 30, diskBytes: 2 ** 31, method: 'gzip-isize' }],
 });
 

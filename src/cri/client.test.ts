@@ -72,6 +72,6 @@ describe('CRI channel options', () => {
   // would stay disconnected for up to two minutes after CRI-O is back.
   it('caps the reconnect backoff at a few seconds', () => {
     expect(CRI_CHANNEL_OPTIONS['grpc.max_reconnect_backoff_ms']).toBeLessThanOrEqual(5_000);
-    expect(CRI_CHANNEL_OPTIONS['grpc.initial_reconnect_backoff_ms']).toBeLessThanOrEqual(CRI_CHANNEL_OPTIONS['grpc.max_reconnect_backoff_ms']);
+    expect(CRI_CHANNEL_OPTIONS['grpc.initial_reconnect_backoff_ms']).toBeLessThanOrEqual(CRI_CHANNEL_OPTIONS['grpc.max_reconnect_backoff_ms']!);
   });
 });

@@ -75,3 +75,48 @@ export async function waitForCrdsEstablished(cluster: KubeClient | ClusterCreden
     }
   }
 }
+
+/**
+ * kubectl's `--dry-run` modes, as the installer takes them (the CLI's `DryRun` has the same
+ * words): `client` sends no write, `server` sends each with `dryRun=All`, `none` changes.
+ */
+export type DryRunMode = 'none' | 'client' | 'server';
+
+/** What follows kubectl's word on a line of a dry run. */
+export function dryRunWords(mode: DryRunMode): string {
+  return mode === 'none' ? '' : ` (${mode} dry run)`;
+}
+
+/**
+ * Server-side apply in a dry-run mode, one line per object as kubectl prints them. A server dry
+ * run cannot check objects of a namespace that is not there yet (the API server answers 404):
+ * those are named and not sent.
+ */
+export async function applyInMode(client: KubeClient, manifests: readonly Manifest[], mode: DryRunMode, fieldManager = 'prestage'): Promise<string[]> {
+  if (mode === 'none') {
+    await applyServerSide(client, manifests, fieldManager);
+    return manifests.map((manifest) => `${manifest.kind.toLowerCase()}/${manifest.metadata.name} serverside-applied`);
+  }
+  const lines: string[] = [];
+  const namespaces = new Map<string, boolean>();
+  for (const manifest of manifests) {
+    const line = `${manifest.kind.toLowerCase()}/${manifest.metadata.name} serverside-applied${dryRunWords(mode)}`;
+    const namespace = manifest.metadata.namespace;
+    if (mode === 'server' && namespace !== undefined) {
+      if (!namespaces.has(namespace)) namespaces.set(namespace, (await client.find(`/api/v1/namespaces/${encodeURIComponent(namespace)}`)) !== undefined);
+      if (!namespaces.get(namespace)) {
+        lines.push(`${line}: not sent, namespace ${namespace} is not there yet`);
+        continue;
+      }
+    }
+    if (mode === 'server') {
+      try {
+        await client.apply(resourcePath(manifest), manifest as unknown as KubeObject, { fieldManager, dryRun: true });
+      } catch (error) {
+        throw new ClusterError(`cannot apply ${manifest.kind}/${manifest.metadata.name} (server dry run): ${(error as Error).message}`.replace(/\s+/g, ' '), { cause: error });
+      }
+    }
+    lines.push(line);
+  }
+  return lines;
+}

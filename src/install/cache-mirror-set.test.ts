@@ -7,7 +7,7 @@ describe('the cache on OpenShift: the mirror set and the Image config entries', 
   it('mirrors the upstream by digest through the cache first, the upstream still contacted after it', () => {
     const set = cacheMirrorSet('quay.io', '172.30.12.34:5000', { insecureRegistries: ['172.30.12.34:5000'], allowedRegistries: [] });
     expect(set.spec).toEqual({ imageDigestMirrors: [{ source: 'quay.io', mirrors: ['172.30.12.34:5000'], mirrorSourcePolicy: 'AllowContactingSource' }] });
-    expect(JSON.parse(set.metadata.annotations![IMAGE_CONFIG_ADDED_ANNOTATION]!)).toEqual({ insecureRegistries: ['172.30.12.34:5000'], allowedRegistries: [] });
+    expect(JSON.parse((set.metadata.annotations as Record<string, string>)[IMAGE_CONFIG_ADDED_ANNOTATION]!)).toEqual({ insecureRegistries: ['172.30.12.34:5000'], allowedRegistries: [] });
   });
 
   it('adds the cache to the insecure registries, and to the allowed ones only where the cluster lists them; keeps what others put there', () => {

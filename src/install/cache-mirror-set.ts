@@ -14,7 +14,7 @@
  */
 import { ClusterError } from '../errors.js';
 import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
-import { applyServerSide, type Manifest } from './apply.js';
+import { applyInMode, dryRunWords, type DryRunMode, type Manifest } from './apply.js';
 import { CACHE_NAME } from '../api/names.js';
 import { CACHE_MIRROR_SET_NAME } from '../api/names.js';
 
@@ -89,28 +89,30 @@ export async function servesMirrorSets(client: KubeClient): Promise<boolean> {
 }
 
 /** Wires the nodes to the cache at `location` for `upstream`; returns what it did, one line each. */
-export async function applyCacheMirrorSet(client: KubeClient, upstream: string, location: string): Promise<string[]> {
+export async function applyCacheMirrorSet(client: KubeClient, upstream: string, location: string, mode: DryRunMode = 'none'): Promise<string[]> {
   const before = addedBy(await client.find<KubeObject>(`${MIRROR_SETS}/${CACHE_MIRROR_SET_NAME}`));
   // Insecure first: the MCO must never render the plain-HTTP mirror as a TLS one.
   const { added, line } = await editImageConfig(client, (sources) => {
     const edit = withCacheRegistry(sources, location, before);
     return { sources: edit.sources, result: edit.added };
-  });
-  await applyServerSide(client, [cacheMirrorSet(upstream, location, added)]);
-  return [line, `imagedigestmirrorset/${CACHE_MIRROR_SET_NAME} serverside-applied: ${upstream} digest pulls through ${location} first`];
+  }, mode);
+  const [applied] = await applyInMode(client, [cacheMirrorSet(upstream, location, added)], mode);
+  return [line, `${applied}: ${upstream} digest pulls through ${location} first`];
 }
 
 /** Takes the mirror set and the Image config entries it recorded out again; nothing when there is none. */
-export async function removeCacheMirrorSet(client: KubeClient): Promise<string[]> {
+export async function removeCacheMirrorSet(client: KubeClient, mode: DryRunMode = 'none'): Promise<string[]> {
   const existing = await client.find<KubeObject>(`${MIRROR_SETS}/${CACHE_MIRROR_SET_NAME}`);
   if (!existing) return [];
   const added = addedBy(existing);
-  await client.request('DELETE', `${MIRROR_SETS}/${CACHE_MIRROR_SET_NAME}`).catch((error: unknown) => {
-    if (!(error instanceof KubeApiError && error.status === 404)) throw error;
-  });
-  const lines = [`imagedigestmirrorset/${CACHE_MIRROR_SET_NAME} deleted`];
+  if (mode !== 'client') {
+    await client.request('DELETE', `${MIRROR_SETS}/${CACHE_MIRROR_SET_NAME}`, { query: { dryRun: mode === 'server' ? 'All' : undefined } }).catch((error: unknown) => {
+      if (!(error instanceof KubeApiError && error.status === 404)) throw error;
+    });
+  }
+  const lines = [`imagedigestmirrorset/${CACHE_MIRROR_SET_NAME} deleted${dryRunWords(mode)}`];
   if (added.insecureRegistries.length + added.allowedRegistries.length > 0) {
-    lines.push((await editImageConfig(client, (sources) => ({ sources: withoutCacheRegistry(sources, added), result: added }))).line);
+    lines.push((await editImageConfig(client, (sources) => ({ sources: withoutCacheRegistry(sources, added), result: added }), mode)).line);
   }
   return lines;
 }
@@ -132,7 +134,7 @@ interface ImageConfig extends KubeObject {
 }
 
 /** Read, edit, write with the resourceVersion read as precondition; again on a conflict. */
-async function editImageConfig<T>(client: KubeClient, edit: (sources: RegistrySources) => { sources: RegistrySources; result: T }): Promise<{ added: T; line: string }> {
+async function editImageConfig<T>(client: KubeClient, edit: (sources: RegistrySources) => { sources: RegistrySources; result: T }, mode: DryRunMode): Promise<{ added: T; line: string }> {
   for (let attempt = 1; ; attempt++) {
     const config = await client.find<ImageConfig>(IMAGE_CONFIG);
     if (!config) throw new ClusterError('images.config.openshift.io/cluster does not exist: the cluster Image config is where the cache is marked insecure; is this OpenShift?');
@@ -140,13 +142,15 @@ async function editImageConfig<T>(client: KubeClient, edit: (sources: RegistrySo
     const { sources: next, result } = edit(sources);
     const line = `images.config.openshift.io/cluster: registrySources.insecureRegistries ${JSON.stringify(next.insecureRegistries ?? [])}${next.allowedRegistries ? `, allowedRegistries ${JSON.stringify(next.allowedRegistries)}` : ''}`;
     if (JSON.stringify(next) === JSON.stringify(sources)) return { added: result, line: `${line} (unchanged)` };
+    if (mode === 'client') return { added: result, line: `${line}${dryRunWords(mode)}` };
     try {
       // A merge patch replaces the lists whole; the resourceVersion makes it fail (409) if another writer came first.
       await client.request('PATCH', IMAGE_CONFIG, {
+        query: { dryRun: mode === 'server' ? 'All' : undefined },
         body: { metadata: { resourceVersion: config.metadata.resourceVersion }, spec: { registrySources: next } },
         contentType: 'application/merge-patch+json',
       });
-      return { added: result, line };
+      return { added: result, line: `${line}${dryRunWords(mode)}` };
     } catch (error) {
       if (error instanceof KubeApiError && error.status === 409 && attempt < CONFLICT_ATTEMPTS) continue;
       throw error;

@@ -152,7 +152,7 @@ function* referencesIn(doc: Record<string, unknown>, file: string): Generator<[s
     for (const list of ['initContainers', 'containers'] as const) {
       const containers = podSpec[list];
       if (!Array.isArray(containers)) continue;
-      for (const ctr of containers as Array<Record<string, any>>) {
+      for (const ctr of containers as ReadonlyArray<ContainerView | null>) {
         if (typeof ctr?.image === 'string') {
           for (const digest of digestsIn(ctr.image)) {
             // The CVO applies a workload on every platform, whatever its name says.
@@ -160,7 +160,7 @@ function* referencesIn(doc: Record<string, unknown>, file: string): Generator<[s
           }
           handled.add(ctr.image);
         }
-        for (const e of Array.isArray(ctr?.env) ? ctr.env : []) {
+        for (const e of Array.isArray(ctr?.env) ? (ctr.env as ReadonlyArray<{ name?: unknown; value?: unknown } | null>) : []) {
           if (typeof e?.name !== 'string' || typeof e?.value !== 'string') continue;
           for (const digest of digestsIn(e.value)) yield operand(e.name, digest, `env ${e.name}`);
           handled.add(e.value);
@@ -210,8 +210,30 @@ function jsonObject(text: string): Record<string, unknown> | undefined {
   }
 }
 
-function podSpecOf(doc: Record<string, unknown>): Record<string, any> | undefined {
-  const spec = doc.spec as Record<string, any> | undefined;
+/** What classify reads of a pod spec; from the payload, so any of it may be missing or of another type. */
+export interface PodSpecView {
+  readonly nodeSelector?: unknown;
+  readonly affinity?: { readonly nodeAffinity?: { readonly requiredDuringSchedulingIgnoredDuringExecution?: { readonly nodeSelectorTerms?: unknown } } };
+  readonly initContainers?: unknown;
+  readonly containers?: unknown;
+}
+
+/** What classify reads of a container, as untrusted as the rest. */
+interface ContainerView {
+  readonly image?: unknown;
+  readonly env?: unknown;
+  readonly args?: unknown;
+  readonly command?: unknown;
+}
+
+/** A workload's spec down to its pod template (optional chaining copes with any shape JSON gives). */
+interface WorkloadSpecView {
+  readonly template?: { readonly spec?: PodSpecView };
+  readonly jobTemplate?: { readonly spec?: { readonly template?: { readonly spec?: PodSpecView } } };
+}
+
+function podSpecOf(doc: Record<string, unknown>): PodSpecView | undefined {
+  const spec = doc.spec as (PodSpecView & WorkloadSpecView) | undefined;
   switch (doc.kind) {
     case 'Pod':
       return spec;
@@ -229,15 +251,15 @@ function podSpecOf(doc: Record<string, unknown>): Record<string, any> | undefine
 }
 
 /** A nodeSelector or a required node affinity that only admits control-plane nodes. */
-export function pinnedToControlPlane(podSpec: Record<string, any>): boolean {
-  const selector = podSpec.nodeSelector as Record<string, unknown> | undefined;
-  if (selector && Object.keys(selector).some((k) => CONTROL_PLANE_LABELS.has(k))) return true;
+export function pinnedToControlPlane(podSpec: PodSpecView): boolean {
+  const selector = podSpec.nodeSelector;
+  if (selector && typeof selector === 'object' && Object.keys(selector).some((k) => CONTROL_PLANE_LABELS.has(k))) return true;
   const terms = podSpec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
   if (!Array.isArray(terms) || terms.length === 0) return false;
   // Terms are ORed: every term must require a control-plane label.
-  return terms.every((t: any) =>
+  return (terms as ReadonlyArray<{ matchExpressions?: unknown } | null>).every((t) =>
     Array.isArray(t?.matchExpressions) &&
-    t.matchExpressions.some((e: any) => CONTROL_PLANE_LABELS.has(e?.key) && (e.operator === 'Exists' || e.operator === 'In')),
+    (t.matchExpressions as ReadonlyArray<{ key?: unknown; operator?: unknown } | null>).some((e) => typeof e?.key === 'string' && CONTROL_PLANE_LABELS.has(e.key) && (e.operator === 'Exists' || e.operator === 'In')),
   );
 }
 

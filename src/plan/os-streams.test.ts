@@ -8,7 +8,7 @@ const digest = (n: number) => `sha256:${n.toString(16).padStart(64, '0')}`;
 const component = (n: number, name: string, source = 'https://github.com/openshift/os'): ComponentImage => ({ name, names: [name], pullSpec: `quay.io/o/art@${digest(n)}`, digest: digest(n), annotations: { 'io.openshift.build.source-location': source } });
 const components = [component(1, 'rhel-coreos'), component(2, 'rhel-coreos-extensions'), component(3, 'rhel-coreos-10'), component(4, 'rhel-coreos-10-extensions'), component(5, 'etcd', 'https://github.com/openshift/etcd')];
 /** As the 2026 images label themselves (MCO pkg/osimagestream reads io.openshift.os.streamclass). */
-const labels = new Map([
+const labels = new Map<string, Record<string, string>>([
   [digest(1), { 'io.openshift.os.streamclass': 'rhel-9', 'containers.bootc': '1' }],
   [digest(2), { 'io.openshift.os.streamclass': 'rhel-9', 'io.openshift.os.extensions': 'true' }],
   [digest(3), { 'io.openshift.os.streamclass': 'rhel-10', 'containers.bootc': '1' }],
