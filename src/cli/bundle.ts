@@ -22,6 +22,8 @@ import { checkBundle, describeProblem, inventoryOfDir } from '../bundle/verify.j
 import { KubeClient } from '../kube/client.js';
 import { loadKubeconfig } from '../kube/kubeconfig.js';
 import { applyServerSide } from '../install/apply.js';
+import { applyObject, withDryRunOption, type DryRun } from './dry-run.js';
+import { PUSH_DRY_RUN_HELP, pushDryRunClosing, refuseArchiveDryRun, renderPushDryRun } from './push-dry-run.js';
 import { checkAttachmentsOrFail, checkReleaseSignaturesOrFail, signatureLines, unsignedWarning, verifiedReader } from './bundle-signatures.js';
 import { releaseSignaturesFor, signatureInputs, sigstoreKeyFrom, trustAnchors, withCreateSignatureOptions, withSignatureKeyOptions, withTrustOptions } from './signature-options.js';
 import { attachmentEntries } from '../bundle/signatures.js';
@@ -197,6 +199,7 @@ function pushCommand(ctx: CommandContext) {
           .option('apply', { type: 'boolean', default: false, describe: `Also apply ${SIGNATURE_CONFIGMAP_FILE} to the cluster (server-side), so \`oc adm upgrade --to-image\` needs no --force; the signatures are verified with the keys that cluster trusts first` })
           .option('kubeconfig', { type: 'string', describe: 'Kubeconfig of the cluster whose keys verify the release signatures (its verifier ConfigMaps), and for --apply' })
           .option('context', { type: 'string', describe: 'Kubeconfig context (with --kubeconfig, or for --apply)' })
+          .option('dry-run', withDryRunOption(PUSH_DRY_RUN_HELP))
           .example(...example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file ca.pem', 'Push under a prefix; plan from it with --mirror quay.io=mirror.example.com:5000/ocp'))
           .example(...example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Push where the same --mirror rule reads, e.g. ocp/ocp-release:4.16.3-x86_64'))
           .example(...example('$0 bundle push /media/dvd/ocp.parts mirror.example.com:5000/ocp --work-dir /var/tmp', 'Parts on read-only media: unpack them on a writable disk, then push'))
@@ -205,24 +208,35 @@ function pushCommand(ctx: CommandContext) {
     handler: async (args: any) => {
       if (args.mirror.length > 0) throw new BadInputError('--mirror does not apply to bundle push; name the mirror registry as the TARGET argument (REGISTRY[/PREFIX] or SOURCE=REGISTRY/PATH)');
       const target = parseMirrorTarget(args.target);
-      await checkOutputDir(args['output-dir']);
+      const dryRun = args['dry-run'] as DryRun;
+      if (dryRun === 'none') await checkOutputDir(args['output-dir']);
+      else refuseArchiveDryRun(args.bundle, isArchive(args.bundle));
       const bundle = await openForPush(args.bundle, args['work-dir'], ctx);
       const warning = unsignedWarning(bundle, args.bundle);
       if (warning) ctx.stderr.write(`${warning}\n`);
       // Before anything is sent: altered signatures must not reach the mirror or the cluster.
       const read = verifiedReader(bundle.dir);
-      const anchors = await trustAnchors(args, args.apply);
+      // A client dry run reads nothing from the cluster: only --verification-key files anchor.
+      const anchors = await trustAnchors(dryRun === 'client' ? { ...args, kubeconfig: undefined, context: undefined } : args, dryRun !== 'client' && args.apply);
       const gpg = await checkReleaseSignaturesOrFail(bundle, read, anchors, args.bundle);
       const releaseSignatures = bundle.metadata.signatures?.release;
       // The CVO's ConfigMap carries only signatures a trusted key verified, or those the user lets through.
       const configMap = gpg && (gpg.anchored || args['allow-unverified-signatures']) && releaseSignatures
         ? signatureConfigMap(releaseSignatures.digest, await Promise.all(releaseSignatures.signatures.map((b) => read(b.digest))))
         : undefined;
-      const cluster = args.apply ? new KubeClient(await loadKubeconfig(args)) : undefined;
-      if (args.apply && !configMap) throw new BadInputError(`--apply: bundle ${args.bundle} carries no release signature to apply; create it again with its signatures`);
+      const cluster = args.apply && dryRun !== 'client' ? new KubeClient(await loadKubeconfig(args)) : undefined;
+      if (args.apply && !configMap && !(dryRun === 'client' && releaseSignatures)) throw new BadInputError(`--apply: bundle ${args.bundle} carries no release signature to apply; create it again with its signatures`);
       const client = new PushClient(target.registry, transportOptionsFrom(args, (e) => { if (e.kind === 'retry') ctx.log.warn(retryLine(e)); }, (line) => ctx.log.warn(line)));
       try {
-        const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr, removeSignatures: args['remove-signatures'] });
+        const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr, removeSignatures: args['remove-signatures'], ...(dryRun !== 'none' ? { dryRun } : {}) });
+        if (dryRun !== 'none') {
+          ctx.stdout.write(renderPushDryRun(report, { target: args.target, files: [MAPPING_FILE, IDMS_FILE, ...(configMap ? [SIGNATURE_CONFIGMAP_FILE] : [])].map((f) => join(args['output-dir'], f)), dryRun, removeSignatures: args['remove-signatures'] }));
+          if (args.apply && configMap) ctx.stdout.write(`configmap/${configMap.metadata.name} ${cluster ? await applyObject(cluster, configMap, dryRun) : 'would be applied (client dry run)'} (namespace ${configMap.metadata.namespace})\n`);
+          if (args.apply && !configMap) ctx.stdout.write(`configmap ${SIGNATURE_CONFIGMAP_FILE} not checked: a client dry run reads no cluster keys to verify the release signatures with (give --verification-key)\n`);
+          if (gpg) ctx.stdout.write(`${gpg.line}\n`);
+          ctx.stdout.write(pushDryRunClosing(dryRun));
+          return;
+        }
         const name = `prestage-${bundle.metadata.release.version}`;
         await writeFileAtomic(join(args['output-dir'], MAPPING_FILE), renderMapping(report.images));
         await writeFileAtomic(join(args['output-dir'], IDMS_FILE), renderImageDigestMirrorSet(name, report.images));
