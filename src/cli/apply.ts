@@ -107,7 +107,7 @@ export function applyCommand(ctx: CommandContext, scriptName: string) {
           .positional('source', { type: 'string', demandOption: true, describe: 'Plan JSON file, PinnedImageSet YAML file or directory, or release pullspec' })
           .option('force', { type: 'boolean', default: false, describe: 'Apply even when MCO\'s own disk check would refuse a set (it is checked first on the MCO backend, for sets from a plan or a release)' })
           .option('os-image-via-mco', { type: 'boolean', default: false, describe: `${OS_IMAGE_VIA_MCO_HELP} (sets from a plan or a release)` })
-          .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: `Cluster-wide cap on the slow link for these sets (20MiB/s, 100Mbit/s), stored as ${LINK_RATE_ANNOTATION}: the agents share it over their pull slots (prestage agent only)` }),
+          .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: `Cluster-wide cap on the slow link for these sets (bytes: 20MiB/s, 5MB/s; bits: 40Mbit/s, 40Mbps), stored as ${LINK_RATE_ANNOTATION}: the agents share it over their pull slots (prestage agent only)` }),
       ))),
     handler: async (args: any) => {
       // Read before any registry or cluster work: bad windows are refused first.

@@ -37,10 +37,10 @@ import { PushClient } from '../registry/upload.js';
 import { checkOutputDir } from '../render/output-dir.js';
 import { helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
-import { integerAtLeast, linkRate } from './flag-values.js';
+import { integerAtLeast, linkRate, sizeAtLeast } from './flag-values.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
-import { formatBytes, parseSize } from '../units.js';
+import { formatBytes } from '../units.js';
 
 const MAPPING_FILE = 'mapping.txt';
 const IDMS_FILE = 'image-digest-mirror-set.yaml';
@@ -71,10 +71,10 @@ function createCommand(ctx: CommandContext) {
           .option('to', { type: 'string', demandOption: true, describe: 'Bundle directory (an OCI image layout)' })
           .option('since', { type: 'string', describe: 'Leave out blobs a previous bundle carried: its directory, its parts, a plan file or a release pullspec' })
           .option('all-platforms', { type: 'boolean', default: false, describe: 'Keep every platform of manifest lists (registries that require complete lists)' })
-          .option('max-archive-size', { type: 'string', describe: 'Also write the bundle as tar parts of at most SIZE (e.g. 4G) into <to>.parts/' })
+          .option('max-archive-size', { type: 'string', coerce: sizeAtLeast('max-archive-size', 2 ** 20), describe: 'Also write the bundle as tar parts of at most SIZE into <to>.parts/: 4G (10^9 bytes: under FAT32\'s 4 GiB), 4Gi, 4300MB, 25GB; at least 1Mi' })
           .option('parallel', { type: 'number', default: 32, coerce: integerAtLeast('parallel', 1), describe: 'Connections at once for manifests and blobs (small blobs need many in flight to fill a link; big blobs, one per Range part, get a quarter of them while small ones are left)' })
           .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --to' })
-          .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Read blobs no faster than RATE in all (e.g. 20MiB/s, 100Mbit/s), leaving the rest of a shared link to others; manifests are not counted' })
+          .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Read blobs no faster than RATE in all (bytes: 20MiB/s, 5MB/s, 20Mi; bits: 40Mbit/s, 40Mbps), leaving the rest of a shared link to others; manifests are not counted' })
           .option('agent-image', { type: 'string', describe: 'Also carry the prestage agent image (`prestage image push`), e.g. registry.example.com/prestage:0.1.0; push mirrors it by digest' })
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --verification-key redhat-release.asc`, 'Bundle a release with its GPG signatures (verified with the key) and sigstore signatures'))
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))
@@ -84,7 +84,7 @@ function createCommand(ctx: CommandContext) {
           .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
       ))),
     handler: async (args: any) => {
-      const maxPartBytes = args['max-archive-size'] !== undefined ? parseSize(args['max-archive-size']) : undefined;
+      const maxPartBytes: number | undefined = args['max-archive-size'];
       const sourceIsFile = isFile(args.source);
       await ensureWritableDir(args.to, 'the bundle', 'choose another --to');
       if (maxPartBytes) await ensureWritableDir(archiveDirFor(args.to), 'the bundle parts', 'choose another --to');
