@@ -37,8 +37,9 @@ describe('sizes', () => {
     expect(() => parseSize(text)).toThrow('use e.g. 4Gi, 4G, 500Mi, 100GB, 1.5GiB, or plain bytes');
   });
 
-  it('says that units are case-sensitive when a lowercase prefix was written', () => {
-    expect(() => parseSize('500m')).toThrow('units are case-sensitive: m is milli in Kubernetes; write M, G or Mi, Gi');
+  it('says that units are case-sensitive where a unit in the wrong case was written, and only there', () => {
+    for (const text of ['500m', '16gb', '4Gb', '2ti']) expect(() => parseSize(text), text).toThrow('units are case-sensitive: m is milli in Kubernetes; write M, G or Mi, Gi');
+    for (const text of ['4 gigs', 'big', '-4G']) expect(() => parseSize(text), text).not.toThrow('case-sensitive');
   });
 
   it.each([

@@ -76,7 +76,8 @@ export function parseSize(text: string): number {
   // `Ki` is Kubernetes', `K` alone is not: `4K`/`4KB` are read as kilo (1000), `4KiB` as 1024.
   const bytes = m && factor !== undefined ? Math.ceil(Number(m[1]) * factor) : NaN;
   if (!Number.isSafeInteger(bytes)) {
-    const hint = /^\s*[\d.]+\s*[mgt]/.test(text) ? ' (units are case-sensitive: m is milli in Kubernetes; write M, G or Mi, Gi)' : '';
+    // `500m`, `16gb`, `4Gb`: a unit in the wrong case, which Kubernetes reads otherwise or not at all.
+    const hint = /^\s*[\d.]+\s*[kmgtpe]i?b?\s*$/i.test(text) ? ' (units are case-sensitive: m is milli in Kubernetes; write M, G or Mi, Gi)' : '';
     throw new UnitError(`${JSON.stringify(text)} is not a size${hint}; use ${SIZE_EXAMPLE}, or plain bytes`);
   }
   return bytes;
