@@ -104,7 +104,7 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
       [['agent', '--node', 'n', '--min-throughput', 'slow'], '--min-throughput: "slow" is not a rate; use e.g. 20MiB/s, 5MB/s (bytes), 40Mbit/s, 40Mbps (bits); see prestage agent --help'],
       [['install', '--image', 'r/p:1', '--cache-size', 'big'], `--cache-size: "big" is not a size; ${sizes}; see prestage install --help`],
       [['bundle', 'create', RELEASE, '--to', join(dir, 'sized'), ...UNREACHABLE, '--max-archive-size', '4 gigs'], `--max-archive-size: "4 gigs" is not a size; ${sizes}; see prestage bundle create --help`],
-      [['bundle', 'create', RELEASE, '--to', join(dir, 'sized'), ...UNREACHABLE, '--max-archive-size', '512k'], `--max-archive-size "512k" is under 1.0 MiB, the least it takes; ${sizes}; see prestage bundle create --help`],
+      [['bundle', 'create', RELEASE, '--to', join(dir, 'sized'), ...UNREACHABLE, '--max-archive-size', '512k'], '--max-archive-size "512k" is under 1.0 MiB, the least it takes; use e.g. 4Gi, 4G, 500Mi, 100GB, 1.5GiB; see prestage bundle create --help'],
       [['wait', '--timeout', '9000h'], '--timeout: "9000h" is longer than a year (8760h), the longest a duration may be; use e.g. 90s, 30m, 1h30m, 720h (bare: seconds); see prestage wait --help'],
       [['wait', '--fail-after', '5d'], '--fail-after: "5d" is not a duration; use e.g. 90s, 30m, 1h30m, 720h (bare: seconds); see prestage wait --help'],
       [['verify', '4.16.3', '--timeout', '720h'], '--timeout "720h" is longer than 576h, the longest it takes; use e.g. 90s, 30m, 1h30m, 720h; see prestage verify --help'],
