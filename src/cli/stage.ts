@@ -92,9 +92,9 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       }
       await checkNodeDisks(client, backend, sets, plan.nodes);
       await checkMcoPreflight(client, backend, sets, { version: observed?.release.version, force: args.force === true, warn: (line) => ctx.log.warn(line) });
-      // The release's signatures for the CVO (a mirror's cluster), verified with the keys it trusts now.
       const dryRun = args['dry-run'] as DryRun;
       const out = args.output === 'json' ? ctx.stderr : ctx.stdout;
+      // The release's signatures for the CVO (a mirror's cluster), verified with the keys it trusts now.
       const signed = await signatureConfigMapFrom(plan.release, args, async () => client);
       if (signed) {
         const done = await applyObject(client, signed.configMap, dryRun);
