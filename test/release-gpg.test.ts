@@ -2,6 +2,7 @@
  * Release signatures made by the real gpg, as the signature servers make them (`gpg --sign`:
  * compressed data holding one-pass signature, literal data and signature), and one real Red Hat
  * signature (library-go's testdata), whose v3 signature packet openpgp.js cannot read itself.
+ * In the integration suite: it needs Debian's gpg, which the test bed script installs.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as openpgp from 'openpgp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BadInputError } from '../errors.js';
-import { inspectReleaseSignature, readVerificationKeys, verifyReleaseSignature, type VerificationKeys } from './release-gpg.js';
+import { BadInputError } from '../src/errors.js';
+import { inspectReleaseSignature, readVerificationKeys, verifyReleaseSignature, type VerificationKeys } from '../src/signatures/release-gpg.js';
 
 const DIGEST = `sha256:${'a'.repeat(64)}`;
 const OTHER_DIGEST = `sha256:${'b'.repeat(64)}`;
@@ -109,7 +110,7 @@ describe('verifyReleaseSignature over gpg signatures', () => {
     // packets still parse, and the digest of the data no longer matches the signature's.
     const plain = sign(payload(), release.fpr, '--compress-algo', 'none');
     const at = plain.indexOf('atomic container');
-    plain[at] ^= 0x01;
+    plain[at] = plain[at]! ^ 0x01;
     expect(await verifyReleaseSignature(plain, DIGEST, keys)).toEqual({
       ok: false,
       problem: 'bad-signature',
@@ -127,7 +128,7 @@ describe('verifyReleaseSignature over gpg signatures', () => {
     const seen = new Set<string>();
     for (let at = 2; at < whole.length; at++) {
       const flipped = Buffer.from(whole);
-      flipped[at] ^= 0x10;
+      flipped[at] = flipped[at]! ^ 0x10;
       const verdict = await verifyReleaseSignature(flipped, DIGEST, keys);
       if (verdict.ok) expect(verdict).toEqual(intact);
       else seen.add(verdict.problem);
@@ -139,7 +140,7 @@ describe('verifyReleaseSignature over gpg signatures', () => {
 
 describe('verifyReleaseSignature over other signers', () => {
   it('accepts a key and a signature made by openpgp.js itself', async () => {
-    const { privateKey, publicKey } = await openpgp.generateKey({ type: 'ecc', curve: 'curve25519', userIDs: [{ name: 'openpgp.js signer' }], format: 'armored' });
+    const { privateKey, publicKey } = await openpgp.generateKey({ type: 'ecc', curve: 'curve25519Legacy', userIDs: [{ name: 'openpgp.js signer' }], format: 'armored' });
     const signingKeys = await openpgp.readPrivateKey({ armoredKey: privateKey });
     const message = await openpgp.createMessage({ binary: Buffer.from(payload()) });
     const signed = await openpgp.sign({ message, signingKeys, format: 'binary' });
@@ -165,14 +166,14 @@ describe('verifyReleaseSignature over other signers', () => {
     });
     // A flip that still inflates changes the signed bytes; one that does not breaks the stream.
     const tampered = Buffer.from(RED_HAT_RHEL7_SIGNATURE);
-    tampered[300] ^= 0x10;
+    tampered[300] = tampered[300]! ^ 0x10;
     expect(await verifyReleaseSignature(tampered, RED_HAT_RHEL7_DIGEST, redHat)).toEqual({
       ok: false,
       problem: 'bad-signature',
       detail: 'its v3 signature by key 199E2F91FD431D51 does not verify (Signed digest did not match)',
     });
     const broken = Buffer.from(RED_HAT_RHEL7_SIGNATURE);
-    broken[100] ^= 0x10;
+    broken[100] = broken[100]! ^ 0x10;
     expect(await verifyReleaseSignature(broken, RED_HAT_RHEL7_DIGEST, redHat)).toMatchObject({ ok: false, problem: 'not-a-signature' });
   });
 });
