@@ -18,16 +18,22 @@ if (!Number.isInteger(BUSY) || BUSY < 0) {
 }
 
 const busy: ChildProcess[] = Array.from({ length: BUSY }, () => spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
-const stopBusy = () => {
+let running: ChildProcess | undefined;
+// Nothing outlives the run: the spinners, and a vitest stopped half-way (its own teardown runs on SIGINT).
+process.on('exit', () => {
   for (const child of busy) child.kill('SIGKILL');
-};
-process.on('exit', stopBusy);
+  running?.kill('SIGINT');
+});
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
 
 function vitest(args: readonly string[]): Promise<number> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', ...args, ...process.argv.slice(2)], { stdio: 'inherit' });
-    child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+    running = child;
+    child.on('exit', (code, signal) => {
+      running = undefined;
+      resolve(code ?? (signal ? 1 : 0));
+    });
   });
 }
 
