@@ -1,14 +1,42 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * `npm test`: three projects that run side by side, each at its own pace.
+ * - unit: the unit tests beside the modules (pure, in-process), in parallel;
+ * - registry: integration files that start their own registries, proxies and CLI processes on
+ *   free ports (no cluster), one at a time;
+ * - cluster: files on the cluster test bed (API server, kubelets, CRI-O, iptables, cgroups: host
+ *   state), one at a time, as before.
+ * So the suite's length is about the cluster files' alone (the other two fit beside them on 2
+ * cores). PRESTAGE_TEST_SERIAL=1 runs every file one at a time (as before, for a clean reading).
+ */
+const serial = process.env.PRESTAGE_TEST_SERIAL === '1';
+
+/** Files on the cluster test bed (test/cluster, agents, the MCO simulator). */
+export const CLUSTER_FILES = [
+  'agent-disk', 'agent-faults', 'agent-pacing', 'agent-pull-secret', 'agent-rbac', 'agent-restarts', 'agent',
+  'apply-stage', 'bundle-trust', 'cache-cluster', 'cache-stage', 'cache', 'cli-errors', 'cluster', 'daemonset',
+  'install', 'lifecycle', 'link-etiquette', 'mco-daemon', 'mco-v1alpha1', 'offline', 'pause', 'plan-live-eras',
+  'plan-live', 'signatures', 'stage-agents', 'wait-restart', 'wait',
+].map((name) => `test/${name}.test.ts`);
+
+const integration = {
+  testTimeout: 60_000,
+  hookTimeout: 600_000,
+  globalSetup: ['test/support/global-setup.ts'],
+};
+
 export default defineConfig({
   test: {
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-    testTimeout: 60_000,
-    hookTimeout: 600_000,
-    // Integration suites start real servers (registry, API server, CRI-O); two cores.
-    fileParallelism: false,
-    globalSetup: ['test/support/global-setup.ts'],
-    // The default summary, then one plain closing line for CI.
+    // Two cores: one worker each for the registry and cluster files, one for the unit files while they last.
+    maxWorkers: serial ? 1 : 3,
+    fileParallelism: !serial,
+    // The default summary, then the ten slowest files and one plain closing line for CI.
     reporters: ['default', './test/support/closing-line-reporter.ts'],
+    projects: [
+      { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'test/harness/*.test.ts'], testTimeout: 60_000 } },
+      { extends: true, test: { name: 'registry', include: ['test/*.test.ts'], exclude: CLUSTER_FILES, ...integration, fileParallelism: false } },
+      { extends: true, test: { name: 'cluster', include: CLUSTER_FILES, ...integration, fileParallelism: false } },
+    ],
   },
 });

@@ -175,24 +175,18 @@ describe('exact image sizes through the node registries.conf', () => {
     const impatient = new RegistryImageSizes({ registriesConf: join(dir, 'registries.conf'), registriesConfDir: join(dir, 'registries.conf.d'), log, requestTimeoutMs: 2_000, budgetMs: 1_000 });
     try {
       const [first, second, third] = [component('docker-registry'), component('haproxy-router'), component('baremetal-runtimecfg')];
-      let started = Date.now();
       const before = await sizes.layers([first.pullSpec], { arch: 'amd64', pullSecrets: [] });
-      // Two attempts of at most 2 s each on the silent mirror (its TLS handshake never ends), then the next mirror.
-      expect(Date.now() - started).toBeLessThan(12_000);
+      // Answered at all: the silent mirror's TLS handshake never ends, so its attempts timed out and the next mirror answered.
       expect(before.get(first.pullSpec)).toMatchObject({ from: first.pullSpec.replace(/^quay\.io/, registry.host) });
       const seen = connections;
       expect(seen).toBeGreaterThan(0);
-      started = Date.now();
       const after = await sizes.layers([second.pullSpec], { arch: 'amd64', pullSecrets: [] });
       expect(after.get(second.pullSpec)).toMatchObject({ layers: second.layers.map((layer) => ({ digest: layer.digest, diskBytes: layer.uncompressedSize })) });
       // Skipped, not waited for again.
       expect(connections).toBe(seen);
-      expect(Date.now() - started).toBeLessThan(10_000);
 
-      started = Date.now();
       const late = await impatient.layers([third.pullSpec], { arch: 'amd64', pullSecrets: [] });
       expect(late.get(third.pullSpec)).toEqual({ error: 'no answer from the registry within 1 s' });
-      expect(Date.now() - started).toBeLessThan(5_000);
     } finally {
       await sizes.close();
       await impatient.close();

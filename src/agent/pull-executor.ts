@@ -5,7 +5,6 @@
  * when it served a corrupt blob. With a cache and cluster-wide pacing, pulls start only once
  * the cache is warm and while this node holds a pull slot.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import type { Gate } from '../api/staging.js';
@@ -143,12 +142,12 @@ export class PullExecutor {
   }
 
   /** Resting after a permanent error: no attempt before its time. */
-  resting(image: string, now = Date.now()): boolean {
+  resting(image: string, now = this.clock.now()): boolean {
     return (this.records.get(image)?.notBefore ?? 0) > now;
   }
 
   /** Whether every pull in flight is within its deadline; undefined with none in flight. */
-  withinDeadlines(now = Date.now()): boolean | undefined {
+  withinDeadlines(now = this.clock.now()): boolean | undefined {
     if (this.deadlines.size === 0) return undefined;
     return [...this.deadlines.values()].every((deadline) => now < deadline);
   }
@@ -265,7 +264,7 @@ export class PullExecutor {
     try {
       for (let attempt = 1; attempt <= this.retry.attempts; attempt++) {
         record.attempts++;
-        const started = Date.now();
+        const started = this.clock.now();
         this.deadlines.set(image, started + timeoutMs + PULL_DEADLINE_GRACE_MS);
         try {
           await runtime.pull(image, { auth, timeoutMs, ...(signal ? { signal } : {}) });
@@ -273,8 +272,8 @@ export class PullExecutor {
           record.notBefore = undefined;
           metrics?.pulls.inc({ outcome: 'ok' });
           if (bytes !== undefined) metrics?.pulledBytes.inc(bytes);
-          metrics?.pullSeconds.observe((Date.now() - started) / 1000);
-          log.info({ image, attempt, ms: Date.now() - started }, 'pulled');
+          metrics?.pullSeconds.observe((this.clock.now() - started) / 1000);
+          log.info({ image, attempt, ms: this.clock.now() - started }, 'pulled');
           return;
         } catch (error) {
           // Stopped at a strict window's close: no failure, the next window pulls it again.
@@ -287,7 +286,7 @@ export class PullExecutor {
           const permanent = isPermanentPullError(record.lastError);
           metrics?.pulls.inc({ outcome: 'error' });
           log.warn({ image, attempt, permanent, err: record.lastError }, 'pull failed');
-          if (permanent) record.notBefore = Date.now() + (this.options.permanentFailureBackoffMs ?? DEFAULT_PERMANENT_FAILURE_BACKOFF_MS);
+          if (permanent) record.notBefore = this.clock.now() + (this.options.permanentFailureBackoffMs ?? DEFAULT_PERMANENT_FAILURE_BACKOFF_MS);
           if (permanent || attempt === this.retry.attempts || this.stopped) return;
           onRetry();
           // A corrupt blob from the cache: the next attempt goes past it, at once.
@@ -295,7 +294,7 @@ export class PullExecutor {
             detour = await this.options.bypassCache?.(image, record.lastError).catch(() => undefined);
             if (detour) continue;
           }
-          await sleep(delay);
+          await this.clock.sleep(delay);
           delay = Math.min(delay * 2, this.retry.maxDelayMs);
         } finally {
           this.deadlines.delete(image);

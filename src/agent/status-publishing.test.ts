@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { NodePinnedImagesStatus, NodeVerification } from '../api/prestage.js';
 import { createLogger } from '../telemetry/log.js';
 import { FailureEvents, ProgressPublisher, StatusWriter } from './status-publishing.js';
@@ -49,34 +49,43 @@ describe('StatusWriter', () => {
 });
 
 describe('ProgressPublisher', () => {
+  // vitest's fake timers move Date.now() and setTimeout together: order and counts, never the machine's pace.
+  beforeEach(() => void vi.useFakeTimers({ toFake: ['Date', 'setTimeout', 'clearTimeout'] }));
+  afterEach(() => void vi.useRealTimers());
+
   it('coalesces pokes, writes at most once per interval, and nothing after settle()', async () => {
+    const start = Date.now();
     const writes: number[] = [];
-    const publisher = new ProgressPublisher(async () => void writes.push(Date.now()), 100);
+    const publisher = new ProgressPublisher(async () => void writes.push(Date.now() - start), 100);
+    // 200 ms of pokes every 10 ms: the first write at once, then one per 100 ms for the pokes between.
     for (let index = 0; index < 20; index++) {
       publisher.poke();
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      await vi.advanceTimersByTimeAsync(10);
     }
+    expect(writes).toEqual([0, 100, 200]);
+    publisher.poke();
     await publisher.settle();
     publisher.poke();
-    await new Promise((resolve) => setTimeout(resolve, 150));
-    // About 200 ms of pokes every 10 ms: the first write at once, then at most one per 100 ms.
-    expect(writes.length).toBeGreaterThanOrEqual(2);
-    expect(writes.length).toBeLessThanOrEqual(3);
-    for (let index = 1; index < writes.length; index++) expect(writes[index]! - writes[index - 1]!).toBeGreaterThanOrEqual(99);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(writes).toEqual([0, 100, 200]);
   });
 
-  it('settle() drops a write waiting for its turn, and a failing write is no error', async () => {
+  it('settle() drops a write waiting for its turn at once, and a failing write is no error', async () => {
     let writes = 0;
     const publisher = new ProgressPublisher(async () => {
       writes++;
       throw new Error('API down');
     }, 10_000);
     publisher.poke();
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await vi.advanceTimersByTimeAsync(5);
     publisher.poke();
-    const started = Date.now();
-    await publisher.settle();
-    expect(Date.now() - started).toBeLessThan(1_000);
+    let settled = false;
+    const settling = publisher.settle().then(() => (settled = true));
+    // No time passes: the waiting write is dropped, not waited for.
+    await vi.advanceTimersByTimeAsync(0);
+    expect(settled).toBe(true);
+    await settling;
+    await vi.advanceTimersByTimeAsync(20_000);
     expect(writes).toBe(1);
   });
 });

@@ -57,9 +57,8 @@ describe('CriClient.connect', () => {
     const silent = createServer(() => undefined);
     await new Promise<void>((resolve) => silent.listen(socketPath, resolve));
     try {
-      const started = Date.now();
+      // The rejection is the proof: without the timeout, connect would wait on the silent socket for ever.
       await expect(CriClient.connect(socketPath, { connectTimeoutMs: 300 })).rejects.toMatchObject({ code: status.UNAVAILABLE });
-      expect(Date.now() - started).toBeLessThan(5_000);
     } finally {
       silent.close();
       await rm(dir, { recursive: true, force: true });

@@ -21,7 +21,20 @@ declare module 'vitest' {
   }
 }
 
-export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+interface Prepared {
+  readonly root: string;
+  readonly storageDir: string;
+  readonly truth: FixtureTruth;
+}
+
+/**
+ * The registry and cluster projects each run this setup, in the one vitest process: the first
+ * prepares, the other reuses (globalThis, as each project may load this module anew), and the
+ * last teardown removes the storage.
+ */
+const shared = globalThis as typeof globalThis & { prestageFixture?: { prepared: Promise<Prepared>; users: number } };
+
+async function prepare(): Promise<Prepared> {
   await testbedBinaries();
   const started = Date.now();
   const root = await mkdtemp(join(tmpdir(), 'prestage-fixture-'));
@@ -34,9 +47,19 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await registry.stop();
   }
   console.log(`fixture release built and pushed in ${Date.now() - started} ms`);
+  return { root, storageDir, truth: fixture.truth };
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  shared.prestageFixture ??= { prepared: prepare(), users: 0 };
+  const state = shared.prestageFixture;
+  state.users++;
+  const { root, storageDir, truth } = await state.prepared;
   project.provide('fixtureStorageDir', storageDir);
-  project.provide('fixtureTruth', fixture.truth);
+  project.provide('fixtureTruth', truth);
   return async () => {
+    if (--state.users > 0) return;
+    shared.prestageFixture = undefined;
     await rm(root, { recursive: true, force: true });
   };
 }

@@ -2,6 +2,7 @@
  * Release signatures made by the real gpg, as the signature servers make them (`gpg --sign`:
  * compressed data holding one-pass signature, literal data and signature), and one real Red Hat
  * signature (library-go's testdata), whose v3 signature packet openpgp.js cannot read itself.
+ * In the integration suite: it needs Debian's gpg, which the test bed script installs.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as openpgp from 'openpgp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BadInputError } from '../errors.js';
-import { inspectReleaseSignature, readVerificationKeys, verifyReleaseSignature, type VerificationKeys } from './release-gpg.js';
+import { BadInputError } from '../src/errors.js';
+import { inspectReleaseSignature, readVerificationKeys, verifyReleaseSignature, type VerificationKeys } from '../src/signatures/release-gpg.js';
 
 const DIGEST = `sha256:${'a'.repeat(64)}`;
 const OTHER_DIGEST = `sha256:${'b'.repeat(64)}`;
