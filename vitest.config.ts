@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
 
 /**
@@ -12,13 +13,15 @@ import { defineConfig } from 'vitest/config';
  */
 const serial = process.env.PRESTAGE_TEST_SERIAL === '1';
 
-/** Files on the cluster test bed (test/cluster, agents, the MCO simulator). */
-export const CLUSTER_FILES = [
-  'agent-disk', 'agent-faults', 'agent-pacing', 'agent-pull-secret', 'agent-rbac', 'agent-restarts', 'agent',
-  'apply-stage', 'bundle-trust', 'cache-cluster', 'cache-stage', 'cache', 'cli-errors', 'cluster', 'daemonset',
-  'install', 'lifecycle', 'link-etiquette', 'mco-daemon', 'mco-v1alpha1', 'offline', 'pause', 'plan-live-eras',
-  'plan-live', 'signatures', 'stage-agents', 'wait-restart', 'wait',
-].map((name) => `test/${name}.test.ts`);
+/**
+ * Files on the cluster test bed: every test file that imports the cluster harness (test/cluster)
+ * or the MCO simulator (test/mco). Found by their imports, so a new file cannot land in the
+ * parallel registry lane by being left off a list.
+ */
+export const CLUSTER_FILES = readdirSync(new URL('./test/', import.meta.url))
+  .filter((name) => name.endsWith('.test.ts'))
+  .filter((name) => /from '\.\/(cluster|mco)\//.test(readFileSync(new URL(`./test/${name}`, import.meta.url), 'utf8')))
+  .map((name) => `test/${name}`);
 
 const integration = {
   testTimeout: 60_000,
