@@ -60,7 +60,7 @@ describe('apply', () => {
     const result = await runCli(['apply', RELEASE, ...registryFlags, '--name-prefix', 'dry', '--dry-run=server', ...kube]);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
-    expect(result.stdout).toBe(`pinnedimageset/dry-4.16.3-control-plane created: ${controlPlane} images (server dry run)\npinnedimageset/dry-4.16.3-worker created: ${worker} images (server dry run)\n`);
+    expect(result.stdout).toBe(`pinnedimageset/dry-4.16.3-control-plane created: ${controlPlane} images (server dry run)\npinnedimageset/dry-4.16.3-worker created: ${worker} images (server dry run)\nDry run (checked by the API server): nothing changed.\n`);
     expect(await client.find(`${MCO_PATHS.pinnedImageSets}/dry-4.16.3-worker`)).toBeUndefined();
   });
 

@@ -97,7 +97,7 @@ describe('bundle create --link-rate', () => {
 
   it('refuses a rate it cannot read, or zero, before any read', async () => {
     sourceProxy.resetStats();
-    for (const [rate, message] of [['fast', /--link-rate: bad rate "fast": use e\.g\. 20MiB\/s/], ['0', /--link-rate must be more than zero/]] as const) {
+    for (const [rate, message] of [['fast', /--link-rate: "fast" is not a rate; use e\.g\. 20MiB\/s/], ['0', /--link-rate must be more than zero/]] as const) {
       const r = await runCli(['bundle', 'create', planFile, '--to', join(work, `refused-${rate}`), ...from, '--allow-unsigned', '--link-rate', rate]);
       expectOneLineError(r, 2, message);
       expect(r.stdout).toBe('');

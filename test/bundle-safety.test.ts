@@ -143,7 +143,7 @@ describe('bundle push from read-only media', () => {
   beforeAll(async () => {
     const archived = join(work, 'archived');
     await cp(bundle, archived, { recursive: true });
-    const r = await prestage(['bundle', 'create', RELEASE, '--to', archived, ...from, '--max-archive-size', '8M', '--allow-unsigned']);
+    const r = await prestage(['bundle', 'create', RELEASE, '--to', archived, ...from, '--max-archive-size', '8Mi', '--allow-unsigned']);
     expect(r.code, r.stderr).toBe(0);
     parts = `${archived}.parts`;
     readOnlyParts = await readOnlyView(parts);

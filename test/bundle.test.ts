@@ -342,7 +342,7 @@ describe('bundle as tar parts (--max-archive-size)', () => {
   const parts = () => `${reference}.parts`;
   let index: { parts: Array<{ name: string; size: number; sha256: string }> };
   beforeAll(async () => {
-    const r = await runCli(['bundle', 'create', RELEASE, '--to', reference, ...from, ...signing, '--max-archive-size', '8M']);
+    const r = await runCli(['bundle', 'create', RELEASE, '--to', reference, ...from, ...signing, '--max-archive-size', '8Mi']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/fetched 0 B in 0 blobs/);
     index = JSON.parse(await readFile(join(parts(), 'parts.json'), 'utf8')) as typeof index;
@@ -527,7 +527,7 @@ describe('bad input: one line, exit 2', () => {
     await writeFile(notPlan, '{"kind":"Deployment"}');
     expectOneLineError(await runCli(['bundle', 'create', notPlan, '--to', join(work, 'x')]), 2, /is not a prestage\.dev\/v1alpha1 Plan; write one with `prestage plan RELEASE -o json > plan\.json`/);
     expectOneLineError(await runCli(['bundle', 'push', reference, 'not a registry']), 2, /invalid push target "not a registry": expected REGISTRY\[\/PREFIX\]/);
-    expectOneLineError(await runCli(['bundle', 'create', planFile, '--to', join(work, 'x'), '--max-archive-size', 'huge']), 2, /invalid size "huge"/);
+    expectOneLineError(await runCli(['bundle', 'create', planFile, '--to', join(work, 'x'), '--max-archive-size', 'huge']), 2, /--max-archive-size: "huge" is not a size; use e\.g\. 4Gi/);
     expectOneLineError(await runCli(['bundle', 'push', reference, 'mirror.local', '--mirror', 'a=b']), 2, /--mirror does not apply to bundle push/);
   });
 });

@@ -50,9 +50,10 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
   it.each([
     [['--max-concurrency', '0'], '--max-concurrency must be an integer >= 1, got 0'],
     [['--retries=-1'], '--retries must be an integer >= 0, got -1'],
-    [['--stall-timeout', 'abc'], '--stall-timeout: bad duration "abc": use e.g. 90s, 5m, 1h30m'],
-    [['--stall-timeout', '0'], '--stall-timeout must be longer than zero, e.g. 90s, 30m, 2h'],
-    [['--stall-timeout', '0s'], '--stall-timeout must be longer than zero, e.g. 90s, 30m, 2h'],
+    [['--stall-timeout', 'abc'], '--stall-timeout: "abc" is not a duration; use e.g. 90s, 30m, 1h30m, 720h (bare: seconds)'],
+    [['--stall-timeout', '0'], '--stall-timeout must be longer than zero, e.g. 90s, 30m, 1h30m, 720h'],
+    [['--stall-timeout', '0s'], '--stall-timeout must be longer than zero, e.g. 90s, 30m, 1h30m, 720h'],
+    [['--stall-timeout', '600h'], '--stall-timeout "600h" is longer than 576h, the longest it takes; use e.g. 90s, 30m, 1h30m, 720h'],
     [['--bogus-flag'], 'Unknown argument: bogus-flag'],
     [['-o', 'nope'], 'Invalid values: Argument: output, Given: "nope", Choices: "table", "wide", "json", "yaml"'],
   ])('plan %j', async (flags, message) => {
@@ -67,7 +68,7 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
 
   it('wait --timeout abc is rejected before the kubeconfig is read', async () => {
     const result = await runBin('prestage', ['wait', '--timeout', 'abc', '--kubeconfig', join(dir, 'no-such-kubeconfig')]);
-    expect(result).toEqual({ code: 2, stdout: '', stderr: 'prestage: error: --timeout: bad duration "abc": use e.g. 90s, 5m, 1h30m; see prestage wait --help\n' });
+    expect(result).toEqual({ code: 2, stdout: '', stderr: 'prestage: error: --timeout: "abc" is not a duration; use e.g. 90s, 30m, 1h30m, 720h (bare: seconds); see prestage wait --help\n' });
   });
 
   it('every duration flag takes the same forms (90s, 2m, 1h30m, a bare number of seconds), and refuses the same way', async () => {
@@ -75,16 +76,16 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
     for (const args of [['verify', '4.16.3', '--timeout', 'soon'], ['wait', '--timeout', 'soon'], ['agent', '--node', 'n', '--resync', 'soon'], ['agent', '--node', 'n', '--permanent-failure-backoff', 'soon'], ['agent', '--node', 'n', '--stall-timeout', 'soon']]) {
       const result = await runBin('prestage', [...args, '--kubeconfig', join(dir, 'no-such-kubeconfig')]);
       const flag = args.at(-2)!;
-      expect(result, args.join(' ')).toEqual({ code: 2, stdout: '', stderr: `prestage: error: ${flag}: bad duration "soon": use e.g. 90s, 5m, 1h30m; see prestage ${args[0]} --help\n` });
+      expect(result, args.join(' ')).toEqual({ code: 2, stdout: '', stderr: `prestage: error: ${flag}: "soon" is not a duration; use e.g. 90s, 30m, 1h30m, 720h (bare: seconds); see prestage ${args[0]} --help\n` });
     }
   });
 
   it('a malformed rate or window, a window of zero length, an unknown time zone: one line, exit 2, before the kubeconfig is read', async () => {
     const kube = ['--kubeconfig', join(dir, 'no-such-kubeconfig')];
     for (const [args, message] of [
-      [['stage', RELEASE, '--link-rate', 'fast'], '--link-rate: bad rate "fast": use e.g. 20MiB/s, 100Mbit/s, 5MB/s; see prestage stage --help'],
-      [['install', '--image', 'r/p:1', '--link-rate', '0'], '--link-rate must be more than zero, e.g. 20MiB/s, 100Mbit/s, 5MB/s; see prestage install --help'],
-      [['agent', '--node', 'n', '--link-rate', '20 parsecs'], '--link-rate: bad rate "20 parsecs": use e.g. 20MiB/s, 100Mbit/s, 5MB/s; see prestage agent --help'],
+      [['stage', RELEASE, '--link-rate', 'fast'], '--link-rate: "fast" is not a rate; use e.g. 20MiB/s, 5MB/s (bytes), 40Mbit/s, 40Mbps (bits); see prestage stage --help'],
+      [['install', '--image', 'r/p:1', '--link-rate', '0'], '--link-rate must be more than zero, e.g. 20MiB/s, 5MB/s (bytes), 40Mbit/s, 40Mbps (bits); see prestage install --help'],
+      [['agent', '--node', 'n', '--link-rate', '20 parsecs'], '--link-rate: "20 parsecs" is not a rate; use e.g. 20MiB/s, 5MB/s (bytes), 40Mbit/s, 40Mbps (bits); see prestage agent --help'],
       [['stage', RELEASE, '--window', '22-06'], '--window: bad window "22-06": use HH:MM-HH:MM in 24-hour time, e.g. 22:00-06:00'],
       [['apply', RELEASE, '--window', '22:00-22:00'], '--window: window "22:00-22:00" has zero length; give a start and an end that differ (22:00-06:00 wraps past midnight)'],
       [['stage', RELEASE, '--window', '22:00-06:00', '--window-tz', 'Mars/Olympus'], '--window-tz: unknown time zone "Mars/Olympus": use an IANA name such as UTC, Europe/Paris or America/New_York'],
@@ -92,6 +93,35 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
     ] as const) {
       const result = await runBin('prestage', [...args, ...kube]);
       expect(result, args.join(' ')).toEqual({ code: 2, stdout: '', stderr: `prestage: error: ${message}\n` });
+    }
+  });
+
+  it('sizes, rates and durations: one grammar on every flag, a malformed one is one line naming the flag, the value and the forms', async () => {
+    const kube = ['--kubeconfig', join(dir, 'no-such-kubeconfig')];
+    const sizes = 'use e.g. 4Gi, 4G, 500Mi, 100GB, 1.5GiB, or plain bytes';
+    for (const [args, message] of [
+      [['agent', '--node', 'n', '--reserve', '16gb'], `--reserve: "16gb" is not a size (units are case-sensitive: m is milli in Kubernetes; write M, G or Mi, Gi); ${sizes}; see prestage agent --help`],
+      [['agent', '--node', 'n', '--min-throughput', 'slow'], '--min-throughput: "slow" is not a rate; use e.g. 20MiB/s, 5MB/s (bytes), 40Mbit/s, 40Mbps (bits); see prestage agent --help'],
+      [['install', '--image', 'r/p:1', '--cache-size', 'big'], `--cache-size: "big" is not a size; ${sizes}; see prestage install --help`],
+      [['bundle', 'create', RELEASE, '--to', join(dir, 'sized'), ...UNREACHABLE, '--max-archive-size', '4 gigs'], `--max-archive-size: "4 gigs" is not a size; ${sizes}; see prestage bundle create --help`],
+      [['bundle', 'create', RELEASE, '--to', join(dir, 'sized'), ...UNREACHABLE, '--max-archive-size', '512k'], '--max-archive-size "512k" is under 1.0 MiB, the least it takes; use e.g. 4Gi, 4G, 500Mi, 100GB, 1.5GiB; see prestage bundle create --help'],
+      [['wait', '--timeout', '9000h'], '--timeout: "9000h" is longer than a year (8760h), the longest a duration may be; use e.g. 90s, 30m, 1h30m, 720h (bare: seconds); see prestage wait --help'],
+      [['wait', '--fail-after', '5d'], '--fail-after: "5d" is not a duration; use e.g. 90s, 30m, 1h30m, 720h (bare: seconds); see prestage wait --help'],
+      [['verify', '4.16.3', '--timeout', '720h'], '--timeout "720h" is longer than 576h, the longest it takes; use e.g. 90s, 30m, 1h30m, 720h; see prestage verify --help'],
+      [['apply', RELEASE, '--link-rate', '40Mbps/h'], '--link-rate: "40Mbps/h" is not a rate; use e.g. 20MiB/s, 5MB/s (bytes), 40Mbit/s, 40Mbps (bits); see prestage apply --help'],
+    ] as const) {
+      const result = await runBin('prestage', [...args, ...kube]);
+      expect(result, args.join(' ')).toEqual({ code: 2, stdout: '', stderr: `prestage: error: ${message}\n` });
+    }
+  });
+
+  it('echoes the link cap it understood in both units: 40Mbps is 5 MB/s, 40MB/s eight times that', async () => {
+    const kube = ['--kubeconfig', join(dir, 'no-such-kubeconfig')];
+    for (const [rate, echo] of [['40Mbps', '5 MB/s (40 Mbit/s)'], ['40Mbit/s', '5 MB/s (40 Mbit/s)'], ['5MB/s', '5 MB/s (40 Mbit/s)'], ['40MB/s', '40 MB/s (320 Mbit/s)'], ['20Mi', '20 MiB/s = 21 MB/s (168 Mbit/s)']] as const) {
+      // The kubeconfig is missing: the command stops there (exit 2), after the echo.
+      const result = await runBin('prestage', ['wait', '--link-rate', rate, ...kube]);
+      expect(result.stderr.split('\n')[0], rate).toBe(`link cap: ${echo}`);
+      expect(result.code).toBe(2);
     }
   });
 

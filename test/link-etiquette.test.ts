@@ -160,7 +160,7 @@ describe('sharing the slow link', () => {
     await reset();
     const offsets = logOffsets();
     const applied = await runCli(['apply', truth.release.pullSpec, ...registryFlags.slice(0, 4), '--link-rate', '1MiB/s', ...kube]);
-    expect([applied.code, applied.stderr]).toEqual([0, '']);
+    expect([applied.code, applied.stderr]).toEqual([0, 'link cap: 1 MiB/s = 1.05 MB/s (8.39 Mbit/s)\n']);
     await waitFor('some pulls', async () => (Object.values(await storedCounts()).reduce((a, b) => a + b, 0) >= 20 ? true : undefined), 60_000, 250);
     const paused = await runCli(['pause', ...kube]);
     expect([paused.code, paused.stderr]).toEqual([0, '']);

@@ -25,6 +25,11 @@ export interface PushOptions {
   readonly tty?: boolean;
   /** Leave the bundle's sigstore attachments out (`--remove-signatures`). */
   readonly removeSignatures?: boolean;
+  /**
+   * A registry has no server-side dry run. `server`: the mirror is only read (HEAD) and what it
+   * lacks is counted as what would be sent; `client`: no request at all, everything counts.
+   */
+  readonly dryRun?: 'client' | 'server';
 }
 
 export interface PushReport {
@@ -68,8 +73,10 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
   const repositories = [...new Set(images.map((i) => i.repository))];
   // Progress counts each blob once per repository: what the push checks, mounts or sends.
   const blobBytes = new Map(images.flatMap((i) => i.blobs.map((b) => [`${i.repository}@${b.digest}`, b.size] as const)));
-  const progress = new TransferProgress(opts.progressTo, { verb: 'pushed', totalBytes: [...blobBytes.values()].reduce((a, b) => a + b, 0), totalImages: images.length, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
+  const progress = new TransferProgress(opts.progressTo, { verb: opts.dryRun ? 'checked' : 'pushed', totalBytes: [...blobBytes.values()].reduce((a, b) => a + b, 0), totalImages: images.length, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
   const limit = pLimit(Math.max(1, opts.concurrency));
+  const dryRun = opts.dryRun;
+  let bytesToUpload = 0;
   let failure: { error: unknown } | undefined;
   const running = new Set<Promise<unknown>>();
   /** One registry operation per limit slot; none starts after a failure. */
@@ -87,7 +94,7 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
   const holders = new Map<string, Promise<string | undefined>>();
   const blobTasks = new Map<string, Promise<void>>();
   const ensureBlob = async (repository: string, blob: Descriptor): Promise<void> => {
-    if (await step(() => client.hasBlob(repository, blob.digest))) {
+    if (dryRun !== 'client' && (await step(() => client.hasBlob(repository, blob.digest)))) {
       if (!holders.has(blob.digest)) holders.set(blob.digest, Promise.resolve(repository));
       report.blobs.present++;
       return;
@@ -100,13 +107,25 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
       if (external.has(blob.digest)) {
         // The previous bundle's push may have put it in another repository of the target.
         for (const other of from !== undefined ? [from] : repositories.filter((r) => r !== repository)) {
-          if (await step(() => client.mountBlob(repository, blob.digest, other))) {
+          // A dry run mounts nothing: a blob this run would put there, or one the mirror has there, would mount.
+          const mounts = dryRun === 'client' || (dryRun === 'server' ? from !== undefined || (await step(() => client.hasBlob(other, blob.digest))) : await step(() => client.mountBlob(repository, blob.digest, other)));
+          if (mounts) {
             report.blobs.mounted++;
             settle?.(repository);
             return;
           }
         }
         throw new BadInputError(`blob ${blob.digest} comes from the previous bundle (${bundle.metadata.previous!.source}), but ${target.registry}/${repository} does not have it; push the previous bundle first`);
+      }
+      if (dryRun) {
+        // Another repository of this run would hold it by then: a mount, else an upload.
+        if (from !== undefined) report.blobs.mounted++;
+        else {
+          report.blobs.uploaded++;
+          bytesToUpload += blob.size;
+        }
+        settle?.(repository);
+        return;
       }
       const how = await step(async () => {
         // Hashed whole before its upload starts: no byte of a file that is not the blob is sent.
@@ -139,8 +158,12 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
     let task = manifestTasks.get(key);
     if (!task) {
       task = (async () => {
-        if (await step(() => client.hasManifest(repository, m.digest))) {
+        if (dryRun !== 'client' && (await step(() => client.hasManifest(repository, m.digest)))) {
           report.manifests.present++;
+          return;
+        }
+        if (dryRun) {
+          report.manifests.pushed++;
           return;
         }
         try {
@@ -164,7 +187,7 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
       await Promise.all(image.blobs.map((b) => blobOnce(image.repository, b)));
       // Registries check that a manifest's blobs and a list's manifests are there.
       for (const m of image.manifests) await manifestOnce(image.repository, m);
-      if (image.tag !== undefined) await step(() => tagAttachment(client, image, report.signatures));
+      if (image.tag !== undefined) await step(() => tagAttachment(client, image, report.signatures, dryRun));
       progress.imageDone(image.pullSpec, image.blobs.reduce((a, b) => a + b.size, 0));
     } catch (error) {
       failure ??= { error };
@@ -176,23 +199,23 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
   while (running.size > 0) await Promise.allSettled([...running]);
   progress.finish();
   if (failure) throw failure.error;
-  const tags = await pushReleaseTags(bundle, images, client);
-  return { images: mirrored, ...report, ...tags, bytesUploaded: client.counters.bytesUploaded, seconds: progress.elapsedSeconds() };
+  const tags = await pushReleaseTags(bundle, images, client, dryRun);
+  return { images: mirrored, ...report, ...tags, bytesUploaded: dryRun ? bytesToUpload : client.counters.bytesUploaded, seconds: progress.elapsedSeconds() };
 }
 
 /** An attachment is found by its tag alone: write it, unless the mirror has it on the same manifest. */
-async function tagAttachment(client: PushClient, image: ImageToPush, counts: { written: number; present: number }): Promise<void> {
+async function tagAttachment(client: PushClient, image: ImageToPush, counts: { written: number; present: number }, dryRun: PushOptions['dryRun']): Promise<void> {
   const manifest = image.manifests.at(-1)!;
-  if ((await client.manifestDigest(image.repository, image.tag!)) === manifest.digest) {
+  if (dryRun !== 'client' && (await client.manifestDigest(image.repository, image.tag!)) === manifest.digest) {
     counts.present++;
     return;
   }
-  await client.putManifest(image.repository, manifest.digest, manifest.bytes, manifest.mediaType, image.tag);
+  if (!dryRun) await client.putManifest(image.repository, manifest.digest, manifest.bytes, manifest.mediaType, image.tag);
   counts.written++;
 }
 
 /** Tag the release image once everything it names is in the mirror; a tag already there is left as is. */
-async function pushReleaseTags(bundle: Bundle, images: readonly ImageToPush[], client: PushClient): Promise<Pick<PushReport, 'releaseTags' | 'tags'>> {
+async function pushReleaseTags(bundle: Bundle, images: readonly ImageToPush[], client: PushClient, dryRun: PushOptions['dryRun']): Promise<Pick<PushReport, 'releaseTags' | 'tags'>> {
   const { release } = bundle.metadata;
   const image = images.find((i) => i.pullSpec === release.pullSpec);
   const tags = { written: 0, present: 0 };
@@ -201,10 +224,10 @@ async function pushReleaseTags(bundle: Bundle, images: readonly ImageToPush[], c
   for (const tag of release.tags ?? []) {
     // Checked when the bundle was read; again here, where the tag becomes part of a request path.
     if (!isTag(tag)) throw new BadInputError(`the bundle's release tag ${JSON.stringify(tag)} is not a tag; the bundle was altered: create it again`);
-    if ((await client.manifestDigest(image.repository, tag)) === top.digest) {
+    if (dryRun !== 'client' && (await client.manifestDigest(image.repository, tag)) === top.digest) {
       tags.present++;
     } else {
-      await client.putManifest(image.repository, top.digest, top.bytes, top.mediaType, tag);
+      if (!dryRun) await client.putManifest(image.repository, top.digest, top.bytes, top.mediaType, tag);
       tags.written++;
     }
   }

@@ -20,7 +20,7 @@ import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.
 import { createLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
-import { integerAtLeast, linkRate, positiveSeconds } from './flag-values.js';
+import { integerAtLeast, linkRate, positiveSeconds, sizeAtLeast } from './flag-values.js';
 import { LeaseLinkLedger } from '../agent/link-share.js';
 import { LINK_RATE_ANNOTATION } from '../api/staging.js';
 import { DEFAULT_PIN_DROP_IN } from '../api/names.js';
@@ -58,8 +58,8 @@ export function agentCommand(ctx: CommandContext) {
         })
         .option('concurrency', { type: 'number', default: 5, coerce: integerAtLeast('concurrency', 1), describe: 'Parallel pulls on a worker node' })
         .option('control-plane-concurrency', { type: 'number', default: 1, coerce: integerAtLeast('control-plane-concurrency', 1), describe: 'Parallel pulls on a control-plane node' })
-        .option('reserve', { type: 'string', default: '16Gi', describe: 'Image filesystem space pre-loading leaves free (bytes or Ki/Mi/Gi/Ti)' })
-        .option('min-throughput', { type: 'string', default: '1Mi', describe: 'Bytes/s below which a pull of known size is stalled' })
+        .option('reserve', { type: 'string', default: '16Gi', coerce: sizeAtLeast('reserve', 0), describe: 'Image filesystem space pre-loading leaves free, a size: 16Gi, 20G, 100GB, 1.5TiB, plain bytes (G = 10^9, Gi = 2^30)' })
+        .option('min-throughput', { type: 'string', default: '1Mi', coerce: linkRate('min-throughput'), describe: 'Rate below which a pull of known size is stalled: bytes/s (1Mi, 1MiB/s, 1MB/s) or bits written with a b (8Mbit/s, 8Mbps)' })
         .option('permanent-failure-backoff', { type: 'string', default: 600, coerce: positiveSeconds('permanent-failure-backoff'), describe: 'How long (90s, 10m; bare: seconds) an image that failed permanently (ENOSPC, not found, denied) rests' })
         .option('resync', { type: 'string', default: 60, coerce: positiveSeconds('resync'), describe: 'Time (60s, 5m; bare: seconds) between full re-checks (drift repair, retries)' })
         .option('stall-timeout', {
@@ -72,7 +72,7 @@ export function agentCommand(ctx: CommandContext) {
         .option('link-rate', {
           type: 'string',
           coerce: linkRate('link-rate'),
-          describe: `Cluster-wide cap on the slow link (20MiB/s, 100Mbit/s), for every set (a set's ${LINK_RATE_ANNOTATION} annotation may lower it): every node's pulls over the link draw on one budget (Lease prestage-link), at most the cap over any 5 s; with --cache-mirror the cap paces the cache warm, where bytes cross the link`,
+          describe: `Cluster-wide cap on the slow link (bytes: 20MiB/s, 5MB/s; bits: 40Mbit/s, 40Mbps), for every set (a set's ${LINK_RATE_ANNOTATION} annotation may lower it): every node's pulls over the link draw on one budget (Lease prestage-link), at most the cap over any 5 s; with --cache-mirror the cap paces the cache warm, where bytes cross the link`,
         })
         .option('namespace', {
           alias: 'lease-namespace',
@@ -146,8 +146,8 @@ export function agentCommand(ctx: CommandContext) {
         metrics,
         concurrency: args.concurrency,
         controlPlaneConcurrency: args['control-plane-concurrency'],
-        reserveBytes: parseBytes(args.reserve, '--reserve'),
-        minThroughputBytesPerSecond: parseBytes(args['min-throughput'], '--min-throughput'),
+        reserveBytes: args.reserve,
+        minThroughputBytesPerSecond: args['min-throughput'],
         pullSecretPath: args['pull-secret'],
         imageSizes,
         resyncMs: args.resync * 1000,
@@ -265,11 +265,4 @@ function reloadFrom(method: string, confDir: string): CrioReload {
   throw new BadInputError(`--reload must be sighup, systemctl, pid:<pid> or pidfile:<path>, got ${method}`);
 }
 
-const BINARY_SUFFIXES: Readonly<Record<string, number>> = { '': 1, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40 };
 
-/** `16Gi`, `1Mi`, `1048576`. */
-export function parseBytes(text: string, flag: string): number {
-  const match = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti)?$/.exec(String(text).trim());
-  if (!match) throw new BadInputError(`${flag} must be bytes with an optional Ki/Mi/Gi/Ti suffix, got ${text}`);
-  return Math.round(Number(match[1]) * (BINARY_SUFFIXES[match[2] ?? ''] as number));
-}

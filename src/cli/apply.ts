@@ -1,4 +1,4 @@
-/** `prestage apply PLAN|DIR|RELEASE`: server-side apply of the sets, or a server dry run with a diff. */
+/** `prestage apply PLAN|DIR|RELEASE`: server-side apply of the sets, or a dry run (client or server) with a diff. */
 import { readdirSync, readFileSync, statSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import yaml from 'js-yaml';
@@ -20,6 +20,7 @@ import { registryClientFrom, withRegistryOptions, type RegistryFlags } from './r
 import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
 import { linkRate } from './flag-values.js';
 import { LINK_RATE_ANNOTATION } from '../api/staging.js';
+import { backendDryRun, dryRunClosing, dryRunSuffix, withDryRun, type DryRun } from './dry-run.js';
 
 /** The plan and registry flags `apply` and `stage` need when they plan a release themselves. */
 export function withReleasePlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags & RegistryFlags> {
@@ -82,8 +83,8 @@ function parseDocuments(file: string): unknown[] {
   }
 }
 
-export function renderApplyOutcomes(outcomes: readonly ApplyOutcome[], dryRun: boolean): string {
-  const suffix = dryRun ? ' (server dry run)' : '';
+export function renderApplyOutcomes(outcomes: readonly ApplyOutcome[], dryRun: DryRun): string {
+  const suffix = dryRunSuffix(dryRun);
   return outcomes
     .map((o) => {
       const head = `${o.resource ?? 'pinnedimageset'}/${o.set} ${o.action}`;
@@ -103,12 +104,11 @@ export function applyCommand(ctx: CommandContext, scriptName: string) {
   return typedCommand({
     builder: (y: Argv) =>
       withStagingOptions(withKubeOptions(withReleasePlanOptions(
-        y
+        withDryRun(y, 'apply the sets')
           .positional('source', { type: 'string', demandOption: true, describe: 'Plan JSON file, PinnedImageSet YAML file or directory, or release pullspec' })
-          .option('dry-run', { choices: ['none', 'server'] as const, default: 'none' as const, describe: 'server: ask the API server what would change, change nothing' })
           .option('force', { type: 'boolean', default: false, describe: 'Apply even when MCO\'s own disk check would refuse a set (it is checked first on the MCO backend, for sets from a plan or a release)' })
           .option('os-image-via-mco', { type: 'boolean', default: false, describe: `${OS_IMAGE_VIA_MCO_HELP} (sets from a plan or a release)` })
-          .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: `Cluster-wide cap on the slow link for these sets (20MiB/s, 100Mbit/s), stored as ${LINK_RATE_ANNOTATION}: the agents share it over their pull slots (prestage agent only)` }),
+          .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: `Cluster-wide cap on the slow link for these sets (bytes: 20MiB/s, 5MB/s; bits: 40Mbit/s, 40Mbps), stored as ${LINK_RATE_ANNOTATION}: the agents share it over their pull slots (prestage agent only)` }),
       ))),
     handler: async (args) => {
       // Read before any registry or cluster work: bad windows are refused first.
@@ -118,10 +118,11 @@ export function applyCommand(ctx: CommandContext, scriptName: string) {
       if (args['os-image-via-mco'] && !plan) throw new BadInputError(`--os-image-via-mco: ${args.source} holds PinnedImageSets, not a plan; apply a plan JSON file or a release so the OS images are known`);
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
       const sets = withStaging(read.sets, schedule, args['link-rate'], backend.kind, (line) => ctx.log.warn(line));
-      const dryRun = args['dry-run'] === 'server';
+      const dryRun = args['dry-run'] as DryRun;
       await checkMcoPreflight(client, backend, sets, { version: undefined, force: args.force === true, warn: (line) => ctx.log.warn(line) });
-      const osImage = plan ? await stageOsImage(client, backend, plan, { viaMco: args['os-image-via-mco'] === true, dryRun, warn: (line) => ctx.log.warn(line) }) : [];
-      ctx.stdout.write(renderApplyOutcomes([...(await backend.apply(sets, { dryRun })), ...osImage], dryRun));
+      const osImage = plan ? await stageOsImage(client, backend, plan, { viaMco: args['os-image-via-mco'] === true, dryRun: backendDryRun(dryRun), warn: (line) => ctx.log.warn(line) }) : [];
+      ctx.stdout.write(renderApplyOutcomes([...(await backend.apply(sets, { dryRun: backendDryRun(dryRun) })), ...osImage], dryRun));
+      ctx.stdout.write(dryRunClosing(dryRun));
     },
   });
 }

@@ -21,6 +21,8 @@ import { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE, signatureConfigMap 
 import { checkBundle, describeProblem, inventoryOfDir } from '../bundle/verify.js';
 import { connectCluster } from '../cluster/connect.js';
 import { applyServerSide } from '../install/apply.js';
+import { applyObject, withDryRunOption, type DryRun } from './dry-run.js';
+import { PUSH_DRY_RUN_HELP, pushDryRunClosing, refuseArchiveDryRun, renderPushDryRun } from './push-dry-run.js';
 import { checkAttachmentsOrFail, checkReleaseSignaturesOrFail, signatureLines, unsignedWarning, verifiedReader } from './bundle-signatures.js';
 import { releaseSignaturesFor, signatureInputs, sigstoreKeyFrom, trustAnchors, withCreateSignatureOptions, withSignatureKeyOptions, withTrustOptions } from './signature-options.js';
 import { attachmentEntries } from '../bundle/signatures.js';
@@ -35,10 +37,10 @@ import { checkOutputDir } from '../render/output-dir.js';
 import { helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
-import { integerAtLeast, linkRate } from './flag-values.js';
+import { integerAtLeast, linkRate, sizeAtLeast } from './flag-values.js';
 import { planOptionsFrom, withPlanOptions, type PlanFlags } from './plan-options.js';
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
-import { formatBytes, parseSize } from '../units.js';
+import { formatBytes } from '../units.js';
 
 const MAPPING_FILE = 'mapping.txt';
 const IDMS_FILE = 'image-digest-mirror-set.yaml';
@@ -69,10 +71,10 @@ function createCommand(ctx: CommandContext) {
           .option('to', { type: 'string', demandOption: true, describe: 'Bundle directory (an OCI image layout)' })
           .option('since', { type: 'string', describe: 'Leave out blobs a previous bundle carried: its directory, its parts, a plan file or a release pullspec' })
           .option('all-platforms', { type: 'boolean', default: false, describe: 'Keep every platform of manifest lists (registries that require complete lists)' })
-          .option('max-archive-size', { type: 'string', describe: 'Also write the bundle as tar parts of at most SIZE (e.g. 4G) into <to>.parts/' })
+          .option('max-archive-size', { type: 'string', coerce: sizeAtLeast('max-archive-size', 2 ** 20), describe: 'Also write the bundle as tar parts of at most SIZE into <to>.parts/: 4G (10^9 bytes: under FAT32\'s 4 GiB), 4Gi, 4300MB, 25GB; at least 1Mi' })
           .option('parallel', { type: 'number', default: 32, coerce: integerAtLeast('parallel', 1), describe: 'Connections at once for manifests and blobs (small blobs need many in flight to fill a link; big blobs, one per Range part, get a quarter of them while small ones are left)' })
           .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --to' })
-          .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Read blobs no faster than RATE in all (e.g. 20MiB/s, 100Mbit/s), leaving the rest of a shared link to others; manifests are not counted' })
+          .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Read blobs no faster than RATE in all (bytes: 20MiB/s, 5MB/s, 20Mi; bits: 40Mbit/s, 40Mbps), leaving the rest of a shared link to others; manifests are not counted' })
           .option('agent-image', { type: 'string', describe: 'Also carry the prestage agent image (`prestage image push`), e.g. registry.example.com/prestage:0.1.0; push mirrors it by digest' })
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --verification-key redhat-release.asc`, 'Bundle a release with its GPG signatures (verified with the key) and sigstore signatures'))
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))
@@ -82,7 +84,7 @@ function createCommand(ctx: CommandContext) {
           .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
       ))),
     handler: async (args) => {
-      const maxPartBytes = args['max-archive-size'] !== undefined ? parseSize(args['max-archive-size']) : undefined;
+      const maxPartBytes: number | undefined = args['max-archive-size'];
       const sourceIsFile = isFile(args.source);
       await ensureWritableDir(args.to, 'the bundle', 'choose another --to');
       if (maxPartBytes) await ensureWritableDir(archiveDirFor(args.to), 'the bundle parts', 'choose another --to');
@@ -197,6 +199,7 @@ function pushCommand(ctx: CommandContext) {
           .option('apply', { type: 'boolean', default: false, describe: `Also apply ${SIGNATURE_CONFIGMAP_FILE} to the cluster (server-side), so \`oc adm upgrade --to-image\` needs no --force; the signatures are verified with the keys that cluster trusts first` })
           .option('kubeconfig', { type: 'string', describe: 'Kubeconfig of the cluster whose keys verify the release signatures (its verifier ConfigMaps), and for --apply' })
           .option('context', { type: 'string', describe: 'Kubeconfig context (with --kubeconfig, or for --apply)' })
+          .option('dry-run', withDryRunOption(PUSH_DRY_RUN_HELP))
           .example(...example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file ca.pem', 'Push under a prefix; plan from it with --mirror quay.io=mirror.example.com:5000/ocp'))
           .example(...example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Push where the same --mirror rule reads, e.g. ocp/ocp-release:4.16.3-x86_64'))
           .example(...example('$0 bundle push /media/dvd/ocp.parts mirror.example.com:5000/ocp --work-dir /var/tmp', 'Parts on read-only media: unpack them on a writable disk, then push'))
@@ -205,24 +208,35 @@ function pushCommand(ctx: CommandContext) {
     handler: async (args) => {
       if (args.mirror.length > 0) throw new BadInputError('--mirror does not apply to bundle push; name the mirror registry as the TARGET argument (REGISTRY[/PREFIX] or SOURCE=REGISTRY/PATH)');
       const target = parseMirrorTarget(args.target);
-      await checkOutputDir(args['output-dir']);
+      const dryRun = args['dry-run'] as DryRun;
+      if (dryRun === 'none') await checkOutputDir(args['output-dir']);
+      else refuseArchiveDryRun(args.bundle, isArchive(args.bundle));
       const bundle = await openForPush(args.bundle, args['work-dir'], ctx);
       const warning = unsignedWarning(bundle, args.bundle);
       if (warning) ctx.stderr.write(`${warning}\n`);
       // Before anything is sent: altered signatures must not reach the mirror or the cluster.
       const read = verifiedReader(bundle.dir);
-      const anchors = await trustAnchors(args, args.apply);
+      // A client dry run reads nothing from the cluster: only --verification-key files anchor.
+      const anchors = await trustAnchors(dryRun === 'client' ? { ...args, kubeconfig: undefined, context: undefined } : args, dryRun !== 'client' && args.apply);
       const gpg = await checkReleaseSignaturesOrFail(bundle, read, anchors, args.bundle);
       const releaseSignatures = bundle.metadata.signatures?.release;
       // The CVO's ConfigMap carries only signatures a trusted key verified, or those the user lets through.
       const configMap = gpg && (gpg.anchored || args['allow-unverified-signatures']) && releaseSignatures
         ? signatureConfigMap(releaseSignatures.digest, await Promise.all(releaseSignatures.signatures.map((b) => read(b.digest))))
         : undefined;
-      const cluster = args.apply ? await connectCluster(args) : undefined;
-      if (args.apply && !configMap) throw new BadInputError(`--apply: bundle ${args.bundle} carries no release signature to apply; create it again with its signatures`);
+      const cluster = args.apply && dryRun !== 'client' ? await connectCluster(args) : undefined;
+      if (args.apply && !configMap && !(dryRun === 'client' && releaseSignatures)) throw new BadInputError(`--apply: bundle ${args.bundle} carries no release signature to apply; create it again with its signatures`);
       const client = new PushClient(target.registry, transportOptionsFrom(args, (e) => { if (e.kind === 'retry') ctx.log.warn(retryLine(e)); }, (line) => ctx.log.warn(line)));
       try {
-        const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr, removeSignatures: args['remove-signatures'] });
+        const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr, removeSignatures: args['remove-signatures'], ...(dryRun !== 'none' ? { dryRun } : {}) });
+        if (dryRun !== 'none') {
+          ctx.stdout.write(renderPushDryRun(report, { target: args.target, files: [MAPPING_FILE, IDMS_FILE, ...(configMap ? [SIGNATURE_CONFIGMAP_FILE] : [])].map((f) => join(args['output-dir'], f)), dryRun, removeSignatures: args['remove-signatures'] }));
+          if (args.apply && configMap) ctx.stdout.write(`configmap/${configMap.metadata.name} ${cluster ? await applyObject(cluster, configMap, dryRun) : 'would be applied (client dry run)'} (namespace ${configMap.metadata.namespace})\n`);
+          if (args.apply && !configMap) ctx.stdout.write(`configmap ${SIGNATURE_CONFIGMAP_FILE} not checked: a client dry run reads no cluster keys to verify the release signatures with (give --verification-key)\n`);
+          if (gpg) ctx.stdout.write(`${gpg.line}\n`);
+          ctx.stdout.write(pushDryRunClosing(dryRun));
+          return;
+        }
         const name = `prestage-${bundle.metadata.release.version}`;
         await writeFileAtomic(join(args['output-dir'], MAPPING_FILE), renderMapping(report.images));
         await writeFileAtomic(join(args['output-dir'], IDMS_FILE), renderImageDigestMirrorSet(name, report.images));

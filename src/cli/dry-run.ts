@@ -5,6 +5,9 @@
  * never act: before this flag, `prune --dry-run=server` was read as a boolean and deleted.
  */
 import type { Argv } from 'yargs';
+import type { KubeClient, KubeObject } from '../kube/client.js';
+import { applyServerSide, resourcePath, type Manifest } from '../install/apply.js';
+import { ClusterError } from '../errors.js';
 
 export const DRY_RUN_MODES = ['none', 'client', 'server'] as const;
 export type DryRun = (typeof DRY_RUN_MODES)[number];
@@ -19,12 +22,17 @@ export function normalizeDryRun(argv: readonly string[]): string[] {
 }
 
 export function withDryRun<T>(y: Argv<T>, changes: string) {
-  return y.option('dry-run', {
+  return y.option('dry-run', withDryRunOption(changes));
+}
+
+/** The option itself, for a builder whose chain already fixed its type. */
+export function withDryRunOption(changes: string) {
+  return {
     type: 'string',
     choices: DRY_RUN_MODES,
     default: 'none' as DryRun,
     describe: `client: show what would change, send nothing that changes; server: the API server checks each change and persists nothing; none: ${changes}. A bare --dry-run is client`,
-  });
+  } as const;
 }
 
 /** What ends each output line of a dry run. */
@@ -37,4 +45,30 @@ export function dryRunClosing(mode: DryRun): string {
   if (mode === 'client') return 'Dry run (client): nothing sent to the cluster but reads; nothing changed.\n';
   if (mode === 'server') return 'Dry run (checked by the API server): nothing changed.\n';
   return '';
+}
+
+/** The mode as a backend's apply takes it: true sends `dryRun=All`, 'client' sends no write. */
+export function backendDryRun(mode: DryRun): boolean | 'client' {
+  return mode === 'client' ? 'client' : mode === 'server';
+}
+
+/**
+ * Server-side apply of one object in a dry-run mode: client sends nothing, server sends it with
+ * `dryRun=All`. Returns kubectl's word for what happened (or would).
+ */
+export async function applyObject(client: KubeClient, manifest: Manifest, mode: DryRun): Promise<string> {
+  if (mode === 'none') {
+    await applyServerSide(client, [manifest]);
+    return 'applied';
+  }
+  const path = resourcePath(manifest);
+  const before = await client.find<KubeObject>(path);
+  if (mode === 'server') {
+    try {
+      await client.apply(path, manifest as unknown as KubeObject, { fieldManager: 'prestage', dryRun: true });
+    } catch (error) {
+      throw new ClusterError(`cannot apply ${manifest.kind}/${manifest.metadata.name} (server dry run): ${(error as Error).message}`.replace(/\s+/g, ' '), { cause: error });
+    }
+  }
+  return `${before ? 'configured' : 'created'}${dryRunSuffix(mode)}`;
 }

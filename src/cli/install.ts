@@ -7,7 +7,7 @@ import { DEFAULT_IMAGE_STORE, renderInstallYaml } from '../install/manifests.js'
 import { parseReference } from '../registry/reference.js';
 import { findCredential, parsePullSecretFile } from '../registry/credentials.js';
 import { checkCacheOptions, DEFAULT_CACHE_IMAGE, DEFAULT_CACHE_SIZE, DEFAULT_CACHE_UPSTREAM, type CacheOptions } from '../install/cache.js';
-import { integerAtLeast, linkRate } from './flag-values.js';
+import { integerAtLeast, linkRate, sizeQuantity } from './flag-values.js';
 import type { CommandContext } from './context.js';
 import { CACHE_NAME } from '../api/names.js';
 import { DRY_RUN_MODES, type DryRun } from './dry-run.js';
@@ -27,7 +27,7 @@ export function installCommand(ctx: CommandContext) {
           describe: "A Secret in the agent's namespace that sets may name in spec.pullSecrets (repeatable): the agent may get these Secrets by name and no other",
         })
         .option('agent-arg', { type: 'string', array: true, default: [] as string[], describe: 'Extra `prestage agent` flag for the DaemonSet (repeatable)' })
-        .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Cluster-wide cap on the slow link for every set (20MiB/s, 100Mbit/s): the agents\' --link-rate, one budget all nodes\' pulls draw on; with --cache it paces the cache warm' })
+        .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Cluster-wide cap on the slow link for every set (bytes: 20MiB/s, 5MB/s; bits: 40Mbit/s, 40Mbps): the agents\' --link-rate, one budget all nodes\' pulls draw on; with --cache it paces the cache warm' })
         .option('max-pulling-nodes', { type: 'number', coerce: integerAtLeast('max-pulling-nodes', 1), describe: 'At most this many nodes pull at once (the agents\' --max-pulling-nodes)' })
         .option('openshift', { type: 'boolean', describe: 'Render the SecurityContextConstraints OpenShift needs (with --apply: detected from security.openshift.io)' })
         .option('output', { alias: 'o', choices: ['yaml', 'json'] as const, default: 'yaml' as const, describe: 'Output format when rendering' })
@@ -40,7 +40,7 @@ export function installCommand(ctx: CommandContext) {
         })
         .option('cache-upstream', { type: 'string', default: DEFAULT_CACHE_UPSTREAM, describe: 'The registry host the cache stands in for' })
         .option('cache-image', { type: 'string', default: DEFAULT_CACHE_IMAGE, describe: 'The distribution registry image (resolved to a digest when its registry answers)' })
-        .option('cache-size', { type: 'string', default: DEFAULT_CACHE_SIZE, describe: "The cache's PVC size (at least the plan's compressed bytes of the sets it serves)" })
+        .option('cache-size', { type: 'string', default: DEFAULT_CACHE_SIZE, coerce: sizeQuantity('cache-size'), describe: "The cache's PVC size (at least the plan's compressed bytes of the sets it serves): 500Gi, 500G, 1TB, 1.5TiB (G = 10^9, Gi = 2^30)" })
         .option('cache-storage-class', { type: 'string', describe: "The PVC's StorageClass (default: the cluster's default)" })
         .option('cache-host-path', { type: 'string', describe: 'A directory on --cache-node instead of a PVC' })
         .option('cache-node', { type: 'string', describe: 'The node of --cache-host-path (the cache runs there)' })

@@ -16,6 +16,7 @@ import { createCliLogger, type LogLevel } from '../telemetry/log.js';
 import { buildInfo } from '../version.js';
 import { COMMANDS } from './commands.js';
 import { normalizeDryRun } from './dry-run.js';
+import { formatRate } from '../units.js';
 import { helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 
@@ -102,6 +103,8 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
         handler: async (args) => {
           if (!command) throw new Error(`command ${name} ran without being loaded`);
           started = true;
+          // The cap as understood, in both units: 40Mbps and 40MB/s differ eightfold.
+          if (typeof args['link-rate'] === 'number') stderr.write(`link cap: ${formatRate(args['link-rate'])}\n`);
           await command.handler(args);
         },
       });

@@ -19,7 +19,7 @@ import { runWait, withWaitOptions, type WaitFlags } from './wait.js';
 import { checkCacheForPlan } from '../cluster/cache-check.js';
 import { checkMcoPreflight } from '../cluster/mco/preflight.js';
 import { OS_IMAGE_VIA_MCO_HELP, stageOsImage } from '../cluster/os-image-via-mco.js';
-import { applyServerSide } from '../install/apply.js';
+import { applyObject, backendDryRun, dryRunClosing, withDryRunOption, type DryRun } from './dry-run.js';
 import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
 import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
 import { AGENT_NAME } from '../api/names.js';
@@ -32,6 +32,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
         .option('prune', { type: 'boolean', default: false, describe: 'Once every set is ready, delete the prestage sets of releases older than the one the cluster runs (as prune does)' })
         .option('force', { type: 'boolean', default: false, describe: 'Apply even when MCO\'s own disk check would refuse a set (it is checked first on the MCO backend)' })
         .option('os-image-via-mco', { type: 'boolean', default: false, describe: OS_IMAGE_VIA_MCO_HELP })
+        .option('dry-run', withDryRunOption('plan, check, apply, wait (and with --prune delete); a dry run stops after the apply, without waiting'))
         .option('cache', { type: 'boolean', default: false, describe: 'Through the in-cluster cache (install --cache): check it is there, wired to the nodes and large enough for the plan before applying; wait shows its figures either way' })
         .epilogue(LIVE_CLUSTER_HELP),
     handler: async (args) => {
@@ -54,17 +55,25 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       }
       await checkNodeDisks(client, backend, sets, plan.nodes);
       await checkMcoPreflight(client, backend, sets, { version: observed?.release.version, force: args.force === true, warn: (line) => ctx.log.warn(line) });
+      const dryRun = args['dry-run'] as DryRun;
+      const out = args.output === 'json' ? ctx.stderr : ctx.stdout;
       // The release's signatures for the CVO (a mirror's cluster), verified with the keys it trusts now.
       const signed = await signatureConfigMapFrom(plan.release, args, async () => client);
       if (signed) {
-        await applyServerSide(client, [signed.configMap]);
-        (args.output === 'json' ? ctx.stderr : ctx.stdout).write(`${signed.line}; applied ConfigMap ${signed.configMap.metadata.namespace}/${signed.configMap.metadata.name}\n`);
+        const done = await applyObject(client, signed.configMap, dryRun);
+        const { name, namespace } = signed.configMap.metadata;
+        out.write(`${signed.line}; ${dryRun === 'none' ? `applied ConfigMap ${namespace}/${name}` : `configmap/${name} ${done} (namespace ${namespace})`}\n`);
       }
-      const osImage = await stageOsImage(client, backend, plan, { viaMco: args['os-image-via-mco'] === true, dryRun: false, warn: (line) => ctx.log.warn(line) });
-      const applied = renderApplyOutcomes([...(await backend.apply(sets, { dryRun: false })), ...osImage], false);
-      (args.output === 'json' ? ctx.stderr : ctx.stdout).write(applied);
+      const osImage = await stageOsImage(client, backend, plan, { viaMco: args['os-image-via-mco'] === true, dryRun: backendDryRun(dryRun), warn: (line) => ctx.log.warn(line) });
+      out.write(renderApplyOutcomes([...(await backend.apply(sets, { dryRun: backendDryRun(dryRun) })), ...osImage], dryRun));
+      if (dryRun !== 'none') {
+        // Nothing was applied, so there is nothing to wait for; prune shows what it would delete now.
+        if (args.prune) await runPrune(client, backend, out, dryRun);
+        out.write(dryRunClosing(dryRun));
+        return;
+      }
       await runWait(backend, sets.map((s) => s.name), args as WaitFlags, ctx, cluster);
-      if (args.prune) await runPrune(client, backend, args.output === 'json' ? ctx.stderr : ctx.stdout, 'none');
+      if (args.prune) await runPrune(client, backend, out, 'none');
     },
   });
 }

@@ -13,7 +13,7 @@ import { DEFAULT_FAIL_AFTER_MS, DEFAULT_TIMEOUT_MS, mcoPace, mcoWaitDefaults, pa
 import { mcoNodeWork, runningVersion } from '../cluster/mco/pace-work.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
-import { linkRate, positiveDuration } from './flag-values.js';
+import { linkRate, positiveLongDuration } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { formatBytes, formatSeconds } from '../units.js';
 import { printable } from '../terminal-text.js';
@@ -35,9 +35,9 @@ const CACHE_READ_INTERVAL_MS = 10_000;
 
 export function withWaitOptions<T>(y: Argv<T>): Argv<T & WaitFlags> {
   return y
-    .option('timeout', { type: 'string', coerce: positiveDuration('timeout'), describe: 'Give up after this long (exit 124), e.g. 90s, 30m, 2h [default: 60m; on MCO at least twice the slowest node\'s predicted time]' })
-    .option('fail-after', { type: 'string', coerce: positiveDuration('fail-after'), describe: 'Fail (exit 1) when a node stays degraded this long; nodes retry until then [default: 10m; on MCO at least the time its next sync takes to retry a pull]' })
-    .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'The slow link\'s rate (e.g. 20MiB/s, 100Mbit/s): stage and apply store it on the sets as a cap prestage\'s agents share out; on MCO, which cannot be capped, its predicted pace counts the bytes with it' })
+    .option('timeout', { type: 'string', coerce: positiveLongDuration('timeout'), describe: 'Give up after this long (exit 124), e.g. 90s, 30m, 2h, 720h (at most 8760h) [default: 60m; on MCO at least twice the slowest node\'s predicted time]' })
+    .option('fail-after', { type: 'string', coerce: positiveLongDuration('fail-after'), describe: 'Fail (exit 1) when a node stays degraded this long (90s, 30m, 2h; at most 8760h); nodes retry until then [default: 10m; on MCO at least the time its next sync takes to retry a pull]' })
+    .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'The slow link\'s rate (bytes: 20MiB/s, 5MB/s, 20Mi; bits: 40Mbit/s, 40Mbps): stage and apply store it on the sets as a cap prestage\'s agents share out; on MCO, which cannot be capped, its predicted pace counts the bytes with it' })
     .option('output', { alias: 'o', choices: ['text', 'json'] as const, default: 'text' as const, describe: 'text: progress lines (redrawn on a terminal); json: one event per line' })
     .option('cache-namespace', { type: 'string', default: 'prestage', describe: 'Namespace of the in-cluster cache (install --cache): its upstream bytes and hit ratio since wait started are shown; nothing when there is none' }) as unknown as Argv<T & WaitFlags>;
 }

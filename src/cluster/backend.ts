@@ -94,8 +94,11 @@ export interface WatchOptions {
 
 export interface PinningBackend {
   readonly kind: BackendKind;
-  /** Server-side apply (field manager `prestage`); `dryRun` asks the server and changes nothing. */
-  apply(sets: readonly DesiredSet[], options: { dryRun: boolean }): Promise<ApplyOutcome[]>;
+  /**
+   * Server-side apply (field manager `prestage`); `dryRun: true` asks the server (`dryRun=All`)
+   * and changes nothing; `'client'` reads what is there and sends no write (kubectl's client dry run).
+   */
+  apply(sets: readonly DesiredSet[], options: { dryRun: boolean | 'client' }): Promise<ApplyOutcome[]>;
   /** Names of the nodes a set targets now: of a set on the cluster, or of one about to be applied. */
   targetNodes(set: string | DesiredSet): Promise<string[]>;
   /** The progress of `sets` (default: every prestage-managed set) as of now. */

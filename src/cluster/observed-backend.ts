@@ -99,14 +99,20 @@ function viewOf(informers: readonly Informer[]): ClusterView {
   return new Map(informers.map((informer) => [informer.path, informer.items]));
 }
 
-async function applySets(client: KubeClient, spec: BackendSpec, sets: readonly DesiredSet[], dryRun: boolean): Promise<ApplyOutcome[]> {
+async function applySets(client: KubeClient, spec: BackendSpec, sets: readonly DesiredSet[], dryRun: boolean | 'client'): Promise<ApplyOutcome[]> {
   const outcomes: ApplyOutcome[] = [];
   for (const set of sets) {
     const path = `${spec.setsPath}/${encodeURIComponent(set.name)}`;
     const before = await client.find<KubeObject>(path);
+    const wanted = keptPaused(spec.toObject(set), before);
+    if (dryRun === 'client') {
+      // What the apply would leave, merged here: the labels and annotations of others stay.
+      outcomes.push(diffSet(set.name, spec, before, before ? mergedLocally(before, wanted) : wanted));
+      continue;
+    }
     let after: KubeObject;
     try {
-      after = await client.apply(path, keptPaused(spec.toObject(set), before), { fieldManager: FIELD_MANAGER, dryRun });
+      after = await client.apply(path, wanted, { fieldManager: FIELD_MANAGER, dryRun });
     } catch (error) {
       if (error instanceof KubeApiError && error.status === 422) throw new ClusterError(`the cluster refused set ${set.name}: ${error.message}`);
       throw error;
@@ -114,6 +120,20 @@ async function applySets(client: KubeClient, spec: BackendSpec, sets: readonly D
     outcomes.push(diffSet(set.name, spec, before, after));
   }
   return outcomes;
+}
+
+/**
+ * A client dry run's guess at a server-side apply: the spec's fields, labels and annotations
+ * given win, the rest (server defaults, others' keys) stays.
+ */
+function mergedLocally(before: KubeObject, wanted: KubeObject): KubeObject {
+  const metadata = {
+    ...before.metadata,
+    labels: { ...before.metadata.labels, ...wanted.metadata.labels },
+    annotations: { ...before.metadata.annotations, ...wanted.metadata.annotations },
+  };
+  const spec = { ...(before['spec'] as object | undefined), ...(wanted['spec'] as object | undefined) };
+  return { ...before, ...wanted, metadata, spec };
 }
 
 /**

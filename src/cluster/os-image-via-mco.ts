@@ -96,7 +96,7 @@ export function osImageAdvice({ plan, poolsListingSets, viaMco }: OsImageInputs)
  * On the agent backend of an OpenShift cluster (one with a ClusterVersion): warns where the
  * upgrade pulls the OS image again, and with `viaMco` applies MCO's sets of it (returned).
  */
-export async function stageOsImage(client: KubeClient, backend: PinningBackend, plan: Plan, options: { viaMco: boolean; dryRun: boolean; warn: (line: string) => void }): Promise<ApplyOutcome[]> {
+export async function stageOsImage(client: KubeClient, backend: PinningBackend, plan: Plan, options: { viaMco: boolean; dryRun: boolean | 'client'; warn: (line: string) => void }): Promise<ApplyOutcome[]> {
   if (backend.kind !== 'agent') {
     if (options.viaMco) throw new ClusterError('--os-image-via-mco: only with the agent backend; on the MCO backend the OS image is in MCO\'s sets already');
     return [];

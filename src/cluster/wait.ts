@@ -5,6 +5,7 @@
  */
 import { BadInputError, ExitCode, PrestageError } from '../errors.js';
 import { LinkMeter, type LinkEvent } from './link-meter.js';
+import { setLongTimeout, type LongTimer } from '../long-timer.js';
 import { setReady, type NodeSetPhase, type NodeSetProgress, type PinningBackend, type ProgressSnapshot, type SetProgress } from './backend.js';
 
 /** wait: a set failed on a node (degraded for longer than --fail-after). Exit 1. */
@@ -213,8 +214,9 @@ export interface WaitOptions {
 export async function waitForSets(backend: PinningBackend, sets: readonly string[] | undefined, options: WaitOptions): Promise<WaitTracker> {
   const tracker = new WaitTracker(options.failAfterMs, options.predictedEndMs);
   const abort = new AbortController();
-  let failTimer: NodeJS.Timeout | undefined;
-  let timeoutTimer: NodeJS.Timeout | undefined;
+  // Long timers: --timeout and --fail-after may be longer than setTimeout holds (720h).
+  let failTimer: LongTimer | undefined;
+  let timeoutTimer: LongTimer | undefined;
   try {
     return await new Promise<WaitTracker>((resolve, reject) => {
       const finish = (error?: Error) => {
@@ -231,9 +233,9 @@ export async function waitForSets(backend: PinningBackend, sets: readonly string
             : `set ${failure.set} failed on node ${failure.node} (degraded for ${seconds} s): ${failure.error}`));
         }
         if (tracker.ready()) return finish();
-        clearTimeout(failTimer);
+        failTimer?.clear();
         const next = tracker.nextFailureCheck();
-        if (next !== undefined) failTimer = setTimeout(judge, Math.max(0, next - Date.now()));
+        if (next !== undefined) failTimer = setLongTimeout(judge, next - Date.now());
       };
       let first = true;
       const onSnapshot = (snapshot: ProgressSnapshot) => {
@@ -247,12 +249,12 @@ export async function waitForSets(backend: PinningBackend, sets: readonly string
         options.onEvents(tracker.observe(snapshot, Date.now()), tracker);
         judge();
       };
-      timeoutTimer = setTimeout(() => finish(new WaitTimeoutError(`timed out after ${Math.round(options.timeoutMs / 1000)} s: ${pendingSummary(tracker)}`)), options.timeoutMs);
+      timeoutTimer = setLongTimeout(() => finish(new WaitTimeoutError(`timed out after ${Math.round(options.timeoutMs / 1000)} s: ${pendingSummary(tracker)}`)), options.timeoutMs);
       backend.watch(sets, onSnapshot, { signal: abort.signal, ...(options.onRetry ? { onRetry: options.onRetry } : {}) }).catch((error: Error) => finish(error));
     });
   } finally {
-    clearTimeout(failTimer);
-    clearTimeout(timeoutTimer);
+    failTimer?.clear();
+    timeoutTimer?.clear();
     abort.abort();
   }
 }
