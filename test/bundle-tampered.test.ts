@@ -89,8 +89,9 @@ async function copyOf(dir: string): Promise<string> {
   return copy;
 }
 
-async function editJson(file: string, edit: (doc: any) => void): Promise<void> {
-  const doc = JSON.parse(await readFile(file, 'utf8'));
+/** Edits a bundle's JSON file; T names the fields the edit touches. */
+async function editJson<T>(file: string, edit: (doc: T) => void): Promise<void> {
+  const doc = JSON.parse(await readFile(file, 'utf8')) as T;
   edit(doc);
   await writeFile(file, JSON.stringify(doc));
 }
@@ -161,7 +162,7 @@ async function largestBlob(dir: string): Promise<{ hex: string; size: number }> 
 describe('a tampered parts.json', () => {
   it('layout "../victim": refused before anything is unpacked, the victim beside the parts untouched', async () => {
     const copy = await copyOf(parts);
-    await editJson(join(copy, 'parts.json'), (doc) => (doc.layout = '../victim'));
+    await editJson<{ layout: string }>(join(copy, 'parts.json'), (doc) => (doc.layout = '../victim'));
     const r = await push(copy);
     expectOneLineError(r, 2, /parts\.json: layout "\.\.\/victim" is not a plain directory name; the parts file was altered/);
     await expectUntouched({ quiet: true });
@@ -169,7 +170,7 @@ describe('a tampered parts.json', () => {
 
   it('layout "../../../victim" with --work-dir: refused, nothing written under the work dir either', async () => {
     const copy = await copyOf(parts);
-    await editJson(join(copy, 'parts.json'), (doc) => (doc.layout = '../../../victim'));
+    await editJson<{ layout: string }>(join(copy, 'parts.json'), (doc) => (doc.layout = '../../../victim'));
     const workDir = join(caseDir, 'work', 'a', 'b');
     await mkdir(workDir, { recursive: true });
     const r = await push(copy, ['--work-dir', workDir]);
@@ -180,7 +181,7 @@ describe('a tampered parts.json', () => {
 
   it.each(['..', '../x', '/etc/passwd'])('a part named %j: refused naming it', async (name) => {
     const copy = await copyOf(parts);
-    await editJson(join(copy, 'parts.json'), (doc) => (doc.parts[0].name = name));
+    await editJson<{ parts: Array<{ name: string }> }>(join(copy, 'parts.json'), (doc) => (doc.parts[0]!.name = name));
     const r = await push(copy);
     expectOneLineError(r, 2, new RegExp(`part 0 is named ${JSON.stringify(name).replace(/[./]/g, '\\$&')}, not "${LAYOUT}\\.tar\\.000"`));
     await expectUntouched({ quiet: true });
@@ -229,7 +230,7 @@ describe('a tampered bundle directory', () => {
 
   it('a release tag "../../../../tenant-b/…": refused before any request, no other repository tagged', async () => {
     const copy = await copyOf(bundle);
-    await editJson(join(copy, 'prestage-bundle.json'), (doc) => (doc.release.tags = ['../../../../tenant-b/ocp-release/manifests/4.16.3']));
+    await editJson<{ release: { tags: string[] } }>(join(copy, 'prestage-bundle.json'), (doc) => (doc.release.tags = ['../../../../tenant-b/ocp-release/manifests/4.16.3']));
     const r = await push(copy);
     expectOneLineError(r, 2, /prestage-bundle\.json names release tag "\.\.\/\.\.\/\.\.\/\.\.\/tenant-b\/ocp-release\/manifests\/4\.16\.3", which is not a tag/);
     await expectUntouched({ quiet: true });
@@ -237,9 +238,9 @@ describe('a tampered bundle directory', () => {
 
   it('an image ref name with "/../": refused before any request', async () => {
     const copy = await copyOf(bundle);
-    await editJson(join(copy, 'index.json'), (doc) => {
-      const name = doc.manifests[0].annotations['org.opencontainers.image.ref.name'] as string;
-      doc.manifests[0].annotations['org.opencontainers.image.ref.name'] = name.replace(/^quay\.io\//, 'quay.io/openshift-release-dev/../../tenant-b/');
+    await editJson<{ manifests: Array<{ annotations: Record<string, string> }> }>(join(copy, 'index.json'), (doc) => {
+      const name = doc.manifests[0]!.annotations['org.opencontainers.image.ref.name']!;
+      doc.manifests[0]!.annotations['org.opencontainers.image.ref.name'] = name.replace(/^quay\.io\//, 'quay.io/openshift-release-dev/../../tenant-b/');
     });
     const r = await push(copy);
     expectOneLineError(r, 2, /index\.json names image "quay\.io\/openshift-release-dev\/\.\.\/\.\.\/tenant-b\/.*", which is not a valid image reference/);
@@ -297,7 +298,7 @@ describe('bundle verify of a tampered bundle', () => {
 
   it('refuses parts whose parts.json names a layout "../victim", reading no part', async () => {
     const copy = await copyOf(parts);
-    await editJson(join(copy, 'parts.json'), (doc) => (doc.layout = '../victim'));
+    await editJson<{ layout: string }>(join(copy, 'parts.json'), (doc) => (doc.layout = '../victim'));
     const r = await runBin('prestage', ['bundle', 'verify', copy]);
     expectOneLineError(r, 2, /parts\.json: layout "\.\.\/victim" is not a plain directory name/);
     await expectUntouched({ quiet: true });

@@ -17,6 +17,7 @@ import {
 } from '../fixtures/eras.js';
 import { MediaTypes, sha256 } from '../fixtures/image.js';
 import { COMPONENTS } from '../fixtures/components.js';
+import type { ImageConfigDocument, ImageStreamDocument, KubeDocument, ManifestDocument } from './support/documents.js';
 
 const fixtures = {} as Record<Era, EraFixture>;
 beforeAll(() => {
@@ -47,7 +48,7 @@ async function filesOf(era: Era): Promise<Map<string, Buffer>> {
   return files;
 }
 
-function json<T = Record<string, any>>(bytes: Buffer): T {
+function json<T>(bytes: Buffer): T {
   return JSON.parse(bytes.toString('utf8')) as T;
 }
 
@@ -82,7 +83,7 @@ describe.each(ERAS)('the %s fixture', (era) => {
       const held = new Set(repo.blobs);
       for (const m of repo.manifests) {
         expect(sha256(m.bytes)).toBe(m.digest);
-        const doc = json(m.bytes);
+        const doc = json<ManifestDocument>(m.bytes);
         for (const d of [doc.config, ...doc.layers]) {
           expect(held.has(d.digest)).toBe(true);
           expect(f.blobs.get(d.digest)!.length).toBe(d.size);
@@ -102,21 +103,21 @@ describe.each(ERAS)('the %s fixture', (era) => {
     const cvo = byName(era, 'cluster-version-operator');
     expect(truth.release.image.layers.slice(0, -1)).toEqual(cvo.layers);
     expect(truth.release.image.layers.at(-1)).toEqual(truth.release.manifestsLayer);
-    const labels = json(fixtures[era].blobs.get(truth.release.image.config.digest)!).config.Labels;
+    const labels = json<ImageConfigDocument>(fixtures[era].blobs.get(truth.release.image.config.digest)!).config.Labels;
     expect(labels['io.openshift.release']).toBe(version);
     expect(labels['io.openshift.release.base-image-digest']).toBe(cvo.digest);
     const files = await filesOf(era);
     expect([...files.keys()].sort()).toEqual(truth.release.manifestFiles);
-    const meta = json(files.get('release-metadata')!);
+    const meta = json<{ kind: string; version: string; previous: string[]; metadata: Record<string, string | undefined> }>(files.get('release-metadata')!);
     expect(meta.kind).toBe('cincinnati-metadata-v0');
     expect(meta.version).toBe(version);
     expect(meta.previous).toEqual(truth.release.previous);
-    expect(meta.metadata['io.openshift.upgrades.graph.release.channels'].split(',')).toContain(`stable-${era}`);
+    expect(meta.metadata['io.openshift.upgrades.graph.release.channels']!.split(',')).toContain(`stable-${era}`);
     expect(meta.metadata['release.openshift.io/architecture']).toBeUndefined();
   });
 
   it('lists every component in image-references by digest, the second OS stream included', async () => {
-    const refs = json((await filesOf(era)).get('image-references')!);
+    const refs = json<ImageStreamDocument>((await filesOf(era)).get('image-references')!);
     expect(refs.kind).toBe('ImageStream');
     expect(refs.apiVersion).toBe('image.openshift.io/v1');
     expect(refs.metadata.name).toBe(VERSIONS[era]);
@@ -160,7 +161,7 @@ describe.each(ERAS)('the %s fixture', (era) => {
       const c = byName(era, name);
       expect(c.osStream).toBe(stream);
       expect(c.mediaType).toBe(MediaTypes.ociManifest);
-      const labels = json(fixtures[era].blobs.get(c.config.digest)!).config.Labels;
+      const labels = json<ImageConfigDocument>(fixtures[era].blobs.get(c.config.digest)!).config.Labels;
       expect(labels['io.openshift.os.streamclass']).toBe(stream);
       expect(labels['containers.bootc']).toBe('1');
       expect(labels['io.openshift.os.extensions']).toBe(extensions ? 'true' : undefined);
@@ -178,7 +179,7 @@ async function referencesInManifests(era: Era): Promise<Map<string, Omit<Manifes
   const refs = new Map<string, Omit<ManifestReference, 'runs'>[]>();
   for (const [file, bytes] of await filesOf(era)) {
     if (!file.endsWith('.yaml')) continue;
-    for (const doc of yaml.loadAll(bytes.toString('utf8')) as Record<string, any>[]) {
+    for (const doc of yaml.loadAll(bytes.toString('utf8')) as Array<KubeDocument<ManifestReference['kind']>>) {
       const a: Record<string, string> = doc.metadata?.annotations ?? {};
       const inclusion = {
         profiles: Object.keys(a).filter((k) => k.startsWith('include.release.openshift.io/') && a[k] === 'true').map((k) => k.slice('include.release.openshift.io/'.length)).sort(),
@@ -228,12 +229,12 @@ describe('the manifests carry exactly the annotations the truth declares', () =>
 
   it.each(ERAS)('%s: MCO names its own image only in its master-pinned Deployment and images.json, the OS images only in machine-config-osimageurl', async (era) => {
     const files = await filesOf(era);
-    const docs = yaml.loadAll(files.get('0000_80_machine-config_03_configmap.yaml')!.toString('utf8')) as Record<string, any>[];
-    const images = JSON.parse(docs.find((d) => d.metadata.name === 'machine-config-operator-images')!.data['images.json']);
+    const docs = yaml.loadAll(files.get('0000_80_machine-config_03_configmap.yaml')!.toString('utf8')) as KubeDocument[];
+    const images = JSON.parse(docs.find((d) => d.metadata.name === 'machine-config-operator-images')!.data!['images.json']!) as Record<string, string | undefined>;
     expect(images.machineConfigOperator).toBe(byName(era, 'machine-config-operator').pullSpec);
     expect(images.infraImage).toBe(byName(era, 'pod').pullSpec);
     expect(images.dockerRegistryImage).toBe(era === '5.0' ? byName(era, 'docker-registry').pullSpec : undefined);
-    const osimageurl = docs.find((d) => d.metadata.name === 'machine-config-osimageurl')!.data;
+    const osimageurl = docs.find((d) => d.metadata.name === 'machine-config-osimageurl')!.data!;
     expect(osimageurl.baseOSContainerImage).toBe(byName(era, 'rhel-coreos').pullSpec);
     expect(osimageurl.baseOSExtensionsContainerImage).toBe(byName(era, 'rhel-coreos-extensions').pullSpec);
     expect(byName(era, 'rhel-coreos-10').references).toEqual([]);

@@ -14,6 +14,7 @@ import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { pushFixture } from '../fixtures/push.js';
 import { liveTruth, simulatedCluster } from '../fixtures/live-cluster.js';
 import { PROFILE_ANNOTATIONS } from '../fixtures/manifests.js';
+import type { ImageConfigDocument, ImageStreamDocument, KubeDocument, ManifestDocument } from './support/documents.js';
 import {
   ALIASES, COMPONENT_REPOSITORY, CURRENT_TAG, CURRENT_VERSION, MULTI_TAG, RELEASE_REPOSITORY, RELEASE_TAG, SKIPPED_TAG, VERSION,
   buildReleaseFixture, manifestsByDigest, summarizeFixture, type ComponentTruth, type ReleaseFixture,
@@ -42,11 +43,11 @@ async function readTar(gzip: Buffer): Promise<Map<string, TarFile>> {
   return files;
 }
 
-function json<T = Record<string, unknown>>(bytes: Buffer): T {
+function json<T>(bytes: Buffer): T {
   return JSON.parse(bytes.toString('utf8')) as T;
 }
 
-function manifest(digest: string): { bytes: Buffer; mediaType: string; doc: Record<string, any> } {
+function manifest(digest: string): { bytes: Buffer; mediaType: string; doc: ManifestDocument } {
   const m = manifestsByDigest(fixture).get(digest);
   if (!m) throw new Error(`no manifest ${digest}`);
   return { bytes: m.bytes, mediaType: m.mediaType, doc: json(m.bytes) };
@@ -59,7 +60,7 @@ function blob(digest: string): Buffer {
 }
 
 function lastLayerOf(imageDigest: string): Buffer {
-  return blob(manifest(imageDigest).doc.layers.at(-1).digest);
+  return blob(manifest(imageDigest).doc.layers.at(-1)!.digest);
 }
 
 function repository(name: string) {
@@ -177,7 +178,7 @@ describe('bytes and digests', () => {
       const held = new Set(repo.blobs);
       const manifests = new Set(repo.manifests.map((m) => m.digest));
       for (const m of repo.manifests) {
-        const doc = json<Record<string, any>>(m.bytes);
+        const doc = json<ManifestDocument>(m.bytes);
         for (const d of doc.layers ? [doc.config, ...doc.layers] : []) {
           expect(held.has(d.digest), `${repo.name} ${d.digest}`).toBe(true);
           expect(blob(d.digest).length).toBe(d.size);
@@ -205,7 +206,7 @@ describe('bytes and digests', () => {
 
   it('lists the layers\' diff ids and the architecture in each image config', () => {
     for (const c of fixture.truth.components) {
-      const config = json<Record<string, any>>(blob(c.config.digest));
+      const config = json<ImageConfigDocument>(blob(c.config.digest));
       expect(config.rootfs.diff_ids).toEqual(c.layers.map((l) => l.diffId));
       expect(config.architecture).toBe('amd64');
       expect(config.config.Labels['io.openshift.build.commit.id']).toBe(c.commit);
@@ -232,7 +233,7 @@ describe('the x86_64 release image', () => {
     expect(release.image.mediaType).toBe(MediaTypes.dockerManifest);
     expect(release.image.layers.slice(0, -1)).toEqual(cvo.layers);
     expect(release.image.layers.at(-1)).toEqual(release.manifestsLayer);
-    const labels = json<Record<string, any>>(blob(release.image.config.digest)).config.Labels;
+    const labels = json<ImageConfigDocument>(blob(release.image.config.digest)).config.Labels;
     expect(labels['io.openshift.release']).toBe(VERSION);
     expect(labels['io.openshift.release.base-image-digest']).toBe(cvo.digest);
     expect(repository(RELEASE_REPOSITORY).tags).toContainEqual({ tag: RELEASE_TAG, digest: release.image.digest });
@@ -250,7 +251,7 @@ describe('the x86_64 release image', () => {
 
   it('has an ImageStream image-references naming every component by digest, plus aliases and one non-DockerImage tag', async () => {
     const files = await readTar(lastLayerOf(fixture.truth.release.image.digest));
-    const refs = json<Record<string, any>>(files.get('release-manifests/image-references')!.data);
+    const refs = json<ImageStreamDocument>(files.get('release-manifests/image-references')!.data);
     expect(refs.kind).toBe('ImageStream');
     expect(refs.apiVersion).toBe('image.openshift.io/v1');
     expect(refs.metadata.name).toBe(VERSION);
@@ -273,7 +274,7 @@ describe('the x86_64 release image', () => {
 
   it('has cincinnati release-metadata with previous versions and channels', async () => {
     const files = await readTar(lastLayerOf(fixture.truth.release.image.digest));
-    const meta = json<Record<string, any>>(files.get('release-manifests/release-metadata')!.data);
+    const meta = json<unknown>(files.get('release-manifests/release-metadata')!.data);
     expect(meta).toEqual({
       kind: 'cincinnati-metadata-v0',
       version: VERSION,
@@ -299,7 +300,7 @@ async function referencesByDigest(): Promise<Map<string, Reference[]>> {
   };
   for (const [name, file] of files) {
     if (!name.endsWith('.yaml')) continue;
-    for (const doc of yaml.loadAll(file.data.toString('utf8')) as Record<string, any>[]) {
+    for (const doc of yaml.loadAll(file.data.toString('utf8')) as KubeDocument[]) {
       const a = doc.metadata?.annotations ?? {};
       const defaultProfile = a[PROFILE_ANNOTATIONS.selfManaged] === 'true' && a[PROFILE_ANNOTATIONS.featureSet] === undefined;
       const pod = doc.spec?.template?.spec;
@@ -426,10 +427,10 @@ describe('the current release (what a cluster runs before the upgrade) and the s
       expect(manifestsByDigest(fixture).has(c.digest), c.name).toBe(true);
     }
     const files = await readTar(lastLayerOf(current.digest));
-    const refs = json<Record<string, any>>(files.get('release-manifests/image-references')!.data);
+    const refs = json<ImageStreamDocument>(files.get('release-manifests/image-references')!.data);
     expect(refs.metadata.name).toBe(CURRENT_VERSION);
-    expect(refs.spec.tags.map((t: any) => t.from.name).sort()).toEqual(current.components.flatMap((c) => c.names.map(() => c.pullSpec)).sort());
-    expect(json<Record<string, any>>(blob(manifest(current.digest).doc.config.digest)).config.Labels['io.openshift.release']).toBe(CURRENT_VERSION);
+    expect(refs.spec.tags.map((t) => t.from.name).sort()).toEqual(current.components.flatMap((c) => c.names.map(() => c.pullSpec)).sort());
+    expect(json<ImageConfigDocument>(blob(manifest(current.digest).doc.config.digest)).config.Labels['io.openshift.release']).toBe(CURRENT_VERSION);
   });
 
   it('runs the current digests of what the truth columns say runs on AWS, by role, and nothing of the target', () => {
@@ -468,21 +469,21 @@ describe('the -multi release', () => {
   it('is a Docker manifest list of per-arch release images for amd64, arm64, ppc64le and s390x', () => {
     const list = manifest(fixture.truth.multi.listDigest);
     expect(list.mediaType).toBe(MediaTypes.dockerList);
-    expect(list.doc.manifests.map((m: any) => m.platform.architecture)).toEqual(['amd64', 'arm64', 'ppc64le', 's390x']);
+    expect(list.doc.manifests.map((m) => m.platform?.architecture)).toEqual(['amd64', 'arm64', 'ppc64le', 's390x']);
     expect(repository(RELEASE_REPOSITORY).tags).toContainEqual({ tag: MULTI_TAG, digest: fixture.truth.multi.listDigest });
     for (const [arch, image] of Object.entries(fixture.truth.multi.perArch)) {
-      expect(json<Record<string, any>>(blob(image.config.digest)).architecture).toBe(arch);
+      expect(json<ImageConfigDocument>(blob(image.config.digest)).architecture).toBe(arch);
       expect(image.layers.at(-1)).toEqual(fixture.truth.multi.manifestsLayer);
     }
   });
 
   it('points image-references at component manifest lists, both Docker lists and OCI indexes', async () => {
     const files = await readTar(blob(fixture.truth.multi.manifestsLayer.digest));
-    const refs = json<Record<string, any>>(files.get('release-manifests/image-references')!.data);
-    const meta = json<Record<string, any>>(files.get('release-manifests/release-metadata')!.data);
+    const refs = json<ImageStreamDocument>(files.get('release-manifests/image-references')!.data);
+    const meta = json<{ metadata: Record<string, string> }>(files.get('release-manifests/release-metadata')!.data);
     expect(meta.metadata['release.openshift.io/architecture']).toBe('multi');
     const multi = fixture.truth.multi.components;
-    expect(refs.spec.tags.map((t: any) => t.from.name).sort()).toEqual(multi.map((c) => c.pullSpec).sort());
+    expect(refs.spec.tags.map((t) => t.from.name).sort()).toEqual(multi.map((c) => c.pullSpec).sort());
     expect(new Set(multi.map((c) => c.listMediaType))).toEqual(new Set([MediaTypes.dockerList, MediaTypes.ociIndex]));
     for (const c of multi) {
       const amd64 = fixture.truth.components.find((x) => x.name === c.name)!;
@@ -499,11 +500,11 @@ describe('bad inputs', () => {
   });
 
   it('includes image-references with the wrong kind, the wrong apiVersion and a tag instead of a digest', async () => {
-    const refsOf = async (digest: string) => json<Record<string, any>>((await readTar(lastLayerOf(digest))).get('release-manifests/image-references')!.data);
+    const refsOf = async (digest: string) => json<ImageStreamDocument>((await readTar(lastLayerOf(digest))).get('release-manifests/image-references')!.data);
     expect((await refsOf(fixture.truth.bad.wrongKind.digest)).kind).toBe('Deployment');
     expect((await refsOf(fixture.truth.bad.wrongApiVersion.digest)).apiVersion).toBe('v1');
     const tagOnly = await refsOf(fixture.truth.bad.tagOnly.digest);
-    expect(tagOnly.spec.tags.map((t: any) => t.from.name)).toContain(fixture.truth.bad.tagOnly.tagPullSpec);
+    expect(tagOnly.spec.tags.map((t) => t.from.name)).toContain(fixture.truth.bad.tagOnly.tagPullSpec);
   });
 
   it('includes a gzip bomb of about 1 MiB that inflates to exactly its recorded size, over 1 GiB', async () => {
@@ -513,7 +514,7 @@ describe('bad inputs', () => {
     expect(bomb.compressedSize).toBeLessThan(2 * 2 ** 20);
     expect(bomb.uncompressedSize).toBeGreaterThan(2 ** 30);
     expect(bytes.readUInt32LE(bytes.length - 4)).toBe(bomb.uncompressedSize % 2 ** 32);
-    expect(manifest(bomb.digest).doc.layers.at(-1).digest).toBe(bomb.layerDigest);
+    expect(manifest(bomb.digest).doc.layers.at(-1)!.digest).toBe(bomb.layerDigest);
     // Inflating it all also makes zlib check the hand-built stream's CRC and ISIZE.
     let total = 0;
     for await (const chunk of Readable.from([bytes]).pipe(createGunzip({ chunkSize: 2 ** 20 }))) total += (chunk as Buffer).length;
@@ -524,14 +525,14 @@ describe('bad inputs', () => {
     const files = await readTar(lastLayerOf(fixture.truth.bad.pathTraversal.digest));
     for (const name of fixture.truth.bad.pathTraversal.hostileEntries) expect(files.has(name), name).toBe(true);
     expect(files.get('release-manifests/0000_99_evil-link.yaml')).toMatchObject({ type: 'symlink', linkname: '/etc/passwd' });
-    const refs = json<Record<string, any>>(files.get('release-manifests/image-references')!.data);
-    expect(refs.spec.tags.map((t: any) => t.name)).toEqual([...fixture.truth.bad.pathTraversal.components].sort());
+    const refs = json<ImageStreamDocument>(files.get('release-manifests/image-references')!.data);
+    expect(refs.spec.tags.map((t) => t.name)).toEqual([...fixture.truth.bad.pathTraversal.components].sort());
   });
 
   it('includes a manifest list with only amd64', () => {
     const list = manifest(fixture.truth.bad.noArm.digest);
-    expect(list.doc.manifests.map((m: any) => m.platform.architecture)).toEqual(['amd64']);
-    expect(list.doc.manifests[0].digest).toBe(fixture.truth.release.image.digest);
+    expect(list.doc.manifests.map((m) => m.platform?.architecture)).toEqual(['amd64']);
+    expect(list.doc.manifests[0]!.digest).toBe(fixture.truth.release.image.digest);
   });
 
   it('includes a component layer of two gzip members whose ISIZE trailer understates its size', async () => {
@@ -540,9 +541,9 @@ describe('bad inputs', () => {
     expect(bytes.readUInt32LE(bytes.length - 4)).toBe(c.isizeTrailer);
     expect(c.isizeTrailer).toBeLessThan(c.uncompressedSize);
     expect(gunzipSync(bytes).length).toBe(c.uncompressedSize);
-    expect(manifest(c.digest).doc.layers.at(-1).digest).toBe(c.layerDigest);
-    const refs = json<Record<string, any>>((await readTar(lastLayerOf(fixture.truth.bad.multiMemberGzip.digest))).get('release-manifests/image-references')!.data);
-    expect(refs.spec.tags.map((t: any) => t.from.name)).toContain(c.pullSpec);
+    expect(manifest(c.digest).doc.layers.at(-1)!.digest).toBe(c.layerDigest);
+    const refs = json<ImageStreamDocument>((await readTar(lastLayerOf(fixture.truth.bad.multiMemberGzip.digest))).get('release-manifests/image-references')!.data);
+    expect(refs.spec.tags.map((t) => t.from.name)).toContain(c.pullSpec);
   });
 });
 

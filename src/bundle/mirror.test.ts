@@ -50,7 +50,7 @@ describe('cluster configuration for the mirror', () => {
   });
 
   it('writes one ImageDigestMirrorSet entry per source repository', () => {
-    const doc = yaml.load(renderImageDigestMirrorSet('prestage-4.16.3', images)) as Record<string, any>;
+    const doc = yaml.load(renderImageDigestMirrorSet('prestage-4.16.3', images)) as { apiVersion: string; kind: string; metadata: { name: string }; spec: { imageDigestMirrors: unknown } };
     expect(doc.apiVersion).toBe('config.openshift.io/v1');
     expect(doc.kind).toBe('ImageDigestMirrorSet');
     expect(doc.metadata.name).toBe('prestage-4.16.3');

@@ -7,7 +7,27 @@ import { parseCacheMirror } from '../agent/cache-mirror.js';
 import { CACHE_NAME } from '../api/names.js';
 
 const base: CacheOptions = { namespace: 'prestage', upstream: 'quay.io', image: DEFAULT_CACHE_IMAGE, size: '100Gi' };
-const byKind = (manifests: ReturnType<typeof cacheManifests>) => new Map(manifests.map((manifest) => [manifest.kind, manifest as any]));
+/** What these tests read of the objects cacheManifests and installManifests render. */
+interface Container {
+  readonly image: string;
+  readonly args: string[];
+  readonly env: Array<{ readonly name: string; readonly value?: string }>;
+  readonly readinessProbe: { readonly httpGet: unknown };
+  readonly livenessProbe: { readonly httpGet: unknown };
+  readonly resources: { readonly requests: unknown; readonly limits: unknown };
+}
+interface Rendered {
+  readonly data: Record<string, string>;
+  readonly spec: {
+    readonly replicas?: number;
+    readonly strategy?: unknown;
+    readonly type?: string;
+    readonly ports: Array<{ readonly nodePort?: number }>;
+    readonly selector: { readonly matchLabels?: unknown };
+    readonly template: { readonly spec: { readonly containers: [Container, ...Container[]]; readonly volumes: Array<{ readonly name: string }>; readonly nodeSelector?: Record<string, string> } };
+  };
+}
+const byKind = (manifests: ReturnType<typeof cacheManifests>) => new Map(manifests.map((manifest) => [manifest.kind, manifest as unknown as Rendered]));
 
 describe('install --cache: the pull-through cache', () => {
   it('renders a ConfigMap (proxy mode), a PVC, a Recreate Deployment with probes and limits, and a ClusterIP Service, in the agent namespace', () => {
@@ -17,14 +37,14 @@ describe('install --cache: the pull-through cache', () => {
     ]);
     expect(manifests.every((manifest) => manifest.metadata.namespace === 'prestage')).toBe(true);
     const kinds = byKind(manifests);
-    const config = yaml.load(kinds.get('ConfigMap').data['config.yml']) as any;
+    const config = yaml.load(kinds.get('ConfigMap')!.data['config.yml']!) as { proxy: unknown; http: { addr: string; debug: unknown; [field: string]: unknown }; storage: { filesystem: { rootdirectory: string } }; [field: string]: unknown };
     expect(config.proxy).toEqual({ remoteurl: 'https://quay.io' });
     expect(config.http.addr).toBe(`:${CACHE_PORT}`);
     // The proxy's hit and upstream-byte counters, for `wait`.
     expect(config.http.debug).toEqual({ addr: `:${CACHE_METRICS_PORT}`, prometheus: { enabled: true, path: '/metrics' } });
     expect(config.storage.filesystem.rootdirectory).toBe('/var/lib/registry');
-    expect(kinds.get('PersistentVolumeClaim').spec).toEqual({ accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '100Gi' } }, storageClassName: 'fast' });
-    const deployment = kinds.get('Deployment');
+    expect(kinds.get('PersistentVolumeClaim')!.spec).toEqual({ accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '100Gi' } }, storageClassName: 'fast' });
+    const deployment = kinds.get('Deployment')!;
     expect(deployment.spec.replicas).toBe(1);
     expect(deployment.spec.strategy).toEqual({ type: 'Recreate' });
     const container = deployment.spec.template.spec.containers[0];
@@ -35,9 +55,9 @@ describe('install --cache: the pull-through cache', () => {
     expect(container.resources.limits).toEqual({ memory: '1Gi' });
     // No credentials: only tracing off (distribution 3 would export to localhost:4318).
     expect(container.env).toEqual([{ name: 'OTEL_TRACES_EXPORTER', value: 'none' }]);
-    expect(deployment.spec.template.spec.volumes.find((volume: any) => volume.name === 'storage')).toEqual({ name: 'storage', persistentVolumeClaim: { claimName: CACHE_NAME } });
+    expect(deployment.spec.template.spec.volumes.find((volume) => volume.name === 'storage')).toEqual({ name: 'storage', persistentVolumeClaim: { claimName: CACHE_NAME } });
     expect(deployment.spec.template.spec.nodeSelector).toBeUndefined();
-    const service = kinds.get('Service');
+    const service = kinds.get('Service')!;
     expect(service.spec.type).toBe('ClusterIP');
     expect(service.spec.ports).toEqual([
       { name: 'registry', port: CACHE_PORT, targetPort: CACHE_PORT, protocol: 'TCP' },
@@ -49,9 +69,9 @@ describe('install --cache: the pull-through cache', () => {
   it('upstream credentials: a Secret the registry reads from its environment, never in the config', () => {
     const manifests = cacheManifests({ ...base, credentials: { username: 'robot+prestage', password: 's3cret' } });
     const kinds = byKind(manifests);
-    expect(kinds.get('Secret').data).toEqual({ username: Buffer.from('robot+prestage').toString('base64'), password: Buffer.from('s3cret').toString('base64') });
-    expect(kinds.get('ConfigMap').data['config.yml']).not.toContain('s3cret');
-    expect(kinds.get('Deployment').spec.template.spec.containers[0].env).toEqual([
+    expect(kinds.get('Secret')!.data).toEqual({ username: Buffer.from('robot+prestage').toString('base64'), password: Buffer.from('s3cret').toString('base64') });
+    expect(kinds.get('ConfigMap')!.data['config.yml']).not.toContain('s3cret');
+    expect(kinds.get('Deployment')!.spec.template.spec.containers[0].env).toEqual([
       { name: 'OTEL_TRACES_EXPORTER', value: 'none' },
       { name: 'REGISTRY_PROXY_USERNAME', valueFrom: { secretKeyRef: { name: `${CACHE_NAME}-upstream`, key: 'username' } } },
       { name: 'REGISTRY_PROXY_PASSWORD', valueFrom: { secretKeyRef: { name: `${CACHE_NAME}-upstream`, key: 'password' } } },
@@ -61,11 +81,11 @@ describe('install --cache: the pull-through cache', () => {
   it('a hostPath on one node instead of a PVC; a NodePort when asked', () => {
     const kinds = byKind(cacheManifests({ ...base, hostPath: '/var/lib/prestage-cache', node: 'worker-0', nodePort: 30500 }));
     expect(kinds.has('PersistentVolumeClaim')).toBe(false);
-    const spec = kinds.get('Deployment').spec.template.spec;
+    const spec = kinds.get('Deployment')!.spec.template.spec;
     expect(spec.nodeSelector).toEqual({ 'kubernetes.io/hostname': 'worker-0' });
-    expect(spec.volumes.find((volume: any) => volume.name === 'storage')).toEqual({ name: 'storage', hostPath: { path: '/var/lib/prestage-cache', type: 'DirectoryOrCreate' } });
-    expect(kinds.get('Service').spec.type).toBe('NodePort');
-    expect(kinds.get('Service').spec.ports[0].nodePort).toBe(30500);
+    expect(spec.volumes.find((volume) => volume.name === 'storage')).toEqual({ name: 'storage', hostPath: { path: '/var/lib/prestage-cache', type: 'DirectoryOrCreate' } });
+    expect(kinds.get('Service')!.spec.type).toBe('NodePort');
+    expect(kinds.get('Service')!.spec.ports[0]!.nodePort).toBe(30500);
   });
 
   it('refuses bad flags with one line naming the flag', () => {
@@ -88,19 +108,19 @@ describe('install --cache: the pull-through cache', () => {
     const arg = cacheMirrorArg('quay.io', '172.30.12.34');
     expect(arg).toBe('--cache-mirror=quay.io=172.30.12.34:5000');
     expect(parseCacheMirror(arg.slice('--cache-mirror='.length))).toEqual({ source: 'quay.io', location: '172.30.12.34:5000' });
-    const daemonSet = installManifests({ namespace: 'prestage', image: 'r/p:1', cacheMirrorArg: arg }).find((manifest) => manifest.kind === 'DaemonSet') as any;
+    const daemonSet = installManifests({ namespace: 'prestage', image: 'r/p:1', cacheMirrorArg: arg }).find((manifest) => manifest.kind === 'DaemonSet') as unknown as Rendered;
     const container = daemonSet.spec.template.spec.containers[0];
     expect(container.args).toContain('--cache-mirror=quay.io=172.30.12.34:5000');
-    expect(container.env.some((env: any) => env.name === 'HOST_IP')).toBe(false);
+    expect(container.env.some((env) => env.name === 'HOST_IP')).toBe(false);
 
     const nodePort = cacheMirrorArg('quay.io', HOST_IP_ADDRESS, 30500);
     expect(nodePort).toBe('--cache-mirror=quay.io=$(HOST_IP):30500');
-    const withNodePort = (installManifests({ namespace: 'prestage', image: 'r/p:1', cacheMirrorArg: nodePort }).find((manifest) => manifest.kind === 'DaemonSet') as any).spec.template.spec.containers[0];
+    const withNodePort = (installManifests({ namespace: 'prestage', image: 'r/p:1', cacheMirrorArg: nodePort }).find((manifest) => manifest.kind === 'DaemonSet') as unknown as Rendered).spec.template.spec.containers[0];
     expect(withNodePort.env).toContainEqual({ name: 'HOST_IP', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } });
     // Kubernetes expands $(HOST_IP) before the agent sees it: what the agent parses then.
     expect(parseCacheMirror('quay.io=10.0.0.7:30500')).toEqual({ source: 'quay.io', location: '10.0.0.7:30500' });
     // Without a cache, the DaemonSet has no such flag.
-    const plain = (installManifests({ namespace: 'prestage', image: 'r/p:1' }).find((manifest) => manifest.kind === 'DaemonSet') as any).spec.template.spec.containers[0];
+    const plain = (installManifests({ namespace: 'prestage', image: 'r/p:1' }).find((manifest) => manifest.kind === 'DaemonSet') as unknown as Rendered).spec.template.spec.containers[0];
     expect(plain.args.some((a: string) => a.startsWith('--cache-mirror'))).toBe(false);
   });
 
