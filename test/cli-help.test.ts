@@ -3,7 +3,7 @@
  * built bin as a real process. Errors are one line on stderr with exit 2.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -101,5 +101,21 @@ describe('completion', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('docs', () => {
+  it('shows the page a command\'s help names, as docs/ holds it', async () => {
+    const page = await runBin('prestage', ['docs', 'air-gapped-bundles']);
+    expect(page.code).toBe(0);
+    expect(page.stdout).toBe(readFileSync(new URL('../docs/air-gapped-bundles.md', import.meta.url), 'utf8'));
+    expect((await runBin('prestage', ['bundle', 'verify', '--help'])).stdout).toContain('More: prestage docs air-gapped-bundles');
+    expect((await runBin('prestage', ['docs'])).stdout.split('\n')).toEqual(expect.arrayContaining(['  air-gapped-bundles', '  planning']));
+  });
+
+  it('names the page probably meant for an unknown topic, one line, exit 2', async () => {
+    const r = await runBin('prestage', ['docs', 'planing']);
+    expect(r.code).toBe(2);
+    expect(oneLine(r.stderr)).toEqual(['prestage: error: docs: no page "planing" (did you mean planning?); `prestage docs` lists them']);
   });
 });

@@ -25,7 +25,7 @@ import { applyServerSide } from '../install/apply.js';
 import { checkAttachmentsOrFail, checkReleaseSignaturesOrFail, signatureLines, unsignedWarning, verifiedReader } from './bundle-signatures.js';
 import { releaseSignaturesFor, signatureInputs, sigstoreKeyFrom, trustAnchors, withCreateSignatureOptions, withSignatureKeyOptions, withTrustOptions } from './signature-options.js';
 import { attachmentEntries } from '../bundle/signatures.js';
-import { BadInputError, EXIT_CODES_HELP } from '../errors.js';
+import { BadInputError } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
 import type { Plan } from '../plan/types.js';
 import type { RegistryClient } from '../registry/client.js';
@@ -33,7 +33,7 @@ import { withAgentImage } from '../install/agent-image.js';
 import { parseReference } from '../registry/reference.js';
 import { PushClient } from '../registry/upload.js';
 import { checkOutputDir } from '../render/output-dir.js';
-import { helpEpilogue } from './help.js';
+import { exitCodesHelp, helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 import { integerAtLeast, linkRate } from './flag-values.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';
@@ -79,7 +79,7 @@ function createCommand(ctx: CommandContext) {
           .example(...example('$0 bundle create plan.json --to ocp-4.16.3 --max-archive-size 4G', 'Bundle a plan file, also as 4 GiB tar parts in ocp-4.16.3.parts/'))
           .example(...example('$0 bundle create plan-4.16.4.json --to ocp-4.16.4 --since ocp-4.16.3', 'Carry only what the 4.16.3 bundle did not'))
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --link-rate 50Mbit/s`, 'Leave the rest of a shared link to others: blobs at 50 Mbit/s in all'))
-          .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
+          .epilogue(helpEpilogue(exitCodesHelp([3]), 'air-gapped-bundles.md')),
       ))),
     handler: async (args: any) => {
       const maxPartBytes = args['max-archive-size'] !== undefined ? parseSize(args['max-archive-size']) : undefined;
@@ -151,7 +151,7 @@ function verifyCommand(ctx: CommandContext) {
         .example(...example('$0 bundle verify ocp-4.16.3', 'Check a bundle directory'))
         .example(...example('$0 bundle verify ocp-4.16.3 --verification-key redhat-release.asc', 'Also verify the release signatures with the key you trust (the keys the bundle carries are never trusted)'))
         .example(...example('$0 bundle verify /media/usb/ocp-4.16.3.parts', 'Check tar parts where they are, without unpacking'))
-        .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
+        .epilogue(helpEpilogue(exitCodesHelp([[4, 'Kubernetes API failure or refusal (--kubeconfig: the keys the cluster trusts)']]), 'air-gapped-bundles.md')),
     handler: async (args: any) => {
       const path: string = args.bundle;
       const { bundle, inventory } = isArchive(path)
@@ -200,7 +200,7 @@ function pushCommand(ctx: CommandContext) {
           .example(...example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file ca.pem', 'Push under a prefix; plan from it with --mirror quay.io=mirror.example.com:5000/ocp'))
           .example(...example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Push where the same --mirror rule reads, e.g. ocp/ocp-release:4.16.3-x86_64'))
           .example(...example('$0 bundle push /media/dvd/ocp.parts mirror.example.com:5000/ocp --work-dir /var/tmp', 'Parts on read-only media: unpack them on a writable disk, then push'))
-          .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
+          .epilogue(helpEpilogue(exitCodesHelp([3, [4, 'Kubernetes API failure or refusal (--kubeconfig, --apply)']]), 'air-gapped-bundles.md')),
       ),
     handler: async (args: any) => {
       if (args.mirror.length > 0) throw new BadInputError('--mirror does not apply to bundle push; name the mirror registry as the TARGET argument (REGISTRY[/PREFIX] or SOURCE=REGISTRY/PATH)');

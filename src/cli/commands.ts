@@ -193,6 +193,18 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     examples: [['$0 agent --node-name worker-0 --once', 'One reconcile pass on this node, then exit']],
     load: async () => (await import('./agent.js')).agentCommand,
   },
+  docs: {
+    usage: 'docs [topic]',
+    docs: 'architecture.md',
+    exitCodes: [],
+    describe: 'Show a page of the documentation (the executable carries them), or the list of pages',
+    examples: [
+      ['$0 docs', 'The pages'],
+      ['$0 docs air-gapped-bundles | less', 'Read one'],
+    ],
+    load: async () => (await import('./docs.js')).docsCommand,
+    brief: true,
+  },
   version: {
     usage: 'version',
     docs: 'install.md',

@@ -8,11 +8,11 @@ import { fileURLToPath } from 'node:url';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Argv } from 'yargs';
-import { BadInputError, EXIT_CODES_HELP } from '../errors.js';
+import { BadInputError } from '../errors.js';
 import { buildAppLayer, buildExecutableLayer, DEFAULT_AGENT_BASE, DEFAULT_EXECUTABLE_BASE, pushAgentImage, type AgentPayload, type AppLayer } from '../install/agent-image.js';
 import { parseReference, type ImageReference } from '../registry/reference.js';
 import { PushClient } from '../registry/upload.js';
-import { helpEpilogue } from './help.js';
+import { exitCodesHelp, helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
 import { formatBytes } from '../units.js';
@@ -33,7 +33,7 @@ export function imageCommand(ctx: CommandContext) {
                 .positional('target', { type: 'string', demandOption: true, describe: 'REGISTRY/REPOSITORY:TAG to push the agent image to' })
                 .option('base', { type: 'string', describe: `The base image (a tag or digest; every linux platform of a list it offers is built) [default: ${DEFAULT_AGENT_BASE}; with --executable ${DEFAULT_EXECUTABLE_BASE}]` })
                 .option('executable', { type: 'string', describe: 'The directory npm run dist wrote (dist-bin): lay its executable for each platform (linux-amd64/prestage, ...) on a base without Node.js, instead of the package on a Node.js base' })
-                .epilogue(helpEpilogue(EXIT_CODES_HELP, 'node-agent.md')),
+                .epilogue(helpEpilogue(exitCodesHelp([3]), 'node-agent.md')),
             ),
           handler: async (args: any) => push(ctx, args),
         })
