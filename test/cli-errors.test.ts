@@ -61,7 +61,7 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
   });
 
   it('bundle create --parallel 0 is rejected before any read', async () => {
-    const result = await runBin('prestage', ['bundle', 'create', RELEASE, '--to', join(dir, 'parallel-0'), ...UNREACHABLE, '--parallel', '0']);
+    const result = await runBin('prestage', ['bundle', 'create', RELEASE, '--output-dir', join(dir, 'parallel-0'), ...UNREACHABLE, '--parallel', '0']);
     expect(result).toEqual({ code: 2, stdout: '', stderr: 'prestage: error: --parallel must be an integer >= 1, got 0; see prestage bundle create --help\n' });
   });
 

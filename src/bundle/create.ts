@@ -28,6 +28,7 @@ import { TransferProgress } from './progress.js';
 import { rangeParts } from './range-parts.js';
 import { SyncBehind } from './sync-behind.js';
 import { BlobTransfers, IN_MEMORY_BLOB, leftovers } from './transfer.js';
+import { count } from '../plural.js';
 
 export interface PreviousBundle {
   /** What `--since` named, recorded in the bundle. */
@@ -100,7 +101,7 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   // Written before any blob, so an interrupted run still says whose bundle this is; again with
   // the previous bundle's blobs it relies on once every manifest is read.
   await writeMetadata(dir, plan, opts, [], signatures);
-  if (left.blobs.size > 0) opts.progressTo.write(`checking the ${left.blobs.size} blobs an earlier run left as their images are read\n`);
+  if (left.blobs.size > 0) opts.progressTo.write(`checking the ${count(left.blobs.size, 'blob')} an earlier run left as their images are read\n`);
   const external = (digest: string): boolean => opts.previous?.blobs.has(digest) === true;
   /** Bytes a blob still needs on disk: none if held, or left to the previous bundle. */
   const missingBytes = (digest: string, size: number): number => {

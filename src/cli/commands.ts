@@ -57,7 +57,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     exitCodes: [3],
     describe: 'Air-gapped bundles: create on a connected machine, verify and push into a mirror registry on the other side',
     examples: [
-      [`$0 bundle create ${RELEASE} --to /media/usb/ocp-4.16.3 --max-archive-size 4G`, 'Write every image the plan needs, also as 4 GiB tar parts'],
+      [`$0 bundle create ${RELEASE} --output-dir /media/usb/ocp-4.16.3 --max-archive-size 4G`, 'Write every image the plan needs, also as 4 GiB tar parts'],
       ['$0 bundle verify /media/usb/ocp-4.16.3', 'Re-hash every blob on the other side'],
       ['$0 bundle push /media/usb/ocp-4.16.3 mirror.example.com:5000/ocp', 'Load the mirror; write mapping.txt and an ImageDigestMirrorSet'],
     ],
@@ -79,10 +79,11 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     usage: 'image <command>',
     docs: 'node-agent.md',
     exitCodes: [3],
-    describe: "Build the agent image: prestage's layer on a Node.js base image, every platform, pushed to a registry",
+    describe: "Build the agent image and push it: prestage's layer (the npm package on a Node.js base, or with --executable the single executable on a base without Node.js), for every platform the base offers",
     examples: [
       ['$0 image push registry.example.com/prestage:0.1.0', 'On node:20-bookworm-slim (every platform it offers)'],
       ['$0 image push mirror.example.com:5000/prestage:0.1.0 --base mirror.example.com:5000/node:20-bookworm-slim', 'On a mirrored base'],
+      ['$0 image push registry.example.com/prestage:0.1.0 --executable dist-bin', 'The single executables (npm run dist) on debian:bookworm-slim, no Node.js in the image'],
     ],
     load: async () => (await import('./image.js')).imageCommand,
     subcommands: ['push'],

@@ -16,6 +16,7 @@ import { exitCodesHelp, helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
 import { formatBytes } from '../units.js';
+import { count } from '../plural.js';
 
 /** The package root, from src/cli or dist/cli alike. */
 const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -26,7 +27,7 @@ export function imageCommand(ctx: CommandContext) {
       y
         .command({
           command: 'push <target>',
-          describe: "Append prestage's layer to a Node.js base image for every platform it offers, and push it",
+          describe: "Append prestage's layer (the package, or with --executable the single executable) to a base image for every platform it offers, and push it",
           builder: (sub: Argv) =>
             withRegistryOptions(
               sub
@@ -74,7 +75,7 @@ async function push(ctx: CommandContext, args: any): Promise<void> {
 /** The package under /app on a Node.js base: the same layer for every platform (no native modules). */
 async function packagePayload(ctx: CommandContext): Promise<AgentPayload> {
   const layer = await buildAppLayer(PACKAGE_ROOT);
-  ctx.stderr.write(`prestage layer: ${layer.files} files, ${formatBytes(layer.gzip.length)} compressed (${layer.digest})\n`);
+  ctx.stderr.write(`prestage layer: ${count(layer.files, 'file')}, ${formatBytes(layer.gzip.length)} compressed (${layer.digest})\n`);
   return { kind: 'package', layerFor: () => layer };
 }
 
