@@ -217,7 +217,7 @@ describe('bundle create repairs what it kept', () => {
     sourceProxy.resetStats();
     const rerun = await prestage(['bundle', 'create', RELEASE, '--output-dir', dir, ...from, '--allow-unsigned']);
     expect(rerun.code, rerun.stderr).toBe(0);
-    expect(rerun.stdout).toMatch(/fetched [\d.]+ (KiB|MiB) in 1 blobs \(2 damaged, fetched again\)/);
+    expect(rerun.stdout).toMatch(/fetched [\d.]+ (KiB|MiB) in 1 blob \(2 damaged, fetched again\)/);
     const blobReads = sourceProxy.stats.log.filter((r) => r.method === 'GET' && r.target.includes('/blobs/') && r.range === undefined).map((r) => r.target.split('/blobs/')[1]);
     // The release's payload layer and config are read to plan; of the bundle's blobs only the damaged layer.
     const readToPlan = [truth.release.manifestsLayer.digest, truth.release.image.config.digest];

@@ -36,6 +36,7 @@ import { checkOutputDir } from '../render/output-dir.js';
 import { exitCodesHelp, helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 import { bundleDirFrom, withBundleDirOption } from './bundle-dir.js';
+import { progressModeFrom, withProgressOptions } from './progress-options.js';
 import { integerAtLeast, linkRate } from './flag-values.js';
 import { planOptionsFrom, withPlanOptions } from './plan-options.js';
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
@@ -65,9 +66,9 @@ function createCommand(ctx: CommandContext) {
     command: 'create <source>',
     describe: 'Write every image a plan needs (each blob once, digests verified) into an OCI layout; reruns resume',
     builder: (y: Argv) =>
-      withPlanOptions(withRegistryOptions(withCreateSignatureOptions(withBundleDirOption(
+      withPlanOptions(withRegistryOptions(withCreateSignatureOptions(withProgressOptions(withBundleDirOption(
         y
-          .positional('source', { type: 'string', demandOption: true, describe: 'Release pullspec (planned as `prestage plan` does), or a plan file from `prestage plan -o json`' }))
+          .positional('source', { type: 'string', demandOption: true, describe: 'Release pullspec (planned as `prestage plan` does), or a plan file from `prestage plan -o json`' })))
           .option('since', { type: 'string', describe: 'Leave out blobs a previous bundle carried: its directory, its parts, a plan file or a release pullspec' })
           .option('all-platforms', { type: 'boolean', default: false, describe: 'Keep every platform of manifest lists (registries that require complete lists)' })
           .option('max-archive-size', { type: 'string', describe: 'Also write the bundle as tar parts of at most SIZE (e.g. 4G) into <output-dir>.parts/' })
@@ -119,6 +120,7 @@ function createCommand(ctx: CommandContext) {
           concurrency: Math.min(args.parallel, args['max-concurrency']),
           ...(maxPartBytes ? { extraBytes: (layout: { bytes: number; files: number }) => tarBytes(layout.bytes, layout.files) } : {}),
           progressTo: ctx.stderr,
+          progress: progressModeFrom(args, ctx.stderr),
           sigstore: !args['remove-signatures'],
           releaseSignatures,
           ...(args['link-rate'] !== undefined ? { linkRate: args['link-rate'] as number } : {}),
@@ -186,9 +188,9 @@ function pushCommand(ctx: CommandContext) {
     command: 'push <bundle> <target>',
     describe: 'Upload what the mirror registry lacks, then write mapping.txt and an ImageDigestMirrorSet',
     builder: (y: Argv) =>
-      withRegistryOptions(
+      withRegistryOptions(withProgressOptions(
         y
-          .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive (unpacked beside it first)' })
+          .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive (unpacked beside it first)' }))
           .positional('target', { type: 'string', demandOption: true, describe: 'Mirror REGISTRY[/PREFIX] (images go to REGISTRY/PREFIX/<source repository>), or a --mirror rule SOURCE=REGISTRY/PATH (images go where that rule reads them)' })
           .option('output-dir', { type: 'string', default: '.', describe: `Where to write ${MAPPING_FILE} and ${IDMS_FILE}` })
           .option('work-dir', { type: 'string', describe: 'Where to unpack tar parts (into DIR/<name>) when they sit on read-only media; default: beside parts.json' })
@@ -224,7 +226,7 @@ function pushCommand(ctx: CommandContext) {
       if (args.apply && !configMap) throw new BadInputError(`--apply: bundle ${args.bundle} carries no release signature to apply; create it again with its signatures`);
       const client = new PushClient(target.registry, transportOptionsFrom(args, (e) => { if (e.kind === 'retry') ctx.log.warn(retryLine(e)); }, (line) => ctx.log.warn(line)));
       try {
-        const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr, removeSignatures: args['remove-signatures'] });
+        const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr, progress: progressModeFrom(args, ctx.stderr), removeSignatures: args['remove-signatures'] });
         const name = `prestage-${bundle.metadata.release.version}`;
         await writeFileAtomic(join(args['output-dir'], MAPPING_FILE), renderMapping(report.images));
         await writeFileAtomic(join(args['output-dir'], IDMS_FILE), renderImageDigestMirrorSet(name, report.images));
