@@ -242,7 +242,7 @@ describe('help and completion', () => {
   it('completion prints a bash script, a zsh one when $SHELL is zsh, and the script is answered', async () => {
     const bash = await runBin('prestage', ['completion'], { ...process.env, SHELL: '/bin/bash' });
     expect(bash.code).toBe(0);
-    expect(bash.stdout).toContain('complete -o bashdefault -o default -F _prestage_yargs_completions prestage');
+    expect(bash.stdout).toContain('complete -o bashdefault -o default -F _prestage_completions prestage');
     const zsh = await runBin('prestage', ['completion'], { ...process.env, SHELL: '/usr/bin/zsh' });
     expect(zsh.stdout).toMatch(/^#compdef prestage\n/);
     const commands = await runBin('prestage', ['--get-yargs-completions', 'prestage', ''], { ...process.env, SHELL: '/bin/bash' });
