@@ -18,7 +18,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -81,6 +81,8 @@ async function bundle(out: string): Promise<void> {
     plugins: [yargsInternals],
     define: {
       __PRESTAGE_BUILD__: JSON.stringify(JSON.stringify(info)),
+      // `prestage docs TOPIC` on a host that has only the executable.
+      __PRESTAGE_DOCS__: JSON.stringify(JSON.stringify(docsForExecutable())),
       // The CRI proto parsed here (field names camel-cased, as proto-loader's loadSync would), loaded with fromJSON there.
       __PRESTAGE_CRI_PROTO_JSON__: JSON.stringify(JSON.stringify(protobuf.loadSync(join(ROOT, 'proto/cri.proto')).toJSON())),
       // Literal specifiers, so that esbuild bundles what src/cli/main.ts loads without yargs' help renderer.
@@ -92,6 +94,12 @@ async function bundle(out: string): Promise<void> {
     },
     banner: { js: 'const __prestage_import_meta_url = require("url").pathToFileURL(__filename).href; const __prestage_import_meta_resolve = undefined;' },
   });
+}
+
+/** docs/*.md as `{ topic: text }`. */
+function docsForExecutable(): Record<string, string> {
+  const dir = join(ROOT, 'docs');
+  return Object.fromEntries(readdirSync(dir).filter((name) => name.endsWith('.md')).sort().map((name) => [name.replace(/\.md$/, ''), readFileSync(join(dir, name), 'utf8')]));
 }
 
 /** The Node.js binary for `arch`, of this Node version: this one, or the npm package's. */

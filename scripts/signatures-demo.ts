@@ -52,7 +52,7 @@ try {
   const storeUrl = store.url('release');
   hosts = (text) => text.replaceAll(storeUrl, 'https://mirror.openshift.com/pub/openshift-v4/signatures/openshift/release').replaceAll(source.host, 'registry.connected').replaceAll(mirror.host, 'mirror.example.com:5000');
   const show = (args: string[]) => args.map(hosts);
-  const create = ['bundle', 'create', release, '--to', 'ocp-4.16.3', '--verification-key', 'release-key.asc', '--sigstore-key', 'cosign.pub', '--signature-store', storeUrl, ...from];
+  const create = ['bundle', 'create', release, '--output-dir', 'ocp-4.16.3', '--verification-key', 'release-key.asc', '--sigstore-key', 'cosign.pub', '--signature-store', storeUrl, ...from];
   const wrongKey = [...create.slice(0, 5), '--verification-key', 'other-key.asc', ...create.slice(7)];
   await prestage(wrongKey, show(wrongKey));
   await prestage(create, show(create));

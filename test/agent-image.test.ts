@@ -163,9 +163,9 @@ describe('bundle create --agent-image', () => {
     }));
     const bundle = join(dir, 'bundle');
     // Every platform: the Debian registry refuses an index whose platforms are not all there.
-    const created = await run(['bundle', 'create', planFile, '--to', bundle, '--agent-image', reference, '--all-platforms', '--insecure-registry', registry.host, '--allow-unsigned']);
+    const created = await run(['bundle', 'create', planFile, '--output-dir', bundle, '--agent-image', reference, '--all-platforms', '--insecure-registry', registry.host, '--allow-unsigned']);
     expect(created.code, created.stderr).toBe(0);
-    expect(created.stdout).toMatch(/^bundle .*: 1 images, /);
+    expect(created.stdout).toMatch(/^bundle .*: 1 image, /);
     const index = JSON.parse(readFileSync(join(bundle, 'index.json'), 'utf8')) as { manifests: Array<{ digest: string; annotations: Record<string, string> }> };
     expect(index.manifests.map((entry) => [entry.digest, entry.annotations['org.opencontainers.image.ref.name']])).toEqual([[digest, `${registry.host}/tools/prestage@${digest}`]]);
 

@@ -70,7 +70,7 @@ describe('bundle create --link-rate', () => {
     sourceProxy.setWindow(64 * 1024);
     sourceProxy.resetStats();
     const started = performance.now();
-    const r = await prestage(['bundle', 'create', planFile, '--to', join(work, 'capped'), ...from, '--allow-unsigned', '--link-rate', RATE]);
+    const r = await prestage(['bundle', 'create', planFile, '--output-dir', join(work, 'capped'), ...from, '--allow-unsigned', '--link-rate', RATE]);
     const makespan = (performance.now() - started) / 1000;
     sourceProxy.setWindow(null);
     expect(r.code, r.stderr).toBe(0);
@@ -98,7 +98,7 @@ describe('bundle create --link-rate', () => {
   it('refuses a rate it cannot read, or zero, before any read', async () => {
     sourceProxy.resetStats();
     for (const [rate, message] of [['fast', /--link-rate: "fast" is not a rate; use e\.g\. 20MiB\/s/], ['0', /--link-rate must be more than zero/]] as const) {
-      const r = await runCli(['bundle', 'create', planFile, '--to', join(work, `refused-${rate}`), ...from, '--allow-unsigned', '--link-rate', rate]);
+      const r = await runCli(['bundle', 'create', planFile, '--output-dir', join(work, `refused-${rate}`), ...from, '--allow-unsigned', '--link-rate', rate]);
       expectOneLineError(r, 2, message);
       expect(r.stdout).toBe('');
     }

@@ -54,7 +54,7 @@ beforeAll(async () => {
   await writeFile(planFile, plan.stdout);
   planned = JSON.parse(plan.stdout) as Plan;
   bundle = join(work, 'ocp-4.16.3');
-  const created = await prestage(['bundle', 'create', RELEASE, '--to', bundle, ...from, '--allow-unsigned']);
+  const created = await prestage(['bundle', 'create', RELEASE, '--output-dir', bundle, ...from, '--allow-unsigned']);
   expect(created.code, created.stderr).toBe(0);
 });
 
@@ -113,7 +113,7 @@ describe('bundle push tags the release', () => {
 
   it('tags a bundle made from a plan file with the release\'s own <version>-<arch> tag under REGISTRY/PREFIX; a second push writes nothing', async () => {
     const fromPlan = join(work, 'from-plan');
-    expect((await prestage(['bundle', 'create', planFile, '--to', fromPlan, ...from, '--allow-unsigned'])).code).toBe(0);
+    expect((await prestage(['bundle', 'create', planFile, '--output-dir', fromPlan, ...from, '--allow-unsigned'])).code).toBe(0);
     const target = `${mirror.host}/mirrored`;
     const first = await prestage(['bundle', 'push', fromPlan, target, '--insecure-registry', mirror.host, '--output-dir', work]);
     expect(first.code, first.stderr).toBe(0);
@@ -143,7 +143,7 @@ describe('bundle push from read-only media', () => {
   beforeAll(async () => {
     const archived = join(work, 'archived');
     await cp(bundle, archived, { recursive: true });
-    const r = await prestage(['bundle', 'create', RELEASE, '--to', archived, ...from, '--max-archive-size', '8Mi', '--allow-unsigned']);
+    const r = await prestage(['bundle', 'create', RELEASE, '--output-dir', archived, ...from, '--max-archive-size', '8Mi', '--allow-unsigned']);
     expect(r.code, r.stderr).toBe(0);
     parts = `${archived}.parts`;
     readOnlyParts = await readOnlyView(parts);
@@ -179,7 +179,7 @@ describe('bundle push from read-only media', () => {
 describe('bundle create keeps other bundles', () => {
   it('refuses to turn another release\'s bundle into this one without --force, leaving it intact', async () => {
     const before = await treeHashes(bundle);
-    const r = await prestage(['bundle', 'create', MULTI, '--arch', 'arm64', '--to', bundle, ...from, '--allow-unsigned']);
+    const r = await prestage(['bundle', 'create', MULTI, '--arch', 'arm64', '--output-dir', bundle, ...from, '--allow-unsigned']);
     expectOneLineError(r, 2, new RegExp(`^prestage: error: ${bundle} holds the bundle of release ${truth.release.version} amd64 \\(quay\\.io/${truth.releaseRepository}@${truth.release.image.digest}\\); creating release ${truth.release.version} arm64 \\(quay\\.io/\\S+\\) there would delete it: choose another --to, or pass --force to replace it$`));
     expect(await treeHashes(bundle)).toEqual(before);
   });
@@ -189,7 +189,7 @@ describe('bundle create keeps other bundles', () => {
     await mkdir(join(layout, 'blobs', 'sha256'), { recursive: true });
     await writeFile(join(layout, 'blobs', 'sha256', 'a'.repeat(64)), 'theirs');
     await writeFile(join(layout, 'index.json'), '{"schemaVersion":2,"manifests":[]}');
-    const r = await prestage(['bundle', 'create', planFile, '--to', layout, ...from, '--allow-unsigned']);
+    const r = await prestage(['bundle', 'create', planFile, '--output-dir', layout, ...from, '--allow-unsigned']);
     expectOneLineError(r, 2, /someone-elses holds an OCI layout that is not a prestage bundle; .* pass --force to replace it$/);
     expect(await readFile(join(layout, 'blobs', 'sha256', 'a'.repeat(64)), 'utf8')).toBe('theirs');
   });
@@ -210,14 +210,14 @@ describe('bundle create repairs what it kept', () => {
     }
 
     const verify = await prestage(['bundle', 'verify', dir]);
-    expectOneLineError(verify, 2, /0 missing and 2 corrupt blobs .*rerun `prestage bundle create` with the same arguments, which fetches them again$/);
+    expectOneLineError(verify, 2, /0 missing and 2 corrupt blobs .*copy it again from the connected side, where `prestage bundle create` with the same arguments fetches only these$/);
     const push = await prestage(['bundle', 'push', dir, `${mirror.host}/damaged`, '--insecure-registry', mirror.host, '--output-dir', work]);
-    expectOneLineError(push, 2, /is corrupt.*repair it with `prestage bundle create`/);
+    expectOneLineError(push, 2, /is corrupt.*`prestage bundle verify` lists every damaged blob: copy it again from the connected side/);
 
     sourceProxy.resetStats();
-    const rerun = await prestage(['bundle', 'create', RELEASE, '--to', dir, ...from, '--allow-unsigned']);
+    const rerun = await prestage(['bundle', 'create', RELEASE, '--output-dir', dir, ...from, '--allow-unsigned']);
     expect(rerun.code, rerun.stderr).toBe(0);
-    expect(rerun.stdout).toMatch(/fetched [\d.]+ (KiB|MiB) in 1 blobs \(2 damaged, fetched again\)/);
+    expect(rerun.stdout).toMatch(/fetched [\d.]+ (KiB|MiB) in 1 blob \(2 damaged, fetched again\)/);
     const blobReads = sourceProxy.stats.log.filter((r) => r.method === 'GET' && r.target.includes('/blobs/') && r.range === undefined).map((r) => r.target.split('/blobs/')[1]);
     // The release's payload layer and config are read to plan; of the bundle's blobs only the damaged layer.
     const readToPlan = [truth.release.manifestsLayer.digest, truth.release.image.config.digest];

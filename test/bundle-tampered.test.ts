@@ -53,7 +53,7 @@ beforeAll(async () => {
   handles.push(source, mirror, mirrorProxy);
   work = await mkdtemp(join(tmpdir(), 'prestage-bundle-tampered-'));
   bundle = join(work, LAYOUT);
-  const created = await runBin('prestage', ['bundle', 'create', RELEASE, '--to', bundle, '--mirror', `quay.io=${source.host}`, '--insecure-registry', source.host, '--max-archive-size', '8Mi', '--allow-unsigned']);
+  const created = await runBin('prestage', ['bundle', 'create', RELEASE, '--output-dir', bundle, '--mirror', `quay.io=${source.host}`, '--insecure-registry', source.host, '--max-archive-size', '8Mi', '--allow-unsigned']);
   expect(created.code, created.stderr).toBe(0);
   parts = `${bundle}.parts`;
 });

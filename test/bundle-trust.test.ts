@@ -75,7 +75,7 @@ afterAll(async () => {
 });
 
 const good = () => join(work, 'good');
-const create = (to: string, ...flags: string[]) => runCli(['bundle', 'create', planFile, '--to', to, ...from, '--signature-store', store.url('good'), '--verification-key', trusted.publicKeyFile, ...flags]);
+const create = (to: string, ...flags: string[]) => runCli(['bundle', 'create', planFile, '--output-dir', to, ...from, '--signature-store', store.url('good'), '--verification-key', trusted.publicKeyFile, ...flags]);
 const push = (bundle: string, out: string, ...flags: string[]) => runCli(['bundle', 'push', bundle, mirror.host, '--insecure-registry', mirror.host, '--output-dir', out, ...flags]);
 const sha256 = (bytes: Buffer) => `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
 
@@ -174,7 +174,7 @@ describe('key files are parsed, not grepped', () => {
       const file = join(work, name);
       await writeFile(file, bytes);
       const to = join(work, `bundle-${name}`);
-      const r = await runCli(['bundle', 'create', planFile, '--to', to, ...from, '--signature-store', store.url('good'), '--verification-key', file]);
+      const r = await runCli(['bundle', 'create', planFile, '--output-dir', to, ...from, '--signature-store', store.url('good'), '--verification-key', file]);
       expectOneLineError(r, 2, new RegExp(`--verification-key ${file.replace(/[.]/g, '\\.')} holds an OpenPGP secret key \\(packet tag 5\\), which is never a verification key`));
       expect(existsSync(join(to, 'prestage-bundle.json'))).toBe(false);
       expect(existsSync(join(to, 'blobs')) ? await readdir(join(to, 'blobs', 'sha256')).catch(() => []) : []).toEqual([]);
@@ -196,7 +196,7 @@ describe('signature store URLs with credentials', () => {
   it('--signature-store user:password@: exit 2, one line, the password in no output and no bundle file', async () => {
     const to = join(work, 'with-credentials');
     const url = store.url('good').replace('http://', `http://alice:${PASSWORD}@`);
-    const r = await runCli(['bundle', 'create', planFile, '--to', to, ...from, '--signature-store', url, '--verification-key', trusted.publicKeyFile]);
+    const r = await runCli(['bundle', 'create', planFile, '--output-dir', to, ...from, '--signature-store', url, '--verification-key', trusted.publicKeyFile]);
     expectOneLineError(r, 2, /--signature-store http:\/\/\*\*\*@127\.0\.0\.1:\d+\/good carries credentials \(user:password@\)/);
     expect(r.stdout + r.stderr).not.toContain(PASSWORD);
     expect(existsSync(join(to, 'prestage-bundle.json'))).toBe(false);
@@ -213,7 +213,7 @@ describe('signature store URLs with credentials', () => {
     } as never, { fieldManager: 'test' });
     try {
       const to = join(work, 'cluster-credentials');
-      const r = await runCli(['bundle', 'create', planFile, '--to', to, ...from, ...kube]);
+      const r = await runCli(['bundle', 'create', planFile, '--output-dir', to, ...from, ...kube]);
       expectOneLineError(r, 2, /ConfigMap openshift-config-managed\/release-verification-extra store-private http:\/\/\*\*\*@127\.0\.0\.1:\d+\/good carries credentials/);
       expect(r.stdout + r.stderr).not.toContain(PASSWORD);
       expect(existsSync(join(to, 'prestage-bundle.json'))).toBe(false);

@@ -7,6 +7,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cp, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -74,7 +75,8 @@ beforeAll(async () => {
 
   reference = join(work, 'reference');
   sourceProxy.resetStats();
-  referenceRun = await runCli(['bundle', 'create', RELEASE, '--to', reference, ...from, ...signing]);
+  // --progress: a line per image though stderr is not a terminal.
+  referenceRun = await runCli(['bundle', 'create', RELEASE, '--output-dir', reference, ...from, ...signing, '--progress']);
   referenceBlobReads = sourceProxy.stats.log.filter((r) => r.method === 'GET' && r.target.includes('/blobs/')).map((r) => ({ target: r.target, range: r.range }));
 
   planFile = join(work, 'plan.json');
@@ -174,7 +176,7 @@ describe('bundle create from a release', () => {
     expect(new Set([...reads.keys()].map((t) => t.split('/blobs/')[1]))).toEqual(new Set([...releaseBlobs().blobs.keys()].filter((d) => !readToPlan.includes(d))));
   });
 
-  it('reports a line per completed image off a terminal, and never writes credentials', async () => {
+  it('reports a line per completed image off a terminal with --progress, and never writes credentials', async () => {
     const lines = referenceRun.stderr.trim().split('\n');
     expect(lines).toHaveLength(IMAGES);
     expect(lines.at(-1)).toMatch(new RegExp(`^bundled ${IMAGES}/${IMAGES} quay\\.io/\\S+@sha256:[a-f0-9]{64} \\([\\d.]+ (KiB|MiB)\\)$`));
@@ -187,7 +189,7 @@ describe('bundle create from a release', () => {
 
   it('keeps the list and only the planned platform of a multi-arch release; a rerun for other content leaves only that', async () => {
     const dir = join(work, 'multi');
-    const r = await runCli(['bundle', 'create', `quay.io/${truth.releaseRepository}:${truth.multi.tag}`, '--arch', 'arm64', '--to', dir, ...from, ...signing]);
+    const r = await runCli(['bundle', 'create', `quay.io/${truth.releaseRepository}:${truth.multi.tag}`, '--arch', 'arm64', '--output-dir', dir, ...from, ...signing]);
     expect(r.code).toBe(0);
     const index = JSON.parse(await readFile(join(dir, 'index.json'), 'utf8')) as { manifests: Array<{ digest: string }> };
     expect(index.manifests[0]!.digest).toBe(truth.multi.listDigest);
@@ -204,7 +206,7 @@ describe('bundle create from a release', () => {
     const push = await runCli(['bundle', 'push', dir, `${mirrorProxy.host}/multi`, '--insecure-registry', mirrorProxy.host, '--output-dir', dir]);
     expectOneLineError(push, 3, /refuses manifest list sha256:[a-f0-9]{64} without all of its platforms; create the bundle with --all-platforms/);
     // Reusing the directory for another release takes --force, and leaves exactly that content.
-    expect((await runCli(['bundle', 'create', planFile, '--to', dir, ...from, ...signing, '--force'])).code).toBe(0);
+    expect((await runCli(['bundle', 'create', planFile, '--output-dir', dir, ...from, ...signing, '--force'])).code).toBe(0);
     expect(await treeHashes(dir)).toEqual(await treeHashes(reference));
   });
 });
@@ -214,18 +216,21 @@ describe('bundle create resumes', () => {
     const dir = join(work, 'broken');
     const layer = largestLayer();
     sourceProxy.inject({ match: new RegExp(`/blobs/${layer.digest}$`), times: Infinity, fault: { kind: 'reset', afterBytes: 600_000 } });
-    const failed = await runCli(['bundle', 'create', planFile, '--to', dir, ...from, ...signing, '--retries', '0']);
+    const failed = await runCli(['bundle', 'create', planFile, '--output-dir', dir, ...from, ...signing, '--retries', '0']);
     sourceProxy.clearFaults();
-    expectOneLineError(failed, 3, new RegExp(`${layer.digest}: blob transfer kept failing .* after 1 attempts`));
+    expectOneLineError(failed, 3, new RegExp(`${layer.digest}: blob transfer kept failing .* after 1 attempt\\b`));
     const partial = await stat(join(dir, '.partial', blobHex(layer.digest)));
     expect(partial.size).toBeGreaterThan(0);
     expect(partial.size).toBeLessThanOrEqual(600_000);
     await expect(stat(join(dir, 'index.json'))).rejects.toThrow(/ENOENT/);
 
     sourceProxy.resetStats();
-    const rerun = await runCli(['bundle', 'create', planFile, '--to', dir, ...from, ...signing]);
+    const rerun = await runCli(['bundle', 'create', planFile, '--output-dir', dir, ...from, ...signing]);
     expect(rerun.code).toBe(0);
     expect(rerun.stdout).toMatch(/\(\d+ resumed\)/);
+    // Off a terminal without --progress: the summary only, no line per image.
+    expect(rerun.stderr).not.toMatch(/^bundled /m);
+    expect(rerun.stderr.trim().split('\n').length).toBeLessThanOrEqual(1);
     const reads = sourceProxy.stats.log.filter((r) => r.target.endsWith(layer.digest));
     expect(reads.map((r) => r.range)).toEqual([`bytes=${partial.size}-`]);
     expect(await treeHashes(dir)).toEqual(await treeHashes(reference));
@@ -235,7 +240,7 @@ describe('bundle create resumes', () => {
     const dir = join(work, 'killed');
     sourceProxy.setBandwidth(4 * 1024 * 1024);
     sourceProxy.resetStats();
-    const child = spawn(process.execPath, [`${BIN_DIR}prestage.js`, 'bundle', 'create', planFile, '--to', dir, ...from, ...signing], { stdio: 'ignore' });
+    const child = spawn(process.execPath, [`${BIN_DIR}prestage.js`, 'bundle', 'create', planFile, '--output-dir', dir, ...from, ...signing], { stdio: 'ignore' });
     const exited = new Promise((resolve) => child.once('exit', resolve));
     while (sourceProxy.stats.bytesSent < 6 * 1024 * 1024 && child.exitCode === null) await new Promise((r) => setTimeout(r, 20));
     child.kill('SIGKILL');
@@ -245,7 +250,7 @@ describe('bundle create resumes', () => {
     expect(before).toBeGreaterThan(5 * 1024 * 1024);
 
     sourceProxy.resetStats();
-    const rerun = await runCli(['bundle', 'create', planFile, '--to', dir, ...from, ...signing]);
+    const rerun = await runCli(['bundle', 'create', planFile, '--output-dir', dir, ...from, ...signing]);
     expect(rerun.code).toBe(0);
     const total = [...releaseBlobs().blobs.values()].reduce((a, b) => a + b, 0);
     // Manifests are fetched again to learn the content; blob bytes only for what was missing.
@@ -273,18 +278,35 @@ describe('bundle verify', () => {
     await rm(join(dir, 'blobs', 'sha256', blobHex(victim.config.digest)));
 
     const r = await runCli(['bundle', 'verify', dir]);
-    expectOneLineError(r, 2, /is damaged: 1 missing and 1 corrupt blobs \(listed on stdout\); rerun `prestage bundle create` with the same arguments, which fetches them again/);
+    expectOneLineError(r, 2, /is damaged: 1 missing and 1 corrupt blobs \(listed on stdout\); copy it again from the connected side, where `prestage bundle create` with the same arguments fetches only these/);
     const lines = r.stdout.trim().split('\n').sort();
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatch(new RegExp(`^corrupt layer ${shared.digest} needed by quay\\.io/\\S+, quay\\.io/\\S+, quay\\.io/\\S+ and \\d+ more$`));
     expect(lines[1]).toBe(`missing config ${victim.config.digest} needed by ${victim.pullSpec}`);
 
     const push = await runCli(['bundle', 'push', dir, `${mirrorProxy.host}/damaged`, '--insecure-registry', mirrorProxy.host, '--output-dir', dir]);
-    expectOneLineError(push, 2, /the bundle's blob sha256:[a-f0-9]{64} is (corrupt|missing).*run `prestage bundle verify`/);
+    expectOneLineError(push, 2, /the bundle's blob sha256:[a-f0-9]{64} is (corrupt|missing).*`prestage bundle verify` lists every damaged blob/);
   });
 
   it('exits 2 in one line for a directory that is not a bundle', async () => {
-    expectOneLineError(await runCli(['bundle', 'verify', work]), 2, /is not a complete bundle: oci-layout is missing/);
+    expectOneLineError(await runCli(['bundle', 'verify', work]), 2, /is not a complete bundle: oci-layout is missing; copy it again from the connected side/);
+  });
+
+  it('says a bundle path that does not exist does not, rather than calling it incomplete', async () => {
+    const nope = join(work, 'no-such-bundle');
+    expectOneLineError(await runCli(['bundle', 'verify', nope]), 2, new RegExp(`^prestage: error: ${nope}: no such directory; name a bundle directory`));
+    expectOneLineError(await runCli(['bundle', 'verify', join(work, 'plan.json')]), 2, /plan\.json is not a directory; name a bundle directory/);
+  });
+
+  it('refuses bundle create --to VERSION (a release version in plan and stage), and warns of --to as the directory', async () => {
+    const version = await runCli(['bundle', 'create', planFile, '--to', '4.16.3', ...from, ...signing]);
+    expectOneLineError(version, 2, /bundle create --to 4\.16\.3: looks like a release version, .*--output-dir/);
+    expect(existsSync(join(process.cwd(), '4.16.3'))).toBe(false);
+    const dir = join(work, 'deprecated-to');
+    const r = await runCli(['bundle', 'create', planFile, '--to', dir, ...from, ...signing]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain('warning: bundle create --to is deprecated (--to is a release version in plan and stage): use --output-dir');
+    expect((await runCli(['bundle', 'verify', dir])).code).toBe(0);
   });
 });
 
@@ -342,7 +364,7 @@ describe('bundle as tar parts (--max-archive-size)', () => {
   const parts = () => `${reference}.parts`;
   let index: { parts: Array<{ name: string; size: number; sha256: string }> };
   beforeAll(async () => {
-    const r = await runCli(['bundle', 'create', RELEASE, '--to', reference, ...from, ...signing, '--max-archive-size', '8Mi']);
+    const r = await runCli(['bundle', 'create', RELEASE, '--output-dir', reference, ...from, ...signing, '--max-archive-size', '8Mi']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/fetched 0 B in 0 blobs/);
     index = JSON.parse(await readFile(join(parts(), 'parts.json'), 'utf8')) as typeof index;
@@ -392,9 +414,9 @@ describe('incremental bundles (--since)', () => {
     await writeFile(subsetFile, JSON.stringify({ ...full, images: full.images.slice(0, 1), skipped: [] }));
     const previous = join(work, 'previous');
     const next = join(work, 'next');
-    expect((await runCli(['bundle', 'create', subsetFile, '--to', previous, ...from, ...signing])).code).toBe(0);
+    expect((await runCli(['bundle', 'create', subsetFile, '--output-dir', previous, ...from, ...signing])).code).toBe(0);
 
-    const r = await runCli(['bundle', 'create', planFile, '--to', next, '--since', previous, ...from, ...signing]);
+    const r = await runCli(['bundle', 'create', planFile, '--output-dir', next, '--since', previous, ...from, ...signing]);
     expect(r.code).toBe(0);
     const carried = new Set(full.images.slice(0, 1).flatMap((i) => [i.config.digest, ...i.layers.map((l) => l.digest)]));
     const all = new Set(bundledImages().flatMap((i) => [i.config.digest, ...i.layers.map((l) => l.digest)]));
@@ -525,9 +547,9 @@ describe('bad input: one line, exit 2', () => {
   it('refuses a file that is not a plan, a bad push target and a bad size', async () => {
     const notPlan = join(work, 'not-a-plan.json');
     await writeFile(notPlan, '{"kind":"Deployment"}');
-    expectOneLineError(await runCli(['bundle', 'create', notPlan, '--to', join(work, 'x')]), 2, /is not a prestage\.dev\/v1alpha1 Plan; write one with `prestage plan RELEASE -o json > plan\.json`/);
+    expectOneLineError(await runCli(['bundle', 'create', notPlan, '--output-dir', join(work, 'x')]), 2, /is not a prestage\.dev\/v1alpha1 Plan; write one with `prestage plan RELEASE -o json > plan\.json`/);
     expectOneLineError(await runCli(['bundle', 'push', reference, 'not a registry']), 2, /invalid push target "not a registry": expected REGISTRY\[\/PREFIX\]/);
-    expectOneLineError(await runCli(['bundle', 'create', planFile, '--to', join(work, 'x'), '--max-archive-size', 'huge']), 2, /--max-archive-size: "huge" is not a size; use e\.g\. 4Gi/);
+    expectOneLineError(await runCli(['bundle', 'create', planFile, '--output-dir', join(work, 'x'), '--max-archive-size', 'huge']), 2, /--max-archive-size: "huge" is not a size; use e\.g\. 4Gi/);
     expectOneLineError(await runCli(['bundle', 'push', reference, 'mirror.local', '--mirror', 'a=b']), 2, /--mirror does not apply to bundle push/);
   });
 });

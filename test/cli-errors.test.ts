@@ -62,7 +62,7 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
   });
 
   it('bundle create --parallel 0 is rejected before any read', async () => {
-    const result = await runBin('prestage', ['bundle', 'create', RELEASE, '--to', join(dir, 'parallel-0'), ...UNREACHABLE, '--parallel', '0']);
+    const result = await runBin('prestage', ['bundle', 'create', RELEASE, '--output-dir', join(dir, 'parallel-0'), ...UNREACHABLE, '--parallel', '0']);
     expect(result).toEqual({ code: 2, stdout: '', stderr: 'prestage: error: --parallel must be an integer >= 1, got 0; see prestage bundle create --help\n' });
   });
 
@@ -103,8 +103,8 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
       [['agent', '--node', 'n', '--reserve', '16gb'], `--reserve: "16gb" is not a size (units are case-sensitive: m is milli in Kubernetes; write M, G or Mi, Gi); ${sizes}; see prestage agent --help`],
       [['agent', '--node', 'n', '--min-throughput', 'slow'], '--min-throughput: "slow" is not a rate; use e.g. 20MiB/s, 5MB/s (bytes), 40Mbit/s, 40Mbps (bits); see prestage agent --help'],
       [['install', '--image', 'r/p:1', '--cache-size', 'big'], `--cache-size: "big" is not a size; ${sizes}; see prestage install --help`],
-      [['bundle', 'create', RELEASE, '--to', join(dir, 'sized'), ...UNREACHABLE, '--max-archive-size', '4 gigs'], `--max-archive-size: "4 gigs" is not a size; ${sizes}; see prestage bundle create --help`],
-      [['bundle', 'create', RELEASE, '--to', join(dir, 'sized'), ...UNREACHABLE, '--max-archive-size', '512k'], '--max-archive-size "512k" is under 1.0 MiB, the least it takes; use e.g. 4Gi, 4G, 500Mi, 100GB, 1.5GiB; see prestage bundle create --help'],
+      [['bundle', 'create', RELEASE, '--output-dir', join(dir, 'sized'), ...UNREACHABLE, '--max-archive-size', '4 gigs'], `--max-archive-size: "4 gigs" is not a size; ${sizes}; see prestage bundle create --help`],
+      [['bundle', 'create', RELEASE, '--output-dir', join(dir, 'sized'), ...UNREACHABLE, '--max-archive-size', '512k'], '--max-archive-size "512k" is under 1.0 MiB, the least it takes; use e.g. 4Gi, 4G, 500Mi, 100GB, 1.5GiB; see prestage bundle create --help'],
       [['wait', '--timeout', '9000h'], '--timeout: "9000h" is longer than a year (8760h), the longest a duration may be; use e.g. 90s, 30m, 1h30m, 720h (bare: seconds); see prestage wait --help'],
       [['wait', '--fail-after', '5d'], '--fail-after: "5d" is not a duration; use e.g. 90s, 30m, 1h30m, 720h (bare: seconds); see prestage wait --help'],
       [['verify', '4.16.3', '--timeout', '720h'], '--timeout "720h" is longer than 576h, the longest it takes; use e.g. 90s, 30m, 1h30m, 720h; see prestage verify --help'],
@@ -272,7 +272,7 @@ describe('help and completion', () => {
   it('completion prints a bash script, a zsh one when $SHELL is zsh, and the script is answered', async () => {
     const bash = await runBin('prestage', ['completion'], { ...process.env, SHELL: '/bin/bash' });
     expect(bash.code).toBe(0);
-    expect(bash.stdout).toContain('complete -o bashdefault -o default -F _prestage_yargs_completions prestage');
+    expect(bash.stdout).toContain('complete -o bashdefault -o default -F _prestage_completions prestage');
     const zsh = await runBin('prestage', ['completion'], { ...process.env, SHELL: '/usr/bin/zsh' });
     expect(zsh.stdout).toMatch(/^#compdef prestage\n/);
     const commands = await runBin('prestage', ['--get-yargs-completions', 'prestage', ''], { ...process.env, SHELL: '/bin/bash' });

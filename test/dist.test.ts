@@ -74,6 +74,8 @@ describe('npm run dist', () => {
     const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
     expect(JSON.parse(result.stdout)).toEqual({ version, commit: expect.stringMatching(new RegExp(`^${head}(-dirty)?$`)), node: process.versions.node, target: TARGET, executable: true });
     expect((await run('prestage', ['--version'])).stdout).toBe(`${version}\n`);
+    // The docs pages the help names travel inside the executable.
+    expect((await run('prestage', ['docs', 'air-gapped-bundles'])).stdout).toBe(readFileSync(join(ROOT, 'docs/air-gapped-bundles.md'), 'utf8'));
   });
 
   it('names itself as oc and kubectl call it, and answers their plugin completion (Cobra\'s protocol)', async () => {

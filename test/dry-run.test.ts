@@ -87,7 +87,7 @@ beforeAll(async () => {
   expect(planned.code, planned.stderr).toBe(0);
   await writeFile(join(work, 'plan.json'), planned.stdout);
   bundle = join(work, 'bundle');
-  const made = await runCli(['bundle', 'create', join(work, 'plan.json'), '--to', bundle, ...from, '--signature-store', store.url('good'), '--verification-key', key.publicKeyFile, '--remove-signatures']);
+  const made = await runCli(['bundle', 'create', join(work, 'plan.json'), '--output-dir', bundle, ...from, '--signature-store', store.url('good'), '--verification-key', key.publicKeyFile, '--remove-signatures']);
   expect(made.code, made.stderr).toBe(0);
 }, COLD_BUILD_TIMEOUT_MS);
 

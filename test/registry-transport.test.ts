@@ -104,10 +104,10 @@ describe('one retry budget per operation', () => {
     const relay = await startTcpFaults(registry.host, (chunk) => chunk.includes(`/blobs/${manifestsLayer()}`));
     handles.push(relay);
     const dir = await mkdtemp(join(tmpdir(), 'prestage-bundle-'));
-    const r = await runCli(['bundle', 'create', RELEASE, '--to', dir, '--mirror', `quay.io=${relay.host}`, '--insecure-registry', relay.host, '--retries', '0', '--allow-unsigned']);
+    const r = await runCli(['bundle', 'create', RELEASE, '--output-dir', dir, '--mirror', `quay.io=${relay.host}`, '--insecure-registry', relay.host, '--retries', '0', '--allow-unsigned']);
     expect(r.code).toBe(3);
     expect(r.stderr).not.toMatch(/retry/);
-    expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/blob transfer kept failing .* after 1 attempts/)]);
+    expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/blob transfer kept failing .* after 1 attempt\b/)]);
     const layerRequests = [...relay.resets, ...relay.connections.map((c) => c.firstLine)].filter((line) => line.includes(`/blobs/${manifestsLayer()}`) && line.startsWith('GET'));
     expect(layerRequests).toHaveLength(1);
   });

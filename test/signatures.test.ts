@@ -120,7 +120,7 @@ afterAll(async () => {
 });
 
 const bundleDir = () => join(work, 'bundle');
-const create = (to: string, ...flags: string[]) => runCli(['bundle', 'create', planFile, '--to', to, ...from, ...flags]);
+const create = (to: string, ...flags: string[]) => runCli(['bundle', 'create', planFile, '--output-dir', to, ...from, ...flags]);
 
 describe('release GPG signatures: fetched, verified as the CVO does, refused with one line each', () => {
   const refused: Array<[string, string[], number, RegExp]> = [

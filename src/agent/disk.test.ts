@@ -36,7 +36,7 @@ describe('checkDisk', () => {
     expect(tight.failures.get('b')).toBe('not enough disk: 2 images need 500 bytes (exact, 2 layers), 499 free after the 0-byte reserve and earlier sets; nothing pulled');
     // A stored image no selecting set names says nothing about what is on disk: not subtracted.
     const unnamed = checkDisk({ sets: [set('b', [2])], present: new Set([image(1)]), sizes, freeBytes: 1699, reserveBytes: 0 });
-    expect(unnamed.failures.get('b')).toBe('not enough disk: 1 images need 1700 bytes (exact, 3 layers), 1699 free after the 0-byte reserve and earlier sets; nothing pulled');
+    expect(unnamed.failures.get('b')).toBe('not enough disk: 1 image needs 1700 bytes (exact, 3 layers), 1699 free after the 0-byte reserve and earlier sets; nothing pulled');
   });
 
   it('is cumulative across sets in order: a later set gets what is left, less layers admitted before it', () => {
@@ -45,7 +45,7 @@ describe('checkDisk', () => {
     const result = checkDisk({ sets: [set('a', [1]), set('b', [1, 3]), set('c', [4])], present: new Set(), sizes, freeBytes: 2000, reserveBytes: 100 });
     expect(result.failures.has('a')).toBe(false);
     expect(result.failures.has('b')).toBe(false);
-    expect(result.failures.get('c')).toBe('not enough disk: 1 images need 400 bytes (exact, 1 layers), 0 free after the 100-byte reserve and earlier sets; nothing pulled');
+    expect(result.failures.get('c')).toBe('not enough disk: 1 image needs 400 bytes (exact, 1 layer), 0 free after the 100-byte reserve and earlier sets; nothing pulled');
     expect([...result.admitted.keys()]).toEqual([image(1), image(3)]);
     // A failed set reserves nothing: the next one still gets the space.
     const skip = checkDisk({ sets: [set('a', [1, 2, 3, 4]), set('b', [3])], present: new Set(), sizes, freeBytes: 1800, reserveBytes: 0 });
@@ -56,7 +56,7 @@ describe('checkDisk', () => {
   it('says how many new layers were estimated as 2x compressed', () => {
     const partly = new Map<string, SizeResult>([[image(5), layers(layer('z', 2000, false), layer('g', 10))]]);
     expect(checkDisk({ sets: [set('a', [5])], present: new Set(), sizes: partly, freeBytes: 1000, reserveBytes: 0 }).failures.get('a')).toBe(
-      'not enough disk: 1 images need 2010 bytes (2 layers, 1 of them estimated as 2x compressed), 1000 free after the 0-byte reserve and earlier sets; nothing pulled',
+      'not enough disk: 1 image needs 2010 bytes (2 layers, 1 of them estimated as 2x compressed), 1000 free after the 0-byte reserve and earlier sets; nothing pulled',
     );
   });
 

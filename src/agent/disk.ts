@@ -7,6 +7,7 @@
  */
 import { DISK_BYTES_ANNOTATION } from '../api/set-metadata.js';
 import { hasLayers, type SizedLayer, type SizeResult } from './image-sizes.js';
+import { count, plural } from '../plural.js';
 
 export interface DiskCheckSet {
   readonly name: string;
@@ -63,11 +64,11 @@ export function checkDisk({ sets, present, sizes, freeBytes, reserveBytes }: Dis
       }
       needed = sum([...newLayers.values()].map((layer) => layer.diskBytes));
       const estimated = [...newLayers.values()].filter((layer) => !layer.exact).length;
-      detail = estimated === 0 ? `(exact, ${newLayers.size} layers)` : `(${newLayers.size} layers, ${estimated} of them estimated as 2x compressed)`;
+      detail = estimated === 0 ? `(exact, ${count(newLayers.size, 'layer')})` : `(${count(newLayers.size, 'layer')}, ${estimated} of them estimated as 2x compressed)`;
     } else {
       const first = unknown[0] as string;
       const result = sizes.get(first);
-      const why = `exact sizes unknown for ${unknown.length === 1 ? first : `${unknown.length} images, e.g. ${first}`}: ${result && !hasLayers(result) ? result.error : 'not looked up'}`;
+      const why = `exact sizes unknown for ${unknown.length === 1 ? first : `${count(unknown.length, 'image')}, e.g. ${first}`}: ${result && !hasLayers(result) ? result.error : 'not looked up'}`;
       const reason = why.length > MAX_REASON ? `${why.slice(0, MAX_REASON - 1)}…` : why;
       if (set.annotationBytes === undefined) {
         notExact.set(set.name, `pulled without a disk check: ${reason}, and no ${DISK_BYTES_ANNOTATION} annotation`);
@@ -82,7 +83,7 @@ export function checkDisk({ sets, present, sizes, freeBytes, reserveBytes }: Dis
     if (needed > available) {
       failures.set(
         set.name,
-        `not enough disk: ${missing.length} images need ${needed} bytes ${detail}, ${Math.max(available, 0)} free after the ${reserveBytes}-byte reserve and earlier sets; nothing pulled`,
+        `not enough disk: ${count(missing.length, 'image')} ${plural(missing.length, 'needs', 'need')} ${needed} bytes ${detail}, ${Math.max(available, 0)} free after the ${reserveBytes}-byte reserve and earlier sets; nothing pulled`,
       );
       continue;
     }

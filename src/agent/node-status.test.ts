@@ -90,7 +90,7 @@ describe('buildStatus: conditions', () => {
     const first = buildStatus(input({ sets, stored: [stored(1, true)], setErrors: new Map([['c', 'no disk']]), afterPin: false }));
     expect(first.conditions?.map((entry) => [entry.type, entry.status, entry.reason, entry.message])).toEqual([
       ['Ready', 'False', 'SetsPending', '1/3 sets pulled and pinned'],
-      ['Progressing', 'True', 'ImagePrefetch', '1 sets in progress'],
+      ['Progressing', 'True', 'ImagePrefetch', '1 set in progress'],
       ['Degraded', 'True', 'PrefetchFailed', 'c: no disk'],
     ]);
     const old = '2020-01-01T00:00:00Z';

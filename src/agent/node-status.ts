@@ -5,6 +5,7 @@
 import { isSetDone, type Condition, type ImageStatus, type NodePinnedImagesStatus, type PinnedImageSet, type PinnedImageSetStatus } from '../api/prestage.js';
 import type { RuntimeImage } from '../cri/client.js';
 import { imageNames } from './runtime.js';
+import { count } from '../plural.js';
 
 /** What the status says of an image's pulls (the pull executor's record). */
 export interface PullHistory {
@@ -97,7 +98,7 @@ export function buildStatus({ sets, stored, filesystem, previous, afterPin, setE
   const progressing = setStatuses.length - done - failed.length;
   const conditions = [
     condition('Ready', done === setStatuses.length, done === setStatuses.length ? 'AllSetsPinned' : 'SetsPending', `${done}/${setStatuses.length} sets pulled and pinned`),
-    condition('Progressing', progressing > 0, progressing > 0 ? 'ImagePrefetch' : 'Idle', `${progressing} sets in progress`),
+    condition('Progressing', progressing > 0, progressing > 0 ? 'ImagePrefetch' : 'Idle', `${count(progressing, 'set')} in progress`),
     condition('Degraded', failed.length > 0, failed.length > 0 ? 'PrefetchFailed' : 'AsExpected', failed.map((set) => `${set.name}: ${set.lastFailedGenerationError}`).join('; ')),
   ].map((next) => keepTransitionTime(next, previous?.conditions));
   return {

@@ -74,5 +74,5 @@ function checkDigest(blob: Descriptor, size: number, digest: string): void {
 }
 
 export function corrupt(what: string): BadInputError {
-  return new BadInputError(`the bundle's ${what}; run \`prestage bundle verify\` and repair it with \`prestage bundle create\``);
+  return new BadInputError(`the bundle's ${what}; \`prestage bundle verify\` lists every damaged blob: copy it again from the connected side, where \`prestage bundle create\` with the same arguments repairs it`);
 }

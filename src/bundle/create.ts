@@ -24,10 +24,11 @@ import {
   dropOtherIndex, finishLayout, layoutFiles, layoutIndex, makeLayoutDirs, refuseOtherContent, sizeOf, storeReleaseSignatures, writeMetadata, writeOciLayout,
   type LayoutFile,
 } from './layout-write.js';
-import { TransferProgress } from './progress.js';
+import { TransferProgress, type ProgressMode } from './progress.js';
 import { rangeParts } from './range-parts.js';
 import { SyncBehind } from './sync-behind.js';
 import { BlobTransfers, IN_MEMORY_BLOB, leftovers } from './transfer.js';
+import { count } from '../plural.js';
 
 export interface PreviousBundle {
   /** What `--since` named, recorded in the bundle. */
@@ -50,6 +51,8 @@ export interface CreateOptions {
   readonly extraBytes?: (layout: { bytes: number; files: number }) => number;
   readonly progressTo: NodeJS.WritableStream;
   readonly tty?: boolean;
+  /** What progress to write (progress.ts); default: by `tty`. */
+  readonly progress?: ProgressMode;
   readonly statFs?: StatFs;
   /** Copy each image's sigstore attachment (`<repo>:sha256-<hex>.sig`) where the source has one. */
   readonly sigstore: boolean;
@@ -100,7 +103,7 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   // Written before any blob, so an interrupted run still says whose bundle this is; again with
   // the previous bundle's blobs it relies on once every manifest is read.
   await writeMetadata(dir, plan, opts, [], signatures);
-  if (left.blobs.size > 0) opts.progressTo.write(`checking the ${left.blobs.size} blobs an earlier run left as their images are read\n`);
+  if (left.blobs.size > 0) opts.progressTo.write(`checking the ${count(left.blobs.size, 'blob')} an earlier run left as their images are read\n`);
   const external = (digest: string): boolean => opts.previous?.blobs.has(digest) === true;
   /** Bytes a blob still needs on disk: none if held, or left to the previous bundle. */
   const missingBytes = (digest: string, size: number): number => {
@@ -128,7 +131,7 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   const pacer = opts.linkRate !== undefined ? new StreamPacer(opts.linkRate) : undefined;
   const discovery = new Discovery(client, plan, { ...opts, ...(pacer ? { pacer } : {}) }, signatures.sigstore, { take: (image) => take(image), allRead });
 
-  const progress = new TransferProgress(opts.progressTo, { verb: 'bundled', totalBytes: 0, totalImages: discovery.pullSpecs.length, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
+  const progress = new TransferProgress(opts.progressTo, { verb: 'bundled', totalBytes: 0, totalImages: discovery.pullSpecs.length, ...(opts.tty !== undefined ? { tty: opts.tty } : {}), ...(opts.progress !== undefined ? { mode: opts.progress } : {}) });
   const tracker = new ImageTracker();
   /** Manifests and blobs already taken care of (stored, queued, or left to the previous bundle). */
   const seen = new Set<string>();

@@ -5,6 +5,7 @@
  * named by digest, so a rerun resumes them. A file under `blobs/` was verified before it was
  * renamed there, so later runs trust its name (with its size).
  */
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BadInputError } from '../errors.js';
 import { PLAN_API_VERSION } from '../plan/types.js';
@@ -109,6 +110,10 @@ export type LayoutFiles = Readonly<Partial<Record<typeof OCI_LAYOUT_FILE | typeo
 
 /** Read and check a layout's `oci-layout`, `index.json` and `prestage-bundle.json`, each bounded. */
 export async function readBundle(dir: string): Promise<Bundle> {
+  // Before its files: a mistyped path is not a damaged bundle.
+  const found = await stat(dir).catch(() => undefined);
+  if (!found) throw new BadInputError(`${dir}: no such directory; name a bundle directory (or the parts directory of an archive)`);
+  if (!found.isDirectory()) throw new BadInputError(`${dir} is not a directory; name a bundle directory (or the parts directory of an archive)`);
   const files: Record<string, string> = {};
   for (const file of [OCI_LAYOUT_FILE, INDEX_FILE, BUNDLE_FILE] as const) {
     const path = join(dir, file);
@@ -145,7 +150,7 @@ export function parseBundleFiles(files: LayoutFiles, where: string): Omit<Bundle
 function parseJson(files: LayoutFiles, file: keyof LayoutFiles, where: string): unknown {
   const text = files[file];
   if (text === undefined) {
-    throw new BadInputError(`${where} is not a complete bundle: ${file} is missing; finish it with \`prestage bundle create\` (same arguments)`);
+    throw new BadInputError(`${where} is not a complete bundle: ${file} is missing; copy it again from the connected side, where \`prestage bundle create\` with the same arguments repairs it`);
   }
   try {
     const doc = JSON.parse(text) as unknown;

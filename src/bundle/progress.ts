@@ -1,8 +1,12 @@
 import { formatBytes } from '../units.js';
+import { fitLine } from '../terminal-line.js';
 /**
- * Transfer progress on stderr. On a terminal: one line rewritten in place (bytes, images,
- * rate, ETA). Elsewhere (CI logs, files): a line per image completed, nothing rewritten.
+ * Transfer progress on stderr. `live`: one line rewritten in place (bytes, images, rate, ETA),
+ * cut to the terminal's width. `lines` (CI logs, files): a line per image completed, nothing
+ * rewritten. `none`: nothing; the caller's summary says what was done.
  */
+
+export type ProgressMode = 'live' | 'lines' | 'none';
 
 export interface ProgressOptions {
   /** What a completed image line says: "bundled", "pushed". */
@@ -13,6 +17,8 @@ export interface ProgressOptions {
   readonly doneImages?: number;
   /** Rewrite one line in place; default: whether `out` is a TTY. */
   readonly tty?: boolean;
+  /** Overrides `tty`: what to write (the CLI decides from the terminal, TERM, --progress and --quiet). */
+  readonly mode?: ProgressMode;
 }
 
 const REDRAW_MS = 200;
@@ -23,13 +29,13 @@ export class TransferProgress {
   private images: number;
   private readonly started = performance.now();
   private readonly timer: NodeJS.Timeout | undefined;
-  private readonly tty: boolean;
+  private readonly mode: ProgressMode;
 
   constructor(private readonly out: NodeJS.WritableStream, private readonly opts: ProgressOptions) {
     this.images = opts.doneImages ?? 0;
     this.totalBytes = opts.totalBytes;
-    this.tty = opts.tty ?? (out as { isTTY?: boolean }).isTTY === true;
-    if (this.tty) {
+    this.mode = opts.mode ?? ((opts.tty ?? (out as { isTTY?: boolean }).isTTY === true) ? 'live' : 'lines');
+    if (this.mode === 'live') {
       this.timer = setInterval(() => this.redraw(), REDRAW_MS);
       this.timer.unref();
     }
@@ -51,7 +57,7 @@ export class TransferProgress {
 
   imageDone(pullSpec: string, bytes: number): void {
     this.images++;
-    if (!this.tty) this.out.write(`${this.opts.verb} ${this.images}/${this.opts.totalImages} ${pullSpec} (${formatBytes(bytes)})\n`);
+    if (this.mode === 'lines') this.out.write(`${this.opts.verb} ${this.images}/${this.opts.totalImages} ${pullSpec} (${formatBytes(bytes)})\n`);
   }
 
   /** Clears the live line; the caller prints its summary next. */
@@ -71,7 +77,8 @@ export class TransferProgress {
     const rate = seconds > 0 ? this.bytes / seconds : 0;
     const left = this.totalBytes - this.bytes;
     const eta = rate > 0 && left > 0 ? ` ETA ${formatDuration(left / rate)}` : '';
-    this.out.write(`\r\x1b[K${formatBytes(this.bytes)} of ${formatBytes(this.totalBytes)}, ${this.images}/${this.opts.totalImages} images, ${formatBytes(rate)}/s${eta}`);
+    const line = `${formatBytes(this.bytes)} of ${formatBytes(this.totalBytes)}, ${this.images}/${this.opts.totalImages} images, ${formatBytes(rate)}/s${eta}`;
+    this.out.write(`\r\x1b[K${fitLine(line, (this.out as { columns?: number }).columns)}`);
   }
 }
 

@@ -16,13 +16,15 @@ import { keptPlatforms, manifestBlobs } from './content.js';
 import { openVerifiedBlob, readVerifiedBlob } from './blob-files.js';
 import { REF_NAME, type Bundle } from './layout.js';
 import { mirroredImage, mirrorRepository, repositoryMirrors, type MirroredImage, type MirrorTarget } from './mirror.js';
-import { TransferProgress } from './progress.js';
+import { TransferProgress, type ProgressMode } from './progress.js';
 
 export interface PushOptions {
   /** Blob and manifest operations at once. */
   readonly concurrency: number;
   readonly progressTo: NodeJS.WritableStream;
   readonly tty?: boolean;
+  /** What progress to write (progress.ts); default: by `tty`. */
+  readonly progress?: ProgressMode;
   /** Leave the bundle's sigstore attachments out (`--remove-signatures`). */
   readonly removeSignatures?: boolean;
   /**
@@ -73,7 +75,7 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
   const repositories = [...new Set(images.map((i) => i.repository))];
   // Progress counts each blob once per repository: what the push checks, mounts or sends.
   const blobBytes = new Map(images.flatMap((i) => i.blobs.map((b) => [`${i.repository}@${b.digest}`, b.size] as const)));
-  const progress = new TransferProgress(opts.progressTo, { verb: opts.dryRun ? 'checked' : 'pushed', totalBytes: [...blobBytes.values()].reduce((a, b) => a + b, 0), totalImages: images.length, ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
+  const progress = new TransferProgress(opts.progressTo, { verb: opts.dryRun ? 'checked' : 'pushed', totalBytes: [...blobBytes.values()].reduce((a, b) => a + b, 0), totalImages: images.length, ...(opts.tty !== undefined ? { tty: opts.tty } : {}), ...(opts.progress !== undefined ? { mode: opts.progress } : {}) });
   const limit = pLimit(Math.max(1, opts.concurrency));
   const dryRun = opts.dryRun;
   let bytesToUpload = 0;

@@ -21,6 +21,7 @@ import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from
 import { linkRate } from './flag-values.js';
 import { LINK_RATE_ANNOTATION } from '../api/staging.js';
 import { backendDryRun, dryRunClosing, dryRunSuffix, withDryRun, type DryRun } from './dry-run.js';
+import { count } from '../plural.js';
 
 /** The plan and registry flags `apply` and `stage` need when they plan a release themselves. */
 export function withReleasePlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags & RegistryFlags> {
@@ -88,10 +89,10 @@ export function renderApplyOutcomes(outcomes: readonly ApplyOutcome[], dryRun: D
   return outcomes
     .map((o) => {
       const head = `${o.resource ?? 'pinnedimageset'}/${o.set} ${o.action}`;
-      if (o.action === 'created') return `${head}: ${o.addedImages.length} images${suffix}`;
+      if (o.action === 'created') return `${head}: ${count(o.addedImages.length, 'image')}${suffix}`;
       if (o.action === 'unchanged') return `${head}${suffix}`;
       const changes = [
-        o.addedImages.length || o.removedImages.length ? `+${o.addedImages.length} -${o.removedImages.length} images` : '',
+        o.addedImages.length || o.removedImages.length ? `+${o.addedImages.length} -${count(o.removedImages.length, 'image')}` : '',
         o.changedMetadata.length ? `metadata ${o.changedMetadata.join(', ')}` : '',
       ].filter(Boolean);
       return [`${head}: ${changes.join('; ') || 'spec'}${suffix}`, ...o.addedImages.map((i) => `  + ${i}`), ...o.removedImages.map((i) => `  - ${i}`)].join('\n');

@@ -11,6 +11,7 @@ import type { PlanRelease } from '../plan/types.js';
 import type { CommandContext } from './context.js';
 import type { TrustedKeys } from '../signatures/gather.js';
 import type { SignedIdentityRule } from '../signatures/sigstore.js';
+import { count } from '../plural.js';
 
 /** Blobs of a bundle directory, each checked against its name. */
 export function verifiedReader(dir: string): (digest: string) => Promise<Buffer> {
@@ -86,5 +87,5 @@ export async function checkAttachmentsOrFail(bundle: Pick<Bundle, 'index' | 'met
     throw new BadInputError(`bundle ${where}: ${check.problems.length} sigstore signatures do not verify with --sigstore-key ${keyFile} and signedIdentity ${flags['sigstore-identity']} (listed on stdout); CRI-O will refuse those images`);
   }
   const previous = check.previous > 0 ? ` (${check.previous} more with the previous bundle, ${bundle.metadata.previous?.source})` : '';
-  return `sigstore signatures: ${check.signatures} in ${check.attachments} attachments verified with ${keyFile}${previous}`;
+  return `sigstore signatures: ${check.signatures} in ${count(check.attachments, 'attachment')} verified with ${keyFile}${previous}`;
 }

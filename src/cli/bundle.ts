@@ -26,7 +26,7 @@ import { PUSH_DRY_RUN_HELP, pushDryRunClosing, refuseArchiveDryRun, renderPushDr
 import { checkAttachmentsOrFail, checkReleaseSignaturesOrFail, signatureLines, unsignedWarning, verifiedReader } from './bundle-signatures.js';
 import { releaseSignaturesFor, signatureInputs, sigstoreKeyFrom, trustAnchors, withCreateSignatureOptions, withSignatureKeyOptions, withTrustOptions } from './signature-options.js';
 import { attachmentEntries } from '../bundle/signatures.js';
-import { BadInputError, EXIT_CODES_HELP } from '../errors.js';
+import { BadInputError } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
 import type { Plan } from '../plan/types.js';
 import type { RegistryClient } from '../registry/client.js';
@@ -34,13 +34,16 @@ import { withAgentImage } from '../install/agent-image.js';
 import { parseReference } from '../registry/reference.js';
 import { PushClient } from '../registry/upload.js';
 import { checkOutputDir } from '../render/output-dir.js';
-import { helpEpilogue } from './help.js';
+import { exitCodesHelp, helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
+import { bundleDirFrom, withBundleDirOption } from './bundle-dir.js';
+import { progressModeFrom, withProgressOptions } from './progress-options.js';
 import { integerAtLeast, linkRate, sizeAtLeast } from './flag-values.js';
 import { planOptionsFrom, withPlanOptions, type PlanFlags } from './plan-options.js';
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
 import { formatBytes } from '../units.js';
+import { count, plural } from '../plural.js';
 
 const MAPPING_FILE = 'mapping.txt';
 const IDMS_FILE = 'image-digest-mirror-set.yaml';
@@ -65,29 +68,29 @@ function createCommand(ctx: CommandContext) {
     command: 'create <source>',
     describe: 'Write every image a plan needs (each blob once, digests verified) into an OCI layout; reruns resume',
     builder: (y: Argv) =>
-      withPlanOptions(withRegistryOptions(withCreateSignatureOptions(
+      withPlanOptions(withRegistryOptions(withCreateSignatureOptions(withProgressOptions(withBundleDirOption(
         y
-          .positional('source', { type: 'string', demandOption: true, describe: 'Release pullspec (planned as `prestage plan` does), or a plan file from `prestage plan -o json`' })
-          .option('to', { type: 'string', demandOption: true, describe: 'Bundle directory (an OCI image layout)' })
+          .positional('source', { type: 'string', demandOption: true, describe: 'Release pullspec (planned as `prestage plan` does), or a plan file from `prestage plan -o json`' })))
           .option('since', { type: 'string', describe: 'Leave out blobs a previous bundle carried: its directory, its parts, a plan file or a release pullspec' })
           .option('all-platforms', { type: 'boolean', default: false, describe: 'Keep every platform of manifest lists (registries that require complete lists)' })
-          .option('max-archive-size', { type: 'string', coerce: sizeAtLeast('max-archive-size', 2 ** 20), describe: 'Also write the bundle as tar parts of at most SIZE into <to>.parts/: 4G (10^9 bytes: under FAT32\'s 4 GiB), 4Gi, 4300MB, 25GB; at least 1Mi' })
+          .option('max-archive-size', { type: 'string', coerce: sizeAtLeast('max-archive-size', 2 ** 20), describe: 'Also write the bundle as tar parts of at most SIZE into <output-dir>.parts/: 4G (10^9 bytes: under FAT32\'s 4 GiB), 4Gi, 4300MB, 25GB; at least 1Mi' })
           .option('parallel', { type: 'number', default: 32, coerce: integerAtLeast('parallel', 1), describe: 'Connections at once for manifests and blobs (small blobs need many in flight to fill a link; big blobs, one per Range part, get a quarter of them while small ones are left)' })
-          .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --to' })
+          .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --output-dir' })
           .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Read blobs no faster than RATE in all (bytes: 20MiB/s, 5MB/s, 20Mi; bits: 40Mbit/s, 40Mbps), leaving the rest of a shared link to others; manifests are not counted' })
           .option('agent-image', { type: 'string', describe: 'Also carry the prestage agent image (`prestage image push`), e.g. registry.example.com/prestage:0.1.0; push mirrors it by digest' })
-          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --verification-key redhat-release.asc`, 'Bundle a release with its GPG signatures (verified with the key) and sigstore signatures'))
-          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))
-          .example(...example('$0 bundle create plan.json --to ocp-4.16.3 --max-archive-size 4G', 'Bundle a plan file, also as 4 GiB tar parts in ocp-4.16.3.parts/'))
-          .example(...example('$0 bundle create plan-4.16.4.json --to ocp-4.16.4 --since ocp-4.16.3', 'Carry only what the 4.16.3 bundle did not'))
-          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --to ocp-4.16.3 --link-rate 50Mbit/s`, 'Leave the rest of a shared link to others: blobs at 50 Mbit/s in all'))
-          .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
+          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --output-dir ocp-4.16.3 --verification-key redhat-release.asc`, 'Bundle a release with its GPG signatures (verified with the key) and sigstore signatures'))
+          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --output-dir ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))
+          .example(...example('$0 bundle create plan.json --output-dir ocp-4.16.3 --max-archive-size 4G', 'Bundle a plan file, also as 4 GiB tar parts in ocp-4.16.3.parts/'))
+          .example(...example('$0 bundle create plan-4.16.4.json --output-dir ocp-4.16.4 --since ocp-4.16.3', 'Carry only what the 4.16.3 bundle did not'))
+          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --output-dir ocp-4.16.3 --link-rate 50Mbit/s`, 'Leave the rest of a shared link to others: blobs at 50 Mbit/s in all'))
+          .epilogue(helpEpilogue(exitCodesHelp([3]), 'air-gapped-bundles.md')),
       ))),
     handler: async (args) => {
+      const dir = bundleDirFrom(args, (line) => ctx.log.warn(line));
       const maxPartBytes: number | undefined = args['max-archive-size'];
       const sourceIsFile = isFile(args.source);
-      await ensureWritableDir(args.to, 'the bundle', 'choose another --to');
-      if (maxPartBytes) await ensureWritableDir(archiveDirFor(args.to), 'the bundle parts', 'choose another --to');
+      await ensureWritableDir(dir, 'the bundle', 'choose another --output-dir');
+      if (maxPartBytes) await ensureWritableDir(archiveDirFor(dir), 'the bundle parts', 'choose another --output-dir');
       const planFromFile = sourceIsFile ? await readPlanFile(args.source) : undefined;
       const signing = await signatureInputs(args);
       const sigstoreKey = await sigstoreKeyFrom(args);
@@ -105,12 +108,12 @@ function createCommand(ctx: CommandContext) {
         let sigstoreLine: string | undefined;
         const beforeComplete = sigstoreKey
           ? async (index: Bundle['index']) => {
-            const metadata = JSON.parse(await readFile(join(args.to, BUNDLE_FILE), 'utf8')) as BundleMetadata;
-            sigstoreLine = await checkAttachmentsOrFail({ index, metadata }, verifiedReader(args.to), sigstoreKey, args, args.to, ctx);
+            const metadata = JSON.parse(await readFile(join(dir, BUNDLE_FILE), 'utf8')) as BundleMetadata;
+            sigstoreLine = await checkAttachmentsOrFail({ index, metadata }, verifiedReader(dir), sigstoreKey, args, dir, ctx);
           }
           : undefined;
         const report = await createBundle(client, plan, {
-          dir: args.to,
+          dir,
           force: args.force,
           ...(namedBy !== undefined ? { releaseTag: namedBy } : {}),
           allPlatforms: args['all-platforms'],
@@ -119,6 +122,7 @@ function createCommand(ctx: CommandContext) {
           concurrency: Math.min(args.parallel, args['max-concurrency']),
           ...(maxPartBytes ? { extraBytes: (layout: { bytes: number; files: number }) => tarBytes(layout.bytes, layout.files) } : {}),
           progressTo: ctx.stderr,
+          progress: progressModeFrom(args, ctx.stderr),
           sigstore: !args['remove-signatures'],
           releaseSignatures,
           ...(args['link-rate'] !== undefined ? { linkRate: args['link-rate'] as number } : {}),
@@ -126,15 +130,15 @@ function createCommand(ctx: CommandContext) {
         });
         const again = [report.resumedBlobs ? `${report.resumedBlobs} resumed` : '', report.repairedBlobs ? `${report.repairedBlobs} damaged, fetched again` : ''].filter(Boolean).join(', ');
         const cap = args['link-rate'] !== undefined ? ` at ${formatBytes(args['link-rate'])}/s cap` : '';
-        const fetched = `fetched ${formatBytes(report.fetchedBytes)} in ${report.fetchedBlobs} blobs${again ? ` (${again})` : ''} in ${report.seconds.toFixed(1)} s${cap}`;
-        const fromPrevious = report.previousBlobs ? `; ${report.previousBlobs} blobs left to the previous bundle` : '';
-        ctx.stdout.write(`bundle ${args.to}: ${report.images} images, ${report.blobs} blobs, ${formatBytes(report.bytes)}; ${fetched}${fromPrevious}\n`);
+        const fetched = `fetched ${formatBytes(report.fetchedBytes)} in ${count(report.fetchedBlobs, 'blob')}${again ? ` (${again})` : ''} in ${report.seconds.toFixed(1)} s${cap}`;
+        const fromPrevious = report.previousBlobs ? `; ${count(report.previousBlobs, 'blob')} left to the previous bundle` : '';
+        ctx.stdout.write(`bundle ${dir}: ${count(report.images, 'image')}, ${count(report.blobs, 'blob')}, ${formatBytes(report.bytes)}; ${fetched}${fromPrevious}\n`);
         for (const line of signatureLines(plan.release, report.signatures)) ctx.stdout.write(`${line}\n`);
         if (sigstoreLine) ctx.stdout.write(`${sigstoreLine}\n`);
         if (maxPartBytes) {
-          const archiveDir = archiveDirFor(args.to);
-          const archive = await writeArchive(args.to, archiveDir, maxPartBytes);
-          ctx.stdout.write(`archive ${join(archiveDir, ARCHIVE_INDEX_FILE)}: ${archive.parts.length} parts, ${formatBytes(archive.bytes)}\n`);
+          const archiveDir = archiveDirFor(dir);
+          const archive = await writeArchive(dir, archiveDir, maxPartBytes);
+          ctx.stdout.write(`archive ${join(archiveDir, ARCHIVE_INDEX_FILE)}: ${count(archive.parts.length, 'part')}, ${formatBytes(archive.bytes)}\n`);
         }
       } finally {
         await client.close();
@@ -153,7 +157,7 @@ function verifyCommand(ctx: CommandContext) {
         .example(...example('$0 bundle verify ocp-4.16.3', 'Check a bundle directory'))
         .example(...example('$0 bundle verify ocp-4.16.3 --verification-key redhat-release.asc', 'Also verify the release signatures with the key you trust (the keys the bundle carries are never trusted)'))
         .example(...example('$0 bundle verify /media/usb/ocp-4.16.3.parts', 'Check tar parts where they are, without unpacking'))
-        .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
+        .epilogue(helpEpilogue(exitCodesHelp([[4, 'Kubernetes API failure or refusal (--kubeconfig: the keys the cluster trusts)']]), 'air-gapped-bundles.md')),
     handler: async (args) => {
       const path: string = args.bundle;
       const { bundle, inventory } = isArchive(path)
@@ -164,18 +168,18 @@ function verifyCommand(ctx: CommandContext) {
       const report = await checkBundle(bundle, inventory);
       for (const problem of report.problems) ctx.stdout.write(`${describeProblem(problem)}\n`);
       if (report.problems.length > 0) {
-        const count = (kind: string) => report.problems.filter((p) => p.problem === kind).length;
-        throw new BadInputError(`bundle ${path} is damaged: ${count('missing')} missing and ${count('corrupt')} corrupt blobs (listed on stdout); rerun \`prestage bundle create\` with the same arguments, which fetches them again`);
+        const problems = (kind: string) => report.problems.filter((p) => p.problem === kind).length;
+        throw new BadInputError(`bundle ${path} is damaged: ${problems('missing')} missing and ${problems('corrupt')} corrupt ${plural(report.problems.length, 'blob')} (listed on stdout); copy it again from the connected side, where \`prestage bundle create\` with the same arguments fetches only these`);
       }
-      const fromPrevious = report.fromPrevious ? `; ${report.fromPrevious} blobs provided by the previous bundle (${bundle.metadata.previous?.source})` : '';
-      ctx.stdout.write(`bundle ${path}: ${report.images} images, ${report.blobs} blobs, ${formatBytes(report.bytes)} verified${fromPrevious}\n`);
+      const fromPrevious = report.fromPrevious ? `; ${count(report.fromPrevious, 'blob')} provided by the previous bundle (${bundle.metadata.previous?.source})` : '';
+      ctx.stdout.write(`bundle ${path}: ${count(report.images, 'image')}, ${count(report.blobs, 'blob')}, ${formatBytes(report.bytes)} verified${fromPrevious}\n`);
       const warning = unsignedWarning(bundle, path);
       if (warning) ctx.stderr.write(`${warning}\n`);
       const gpg = await checkReleaseSignaturesOrFail(bundle, inventory.read, anchors, path);
       if (gpg) ctx.stdout.write(`${gpg.line}\n`);
       const attachments = attachmentEntries(bundle).length;
       if (sigstoreKey) ctx.stdout.write(`${await checkAttachmentsOrFail(bundle, inventory.read, sigstoreKey, args, path, ctx)}\n`);
-      else if (attachments > 0) ctx.stdout.write(`sigstore signatures: ${attachments} attachments not checked (give --sigstore-key)\n`);
+      else if (attachments > 0) ctx.stdout.write(`sigstore signatures: ${count(attachments, 'attachment')} not checked (give --sigstore-key)\n`);
       if (gpg?.warning) ctx.stderr.write(`${gpg.warning}\n`);
     },
   });
@@ -186,9 +190,9 @@ function pushCommand(ctx: CommandContext) {
     command: 'push <bundle> <target>',
     describe: 'Upload what the mirror registry lacks, then write mapping.txt and an ImageDigestMirrorSet',
     builder: (y: Argv) =>
-      withRegistryOptions(
+      withRegistryOptions(withProgressOptions(
         y
-          .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive (unpacked beside it first)' })
+          .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive (unpacked beside it first)' }))
           .positional('target', { type: 'string', demandOption: true, describe: 'Mirror REGISTRY[/PREFIX] (images go to REGISTRY/PREFIX/<source repository>), or a --mirror rule SOURCE=REGISTRY/PATH (images go where that rule reads them)' })
           .option('output-dir', { type: 'string', default: '.', describe: `Where to write ${MAPPING_FILE} and ${IDMS_FILE}` })
           .option('work-dir', { type: 'string', describe: 'Where to unpack tar parts (into DIR/<name>) when they sit on read-only media; default: beside parts.json' })
@@ -203,7 +207,7 @@ function pushCommand(ctx: CommandContext) {
           .example(...example('$0 bundle push ocp-4.16.3 mirror.example.com:5000/ocp --ca-file ca.pem', 'Push under a prefix; plan from it with --mirror quay.io=mirror.example.com:5000/ocp'))
           .example(...example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Push where the same --mirror rule reads, e.g. ocp/ocp-release:4.16.3-x86_64'))
           .example(...example('$0 bundle push /media/dvd/ocp.parts mirror.example.com:5000/ocp --work-dir /var/tmp', 'Parts on read-only media: unpack them on a writable disk, then push'))
-          .epilogue(helpEpilogue(EXIT_CODES_HELP, 'air-gapped-bundles.md')),
+          .epilogue(helpEpilogue(exitCodesHelp([3, [4, 'Kubernetes API failure or refusal (--kubeconfig, --apply)']]), 'air-gapped-bundles.md')),
       ),
     handler: async (args) => {
       if (args.mirror.length > 0) throw new BadInputError('--mirror does not apply to bundle push; name the mirror registry as the TARGET argument (REGISTRY[/PREFIX] or SOURCE=REGISTRY/PATH)');
@@ -228,7 +232,7 @@ function pushCommand(ctx: CommandContext) {
       if (args.apply && !configMap && !(dryRun === 'client' && releaseSignatures)) throw new BadInputError(`--apply: bundle ${args.bundle} carries no release signature to apply; create it again with its signatures`);
       const client = new PushClient(target.registry, transportOptionsFrom(args, (e) => { if (e.kind === 'retry') ctx.log.warn(retryLine(e)); }, (line) => ctx.log.warn(line)));
       try {
-        const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr, removeSignatures: args['remove-signatures'], ...(dryRun !== 'none' ? { dryRun } : {}) });
+        const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr, progress: progressModeFrom(args, ctx.stderr), removeSignatures: args['remove-signatures'], ...(dryRun !== 'none' ? { dryRun } : {}) });
         if (dryRun !== 'none') {
           ctx.stdout.write(renderPushDryRun(report, { target: args.target, files: [MAPPING_FILE, IDMS_FILE, ...(configMap ? [SIGNATURE_CONFIGMAP_FILE] : [])].map((f) => join(args['output-dir'], f)), dryRun, removeSignatures: args['remove-signatures'] }));
           if (args.apply && configMap) ctx.stdout.write(`configmap/${configMap.metadata.name} ${cluster ? await applyObject(cluster, configMap, dryRun) : 'would be applied (client dry run)'} (namespace ${configMap.metadata.namespace})\n`);
@@ -242,7 +246,7 @@ function pushCommand(ctx: CommandContext) {
         await writeFileAtomic(join(args['output-dir'], IDMS_FILE), renderImageDigestMirrorSet(name, report.images));
         const { blobs, manifests } = report;
         const { tags } = report;
-        ctx.stdout.write(`pushed ${report.images.length} images to ${args.target}: blobs ${blobs.uploaded} uploaded (${formatBytes(report.bytesUploaded)}), ${blobs.mounted} mounted, ${blobs.present} present; manifests ${manifests.pushed} pushed, ${manifests.present} present; tags ${tags.written} written, ${tags.present} present; in ${report.seconds.toFixed(1)} s\n`);
+        ctx.stdout.write(`pushed ${count(report.images.length, 'image')} to ${args.target}: blobs ${blobs.uploaded} uploaded (${formatBytes(report.bytesUploaded)}), ${blobs.mounted} mounted, ${blobs.present} present; manifests ${manifests.pushed} pushed, ${manifests.present} present; tags ${tags.written} written, ${tags.present} present; in ${report.seconds.toFixed(1)} s\n`);
         if (report.releaseTags.length > 0) ctx.stdout.write(`release ${report.releaseTags.join(' ')}\n`);
         ctx.stdout.write(`wrote ${join(args['output-dir'], MAPPING_FILE)} and ${join(args['output-dir'], IDMS_FILE)} (ImageDigestMirrorSet ${name})\n`);
         if (!args['remove-signatures']) ctx.stdout.write(`sigstore signatures: ${report.signatures.written} tagged, ${report.signatures.present} present\n`);
@@ -290,7 +294,7 @@ async function openForPush(path: string, workDir: string | undefined, ctx: Comma
   await ensureWritableDir(dir, 'the unpacked bundle', workDir === undefined
     ? `pass --work-dir DIR, a writable directory ${room}, to unpack the parts there`
     : `choose a writable --work-dir ${room}`);
-  ctx.stderr.write(`unpacking ${archive.index.parts.length} parts into ${dir}\n`);
+  ctx.stderr.write(`unpacking ${count(archive.index.parts.length, 'part')} into ${dir}\n`);
   await unpackArchive(archive, dir);
   return readBundle(dir);
 }

@@ -5,6 +5,7 @@
  */
 import type { CommandModule } from 'yargs';
 import type { CommandContext } from './context.js';
+import type { ExitCodes } from './help.js';
 
 /** A command module's builder and handler; usage, description and examples come from here. */
 export type CommandFactory = (ctx: CommandContext, scriptName: string) => CommandModule;
@@ -27,6 +28,8 @@ export interface CommandDescriptor {
   readonly subcommands?: readonly string[];
   /** The page of docs/ that walks through it; its help ends by naming it. */
   readonly docs: string;
+  /** The exit codes it can give beyond 0, 2, 70 and 74 (help.ts), with what they mean for it. */
+  readonly exitCodes: ExitCodes;
 }
 
 const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
@@ -35,6 +38,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   plan: {
     usage: 'plan [release]',
     docs: 'planning.md',
+    exitCodes: [3, [4, 'Kubernetes API failure or refusal (--kubeconfig, --context, --to)']],
     describe: 'Read an OpenShift release image and plan control-plane and worker PinnedImageSets',
     examples: [
       [`$0 plan ${RELEASE} --registry-config pull-secret.json`, 'Show the sets and their exact sizes'],
@@ -50,9 +54,10 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   bundle: {
     usage: 'bundle <command>',
     docs: 'air-gapped-bundles.md',
+    exitCodes: [3],
     describe: 'Air-gapped bundles: create on a connected machine, verify and push into a mirror registry on the other side',
     examples: [
-      [`$0 bundle create ${RELEASE} --to /media/usb/ocp-4.16.3 --max-archive-size 4G`, 'Write every image the plan needs, also as 4 GiB tar parts'],
+      [`$0 bundle create ${RELEASE} --output-dir /media/usb/ocp-4.16.3 --max-archive-size 4G`, 'Write every image the plan needs, also as 4 GiB tar parts'],
       ['$0 bundle verify /media/usb/ocp-4.16.3', 'Re-hash every blob on the other side'],
       ['$0 bundle push /media/usb/ocp-4.16.3 mirror.example.com:5000/ocp', 'Load the mirror; write mapping.txt and an ImageDigestMirrorSet'],
     ],
@@ -62,6 +67,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   install: {
     usage: 'install',
     docs: 'node-agent.md',
+    exitCodes: [3, [4, 'Kubernetes API failure or refusal (--apply)']],
     describe: 'Render or apply the prestage CRDs, RBAC, admission policy and node agent DaemonSet',
     examples: [
       ['$0 install --image registry.example.com/prestage:0.1.0 > prestage-agent.yaml', 'Render the manifests for review or GitOps'],
@@ -72,10 +78,12 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   image: {
     usage: 'image <command>',
     docs: 'node-agent.md',
-    describe: "Build the agent image: prestage's layer on a Node.js base image, every platform, pushed to a registry",
+    exitCodes: [3],
+    describe: "Build the agent image and push it: prestage's layer (the npm package on a Node.js base, or with --executable the single executable on a base without Node.js), for every platform the base offers",
     examples: [
       ['$0 image push registry.example.com/prestage:0.1.0', 'On node:20-bookworm-slim (every platform it offers)'],
       ['$0 image push mirror.example.com:5000/prestage:0.1.0 --base mirror.example.com:5000/node:20-bookworm-slim', 'On a mirrored base'],
+      ['$0 image push registry.example.com/prestage:0.1.0 --executable dist-bin', 'The single executables (npm run dist) on debian:bookworm-slim, no Node.js in the image'],
     ],
     load: async () => (await import('./image.js')).imageCommand,
     subcommands: ['push'],
@@ -83,6 +91,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   apply: {
     usage: 'apply <source>',
     docs: 'staging-with-mco.md',
+    exitCodes: [3, 4],
     describe: 'Apply PinnedImageSets from a plan (plan -o json), a directory of manifests, or a release pullspec',
     examples: [
       ['$0 apply plan.json --dry-run server', 'Show what would change on the cluster, change nothing'],
@@ -93,6 +102,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   wait: {
     usage: 'wait [sets..]',
     docs: 'staging-with-mco.md',
+    exitCodes: [1, 4, 124],
     describe: 'Wait until every target node has pulled and pinned the sets (default: all prestage sets)',
     examples: [
       ['$0 wait --timeout 2h --fail-after 15m', 'Wait for every prestage set'],
@@ -103,6 +113,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   status: {
     usage: 'status [sets..]',
     docs: 'staging-with-mco.md',
+    exitCodes: [[1, 'NOT READY (--release)'], 4],
     describe: 'Show each node × set: generation, state and error (default: all prestage sets)',
     examples: [
       ['$0 status', 'Every prestage set on every target node'],
@@ -114,6 +125,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   ready: {
     usage: 'ready <release-version>',
     docs: 'upgrade-lifecycle.md',
+    exitCodes: [[1, 'NOT READY: a set is missing or not current on a node'], 4],
     describe: 'Exit 0 when every set of the release is current on every node it targets, else 1 naming what is missing',
     examples: [['$0 ready 4.16.3 && oc adm upgrade --to 4.16.3', 'Start the upgrade only once its images are on every node']],
     load: async () => (await import('./status.js')).readyCommand,
@@ -121,6 +133,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   verify: {
     usage: 'verify <release-version>',
     docs: 'upgrade-lifecycle.md',
+    exitCodes: [[1, 'NOT VERIFIED: an image is missing or not pinned on a node'], 4, [124, 'a targeted node did not answer']],
     describe: "Check by CRI, per node, that every image of the release's sets is present and pinned on every node they target (exit 0 VERIFIED, 1 NOT VERIFIED naming node and images, 124 nodes did not answer)",
     examples: [
       ['$0 verify 4.16.3', "Every node's agent lists its runtime's images now and answers; VERIFIED or NOT VERIFIED"],
@@ -131,6 +144,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   prune: {
     usage: 'prune',
     docs: 'upgrade-lifecycle.md',
+    exitCodes: [4],
     describe: 'Delete the prestage sets of releases older than the one the cluster runs (once its upgrade is Completed)',
     examples: [
       ['$0 prune --dry-run', 'List the sets and the bytes each node may free'],
@@ -141,6 +155,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   pause: {
     usage: 'pause [sets..]',
     docs: 'link-etiquette.md',
+    exitCodes: [4],
     describe: 'Pause staging of sets (default: every prestage set): no new pulls start; on MCO the pools stop selecting them until resume',
     examples: [
       ['$0 pause prestage-4.16.3-worker', 'Start no new pulls for one set; pulls under way finish'],
@@ -151,6 +166,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   resume: {
     usage: 'resume [sets..]',
     docs: 'link-etiquette.md',
+    exitCodes: [4],
     describe: 'Resume staging of paused sets (default: every paused prestage set)',
     examples: [
       ['$0 resume prestage-4.16.3-worker', 'Let one paused set pull again'],
@@ -161,6 +177,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   stage: {
     usage: 'stage [release]',
     docs: 'staging-with-mco.md',
+    exitCodes: [1, 3, 4, 124],
     describe: 'Plan a release, apply its PinnedImageSets and wait until every node has them',
     examples: [
       [`$0 stage ${RELEASE} --registry-config pull-secret.json --timeout 3h`, 'Plan, check node disks, apply and wait'],
@@ -172,13 +189,27 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
   agent: {
     usage: 'agent',
     docs: 'node-agent.md',
+    exitCodes: [[1, 'a set failed on this node (--once)'], 3, 4],
     describe: 'Run the node agent: pull and pin the PinnedImageSets that select this node',
     examples: [['$0 agent --node-name worker-0 --once', 'One reconcile pass on this node, then exit']],
     load: async () => (await import('./agent.js')).agentCommand,
   },
+  docs: {
+    usage: 'docs [topic]',
+    docs: 'architecture.md',
+    exitCodes: [],
+    describe: 'Show a page of the documentation (the executable carries them), or the list of pages',
+    examples: [
+      ['$0 docs', 'The pages'],
+      ['$0 docs air-gapped-bundles | less', 'Read one'],
+    ],
+    load: async () => (await import('./docs.js')).docsCommand,
+    brief: true,
+  },
   version: {
     usage: 'version',
     docs: 'install.md',
+    exitCodes: [],
     describe: 'Print the version, the commit it was built from, the Node.js version and the target',
     examples: [['$0 version -o json', 'For scripts and bug reports']],
     load: async () => (await import('./version.js')).versionCommand,

@@ -8,15 +8,16 @@ import { fileURLToPath } from 'node:url';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Argv } from 'yargs';
-import { BadInputError, EXIT_CODES_HELP } from '../errors.js';
+import { BadInputError } from '../errors.js';
 import { buildAppLayer, buildExecutableLayer, DEFAULT_AGENT_BASE, DEFAULT_EXECUTABLE_BASE, pushAgentImage, type AgentPayload, type AppLayer } from '../install/agent-image.js';
 import { parseReference, type ImageReference } from '../registry/reference.js';
 import { PushClient } from '../registry/upload.js';
-import { helpEpilogue } from './help.js';
+import { exitCodesHelp, helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions, type RegistryFlags } from './registry-options.js';
 import { typedCommand } from './typed-command.js';
 import { formatBytes } from '../units.js';
+import { count } from '../plural.js';
 
 /** The package root, from src/cli or dist/cli alike. */
 const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -27,14 +28,14 @@ export function imageCommand(ctx: CommandContext) {
       y
         .command(typedCommand({
           command: 'push <target>',
-          describe: "Append prestage's layer to a Node.js base image for every platform it offers, and push it",
+          describe: "Append prestage's layer (the package, or with --executable the single executable) to a base image for every platform it offers, and push it",
           builder: (sub: Argv) =>
             withRegistryOptions(
               sub
                 .positional('target', { type: 'string', demandOption: true, describe: 'REGISTRY/REPOSITORY:TAG to push the agent image to' })
                 .option('base', { type: 'string', describe: `The base image (a tag or digest; every linux platform of a list it offers is built) [default: ${DEFAULT_AGENT_BASE}; with --executable ${DEFAULT_EXECUTABLE_BASE}]` })
                 .option('executable', { type: 'string', describe: 'The directory npm run dist wrote (dist-bin): lay its executable for each platform (linux-amd64/prestage, ...) on a base without Node.js, instead of the package on a Node.js base' })
-                .epilogue(helpEpilogue(EXIT_CODES_HELP, 'node-agent.md')),
+                .epilogue(helpEpilogue(exitCodesHelp([3]), 'node-agent.md')),
             ),
           handler: async (args) => push(ctx, args),
         }))
@@ -78,7 +79,7 @@ async function push(ctx: CommandContext, args: PushFlags): Promise<void> {
 /** The package under /app on a Node.js base: the same layer for every platform (no native modules). */
 async function packagePayload(ctx: CommandContext): Promise<AgentPayload> {
   const layer = await buildAppLayer(PACKAGE_ROOT);
-  ctx.stderr.write(`prestage layer: ${layer.files} files, ${formatBytes(layer.gzip.length)} compressed (${layer.digest})\n`);
+  ctx.stderr.write(`prestage layer: ${count(layer.files, 'file')}, ${formatBytes(layer.gzip.length)} compressed (${layer.digest})\n`);
   return { kind: 'package', layerFor: () => layer };
 }
 

@@ -17,7 +17,10 @@ import { buildInfo } from '../version.js';
 import { COMMANDS } from './commands.js';
 import { normalizeDryRun } from './dry-run.js';
 import { formatRate } from '../units.js';
-import { helpEpilogue } from './help.js';
+import { didYouMean } from './did-you-mean.js';
+import { exitCodesHelp, helpEpilogue } from './help.js';
+import { normalizeOutputFlag } from './output-flag.js';
+import { completionCandidates, completionScript, COMPLETION_SHELLS, shellFromEnv, type CompletionShell } from './completion.js';
 import type { CommandContext } from './context.js';
 
 /** The command the user named: the first word that is one (after the script name when the shell asks for completions). */
@@ -56,7 +59,23 @@ function stdoutFailure(error: NodeJS.ErrnoException): PrestageError {
 }
 
 export async function main(argv: readonly string[], io: MainIO = {}): Promise<number> {
-  return run(argv, io, asksForHelp(argv));
+  const words = normalizeOutputFlag(helpAsFlag(argv));
+  return run(words, io, asksForHelp(words));
+}
+
+/** `help` and `help CMD [SUB]` as kubectl's: the same as `--help` and `CMD [SUB] --help`. */
+function helpAsFlag(argv: readonly string[]): readonly string[] {
+  return argv[0] === 'help' ? [...argv.slice(1), '--help'] : argv;
+}
+
+/** `Unknown argument: plna` with what was probably meant, from the command names or the named command's flags. */
+function withSuggestion(msg: string, argv: readonly string[], named: string | undefined, flags: readonly string[]): string {
+  const unknown = /^Unknown arguments?: (.*)$/s.exec(msg)?.[1]?.split(', ');
+  if (!unknown || unknown.length !== 1) return msg;
+  const word = unknown[0]!;
+  const asFlag = argv.some((a) => a === `-${word}` || a === `--${word}` || a.startsWith(`--${word}=`));
+  const meant = asFlag ? didYouMean(word, flags.filter((f) => f.length > 1)) : named === undefined ? didYouMean(word, Object.keys(COMMANDS)) : undefined;
+  return meant === undefined ? msg : `${msg} (did you mean ${asFlag ? '--' : ''}${meant}?)`;
 }
 
 async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Promise<number> {
@@ -66,6 +85,8 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
   const level = logLevelFrom(argv);
   const ctx: CommandContext = { stdout, stderr, log: createCliLogger(level, scriptName, stderr) };
   const named = namedCommand(argv);
+  // Completing a word: a half-typed value (`--to 4.1`) is not an error to print into the terminal.
+  const completing = argv[0] === '--get-yargs-completions';
   // `oc prestage completion`: a script for a name with a space cannot work; the plugin completion does.
   if (argv[0] === 'completion' && scriptName.includes(' ')) {
     const tool = scriptName.split(' ')[0]!;
@@ -95,7 +116,7 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
         command: descriptor.usage,
         describe: descriptor.describe,
         builder: (y: Argv): Argv => {
-          const withExamples = descriptor.examples.reduce((acc, [line, what]) => acc.example(`# ${what}\n${line}`, ''), y).epilogue(helpEpilogue(EXIT_CODES_HELP, descriptor.docs));
+          const withExamples = descriptor.examples.reduce((acc, [line, what]) => acc.example(`# ${what}\n${line}`, ''), y).epilogue(helpEpilogue(exitCodesHelp(descriptor.exitCodes), descriptor.docs, scriptName));
           // Every command's builder is synchronous.
           if (typeof command?.builder === 'function') return command.builder(withExamples) as Argv;
           return command?.builder ? withExamples.options(command.builder) : withExamples;
@@ -110,7 +131,14 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
       });
     }
     const parsed = cli
-      .completion('completion', 'Print a shell completion script (bash; zsh when $SHELL is zsh), e.g. >> ~/.bashrc')
+      // The hidden yargs command answers --get-yargs-completions; `completion SHELL` prints the scripts.
+      .completion('__complete', false, (current: string, _argv: unknown, candidates: (onCompleted: (err: Error | null, found: string[] | undefined) => void) => void, done: (found: string[]) => void) => candidates((_err, found) => done(completionCandidates(current, found ?? []))))
+      .command({
+        command: 'completion [shell]',
+        describe: `Print a shell completion script (${COMPLETION_SHELLS.join(', ')}), e.g. ${scriptName} completion bash >> ~/.bashrc`,
+        builder: (y: Argv) => y.positional('shell', { type: 'string', choices: COMPLETION_SHELLS, describe: 'The shell to complete in [default: the one $SHELL names]' }).epilogue(exitCodesHelp([])),
+        handler: (args) => void stdout.write(completionScript((args.shell as CompletionShell | undefined) ?? shellFromEnv(process.env.SHELL), scriptName)),
+      })
       .demandCommand(1, `name a command (${Object.keys(COMMANDS).join(', ')})`)
       .strict()
       .exitProcess(false)
@@ -118,10 +146,11 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
       .fail((msg, err) => {
         // A handler's error passes through. yargs' own (a YError, also wrapping a flag's coerce
         // check) is bad input, on one line ("Invalid values:\n  Argument: ..." spans lines).
-        throw err && err.name !== 'YError' ? err : flagError(msg ?? err.message);
+        throw err && err.name !== 'YError' ? err : flagError(withSuggestion(msg ?? err.message, argv, named, Object.keys((cli as unknown as { getOptions(): { key: Record<string, unknown> } }).getOptions().key)));
       })
       .epilogue(EXIT_CODES_HELP)
       .help()
+      .alias('help', 'h')
       .version(buildInfo().version)
       .parseAsync();
     await Promise.race([parsed, outputFailed]);
@@ -134,7 +163,7 @@ async function run(argv: readonly string[], io: MainIO, fullYargs: boolean): Pro
     const err = caught instanceof Error && caught.name === 'YError' ? flagError(caught.message) : caught;
     // Help yargs renders before any command starts: once more, with its renderer.
     if (err instanceof HelpRendererNeeded && !started && !fullYargs) return run(argv, io, true);
-    exitCode = report(err, stderr, scriptName);
+    exitCode = completing ? ExitCode.ok : report(err, stderr, scriptName);
   }
   return exitCode;
 }
@@ -165,7 +194,7 @@ const PLUGIN_COMPLETION = /^(kubectl|oc)_complete-prestage(?:\.js)?$/;
 /**
  * kubectl (1.26+) completes a plugin's words by running `kubectl_complete-<plugin>` with them, the
  * last one being completed, and reads Cobra's answer: one candidate per line, then
- * `:<directive>` (4: no file names). The candidates are yargs' own, as `prestage completion` gives them.
+ * `:<directive>`. The candidates are yargs' own, as `prestage completion` gives them.
  */
 export async function completePlugin(words: readonly string[], scriptName: string, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   // yargs prints the candidates with console.log, and answers zsh with `word:description`;
@@ -184,7 +213,8 @@ export async function completePlugin(words: readonly string[], scriptName: strin
   }
   const current = words.at(-1) ?? '';
   const candidates = lines.flatMap((line) => line.split('\n')).filter((line) => line.trim() !== '' && line.startsWith(current));
-  out.write(`${[...candidates, ':4'].join('\n')}\n`);
+  // 4: these words only; 0 (none found, e.g. a path argument): kubectl completes file names.
+  out.write(`${[...candidates, candidates.length ? ':4' : ':0'].join('\n')}\n`);
   return ExitCode.ok;
 }
 

@@ -60,6 +60,8 @@ export function planCommand(ctx: CommandContext) {
           const files = await sets!.writeGitOpsDir(plan, args['output-dir'], args.api, signatureFile);
           ctx.stderr.write(`wrote ${files.map((f) => `${args['output-dir']}/${f}`).join(', ')}\n`);
         }
+        // The table and the JSON carry the plan's warnings; PinnedImageSet YAML has no room for them.
+        if (args.output === 'yaml') for (const warning of plan.warnings) ctx.log.warn(warning);
         switch (args.output) {
           case 'json':
             ctx.stdout.write(`${JSON.stringify(plan, null, 2)}\n`);

@@ -15,6 +15,7 @@ import { typedCommand } from './typed-command.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { formatBytes } from '../units.js';
 import { dryRunClosing, dryRunSuffix, withDryRun, type DryRun } from './dry-run.js';
+import { count } from '../plural.js';
 
 /** Lists the sets to prune with the bytes per node they hold, and deletes them unless `dryRun`. */
 export async function runPrune(client: ClusterClient, backend: PinningBackend, out: NodeJS.WritableStream, dryRun: DryRun): Promise<void> {
@@ -31,7 +32,7 @@ export async function runPrune(client: ClusterClient, backend: PinningBackend, o
   }
   const snapshot = await backend.snapshot(decision.prune.map((set) => set.name));
   const nodesOf = new Map(snapshot.sets.map((set) => [set.name, set.nodes.map((n) => n.node)]));
-  out.write(`The cluster runs ${decision.current} (Completed); ${dryRun !== 'none' ? 'would delete' : 'deleting'} ${decision.prune.length} sets of older releases${kept ? `, keeping ${decision.keep.length} (${kept})` : ''}\n\n`);
+  out.write(`The cluster runs ${decision.current} (Completed); ${dryRun !== 'none' ? 'would delete' : 'deleting'} ${count(decision.prune.length, 'set')} of older releases${kept ? `, keeping ${decision.keep.length} (${kept})` : ''}\n\n`);
   out.write(`${table([['SET', 'RELEASE', 'ON DISK', 'NODES'], ...decision.prune.map((set) => [set.name, set.version!, set.diskBytes ? formatBytes(set.diskBytes) : 'unknown', nodesOf.get(set.name)?.join(', ') || '-'])])}\n\n`);
   const freed = [...bytesFreedPerNode(decision.prune, snapshot)];
   if (freed.length) {

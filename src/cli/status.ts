@@ -77,11 +77,21 @@ export function statusCommand(ctx: CommandContext, scriptName: string) {
 export function readyCommand(ctx: CommandContext, scriptName: string) {
   return typedCommand({
     // Not `version`: that is yargs' --version.
-    builder: (y: Argv) => withKubeOptions(y.positional('release-version', { type: 'string', demandOption: true, coerce: parseReleaseVersion('VERSION'), describe: 'Release version, e.g. 4.16.3' })),
+    builder: (y: Argv) =>
+      withKubeOptions(
+        y
+          .positional('release-version', { type: 'string', demandOption: true, coerce: parseReleaseVersion('VERSION'), describe: 'Release version, e.g. 4.16.3' })
+          .option('output', { alias: 'o', choices: ['json', 'yaml'] as const, describe: 'Output format: the sets and nodes behind the verdict (as status -o); the verdict is the exit code, NOT READY also a line on stderr [default: the verdict line]' }),
+      ),
     handler: async (args) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
       const version = args['release-version'] as string;
-      ctx.stdout.write(`${checkReleaseReady(version, await releaseSnapshot(client, backend, version))}\n`);
+      const snapshot = await releaseSnapshot(client, backend, version);
+      const result = { backend: backend.kind, release: version, ...snapshot };
+      if (args.output === 'json') ctx.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+      else if (args.output === 'yaml') ctx.stdout.write(yaml.dump(result, { lineWidth: -1, noRefs: true }));
+      const verdict = checkReleaseReady(version, snapshot);
+      if (args.output === undefined) ctx.stdout.write(`${verdict}\n`);
     },
   });
 }

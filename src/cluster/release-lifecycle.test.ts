@@ -98,7 +98,7 @@ describe('bytesFreedPerNode', () => {
 describe('checkReleaseReady', () => {
   const node = (name: string, phase: 'done' | 'progressing', extra = {}) => ({ node: name, set: 's', phase, desiredGeneration: 1, currentGeneration: phase === 'done' ? 1 : 0, ...extra });
   it('READY only when every set is done on every node it targets; else NOT READY naming each node missing', () => {
-    expect(checkReleaseReady('4.16.3', { sets: [{ name: 's', exists: true, generation: 1, nodes: [node('a', 'done'), node('b', 'done')] }] })).toBe('READY 4.16.3: 1 sets current on all 2 nodes they target');
+    expect(checkReleaseReady('4.16.3', { sets: [{ name: 's', exists: true, generation: 1, nodes: [node('a', 'done'), node('b', 'done')] }] })).toBe('READY 4.16.3: 1 set current on all 2 nodes it targets');
     const notReady = { sets: [{ name: 's', exists: true, generation: 1, nodes: [node('a', 'done'), node('b', 'progressing', { imagesTotal: 10, imagesDone: 3 })] }, { name: 't', exists: true, generation: 1, nodes: [] }] };
     expect(() => checkReleaseReady('4.16.3', notReady)).toThrow(new ReleaseNotReadyError('NOT READY 4.16.3: s on b progressing (3/10 images), t targets no node'));
     expect(() => checkReleaseReady('4.16.3', { sets: [] })).toThrow(/no prestage set of release 4\.16\.3/);

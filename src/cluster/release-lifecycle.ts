@@ -14,6 +14,7 @@ import { KubeApiError, type KubeClient, type KubeList, type KubeObject } from '.
 import type { ClusterRelease, ClusterVersion } from './live-cluster.js';
 import { mcoPaths } from './mco/backend.js';
 import { MANAGED_BY_LABEL } from '../api/set-metadata.js';
+import { count, plural } from '../plural.js';
 
 
 /** A coerce for `what` (`--to`, `VERSION`): an OpenShift release version (x.y.z, maybe -rc.N/-ec.N). */
@@ -128,7 +129,7 @@ export function checkReleaseReady(version: string, snapshot: ProgressSnapshot): 
   });
   if (missing.length) throw new ReleaseNotReadyError(`NOT READY ${version}: ${missing.join(', ')}`);
   const nodes = new Set(snapshot.sets.flatMap((set) => set.nodes.map((n) => n.node)));
-  return `READY ${version}: ${snapshot.sets.length} sets current on all ${nodes.size} nodes they target`;
+  return `READY ${version}: ${count(snapshot.sets.length, 'set')} current on ${nodes.size === 1 ? 'the node' : `all ${nodes.size} nodes`} ${plural(snapshot.sets.length, 'it targets', 'they target')}`;
 }
 
 /** What a node reports for a set it has not finished: its error, else why it still works or is silent. */

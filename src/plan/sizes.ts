@@ -14,6 +14,7 @@ import type { RegistryClient } from '../registry/client.js';
 import type { Descriptor } from '../registry/manifest.js';
 import { formatReference, type ImageReference } from '../registry/reference.js';
 import type { PlannedLayer } from './types.js';
+import { count } from '../plural.js';
 
 export interface MeasuredImage {
   /** What the reference resolved to: a list digest for a manifest list. */
@@ -146,7 +147,7 @@ function warnEstimate(warnings: string[], why: string, digest: string): void {
   const n = cause.layers.length;
   warnings[cause.index] = n === 1
     ? `layer ${digest.slice(0, 19)}: ${why}; disk size estimated as 2x compressed`
-    : `${n} layers: ${why}; disk sizes estimated as 2x compressed (-o json lists them)`;
+    : `${count(n, 'layer')}: ${why}; disk sizes estimated as 2x compressed (-o json lists them)`;
 }
 
 async function sizeLayer(client: RegistryClient, ref: ImageReference, layer: Descriptor, warnings: string[]): Promise<LayerSize> {

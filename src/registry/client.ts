@@ -14,6 +14,7 @@ import { formatReference, isDigest, type ImageReference } from './reference.js';
 import { asRegistryError, shortPath } from './failure.js';
 import { MIN_BODY_PROGRESS, RetryBudget, retrying } from './retry.js';
 import { RegistryTransport, registryDispatcher, type TransportOptions } from './transport.js';
+import { count } from '../plural.js';
 
 export interface RegistryClientOptions extends TransportOptions {
   readonly mirrors: readonly MirrorRule[];
@@ -289,7 +290,7 @@ function blobBudget(transport: RegistryTransport, path: string, ref: ImageRefere
   return new RetryBudget({
     ...hooks,
     onRetry: (notice) => hooks.onRetry?.({ ...notice, reason: `${notice.reason} at byte ${received()}` }),
-    exhausted: (reason, attempts, last) => new RegistryError(`${where}: blob transfer kept failing (${reason}) at byte ${received()} of ${blob.size} after ${attempts} attempts`, { cause: last }),
+    exhausted: (reason, attempts, last) => new RegistryError(`${where}: blob transfer kept failing (${reason}) at byte ${received()} of ${blob.size} after ${count(attempts, 'attempt')}`, { cause: last }),
     fatal: (err) => asRegistryError(err, ref.registry, `blob ${shortPath(blob.digest)}`),
   });
 }

@@ -5,6 +5,7 @@ import { redactUrl } from '../net/redact.js';
 import { systemTrust } from '../net/trust.js';
 import { apiHost } from './reference.js';
 import { isPlainHttpAnswer } from './scheme.js';
+import { count } from '../plural.js';
 
 const TLS_TRUST_CODES = /^(UNABLE_TO_|SELF_SIGNED_CERT|DEPTH_ZERO_SELF_SIGNED|CERT_|ERR_TLS_CERT_ALTNAME_INVALID)/;
 
@@ -32,7 +33,7 @@ export function asRegistryError(err: unknown, registry: string, what: string): P
 export function exhaustedError(registry: string, reason: string, what: string, attempts: number, last: unknown): RegistryError {
   const through = routeOf(registry);
   const network = through === 'direct' ? 'the registry or network' : `the registry, the network or the proxy ${through}`;
-  return new RegistryError(`${registry}: ${reason} for ${what} after ${attempts} attempts; ${network} is failing, retry later or raise --retries`, { cause: last });
+  return new RegistryError(`${registry}: ${reason} for ${what} after ${count(attempts, 'attempt')}; ${network} is failing, retry later or raise --retries`, { cause: last });
 }
 
 /** How requests to a registry travel, for messages: the proxy (never its credentials) or direct. */

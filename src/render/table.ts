@@ -2,6 +2,7 @@
 import type { Plan, PlannedImage, PlannedSet } from '../plan/types.js';
 import { printable } from '../terminal-text.js';
 import { formatBytes } from '../units.js';
+import { count } from '../plural.js';
 
 /** Columns padded to their widest cell; cells may hold outside text, so each is escaped first. */
 export function table(cellsIn: readonly (readonly string[])[], rightAligned: ReadonlySet<number> = new Set()): string {
@@ -14,8 +15,8 @@ export function table(cellsIn: readonly (readonly string[])[], rightAligned: Rea
 
 function estimateText(set: PlannedSet): string {
   return set.estimate.method === 'exact'
-    ? `exact (${set.estimate.exactLayers} layers)`
-    : `${set.estimate.estimatedLayers} of ${set.estimate.exactLayers + set.estimate.estimatedLayers} layers estimated 2x`;
+    ? `exact (${count(set.estimate.exactLayers, 'layer')})`
+    : `${set.estimate.estimatedLayers} of ${count(set.estimate.exactLayers + set.estimate.estimatedLayers, 'layer')} estimated 2x`;
 }
 
 /** `wide`: every image of every set with the evidence for its role; else the 10 largest. */

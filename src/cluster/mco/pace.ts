@@ -15,6 +15,7 @@
 
 import { majorMinor } from '../../plan/release-api.js';
 import { formatSeconds } from '../../units.js';
+import { count } from '../../plural.js';
 
 /** Seconds a `podman manifest inspect` takes: 190 tiny images on a master at MCO main took 4 min 37 s (FACTS §3). */
 export const INSPECT_SECONDS = 0.4;
@@ -177,7 +178,7 @@ export function paceLines(predictions: readonly NodePrediction[], pace: McoPace,
     head,
     ...predictions.map((p) => {
       const parts = [`${formatSeconds(p.inspectSeconds)} disk check`, `${formatSeconds(p.pauseSeconds)} pauses on ${p.workers} worker${p.workers === 1 ? '' : 's'}`, ...(p.bytesSeconds !== undefined ? [`${formatSeconds(p.bytesSeconds)} for ${formatBytes(p.compressedBytes)}`] : []), ...(p.deadlines ? [`${p.deadlines} deadline${p.deadlines === 1 ? '' : 's'}${p.idleSeconds ? `, ${formatSeconds(p.idleSeconds)} idle between syncs` : ''}`] : [])];
-      return `  ${p.node}: ${p.images} images, about ${formatSeconds(p.seconds)}${p.bytesSeconds === undefined ? '+' : ''} (${parts.join(', ')})`;
+      return `  ${p.node}: ${count(p.images, 'image')}, about ${formatSeconds(p.seconds)}${p.bytesSeconds === undefined ? '+' : ''} (${parts.join(', ')})`;
     }),
   ];
 }

@@ -15,6 +15,7 @@ import type { DesiredSet, PinningBackend } from '../backend.js';
 import type { KubeClient, KubeList, KubeObject } from '../../kube/client.js';
 import { parseQuantity } from '../../kube/quantity.js';
 import { formatBytes } from '../../units.js';
+import { count } from '../../plural.js';
 
 export const MCO_STORAGE_RESERVE = 16 * 2 ** 30;
 
@@ -57,7 +58,7 @@ export function mcoCacheWarnings(sets: readonly DesiredSet[], version: string | 
   return [...byPool].flatMap(([pool, poolSets]) => {
     const entries = new Set(poolSets.flatMap((s) => s.images)).size + poolSets.length;
     return entries > size
-      ? [`pool ${pool}: its sets hold ${entries - poolSets.length} images, more than MCO's image cache of ${size} entries${version ? ` (MCO ${version})` : ' (before 4.22; 1024 from 4.22)'} holds with them: its daemon can requeue forever (OCPBUGS-77140); split the images over fewer at a time`]
+      ? [`pool ${pool}: its sets hold ${count(entries - poolSets.length, 'image')}, more than MCO's image cache of ${size} entries${version ? ` (MCO ${version})` : ' (before 4.22; 1024 from 4.22)'} holds with them: its daemon can requeue forever (OCPBUGS-77140); split the images over fewer at a time`]
       : [];
   });
 }
