@@ -5,9 +5,8 @@
  * never act: before this flag, `prune --dry-run=server` was read as a boolean and deleted.
  */
 import type { Argv } from 'yargs';
-import type { KubeClient, KubeObject } from '../kube/client.js';
-import { applyServerSide, resourcePath, type Manifest } from '../install/apply.js';
-import { ClusterError } from '../errors.js';
+// One object applied in a mode is the installer's work (cli/ never speaks to the API itself).
+export { applyObject } from '../install/apply.js';
 
 export const DRY_RUN_MODES = ['none', 'client', 'server'] as const;
 export type DryRun = (typeof DRY_RUN_MODES)[number];
@@ -52,23 +51,3 @@ export function backendDryRun(mode: DryRun): boolean | 'client' {
   return mode === 'client' ? 'client' : mode === 'server';
 }
 
-/**
- * Server-side apply of one object in a dry-run mode: client sends nothing, server sends it with
- * `dryRun=All`. Returns kubectl's word for what happened (or would).
- */
-export async function applyObject(client: KubeClient, manifest: Manifest, mode: DryRun): Promise<string> {
-  if (mode === 'none') {
-    await applyServerSide(client, [manifest]);
-    return 'applied';
-  }
-  const path = resourcePath(manifest);
-  const before = await client.find<KubeObject>(path);
-  if (mode === 'server') {
-    try {
-      await client.apply(path, manifest as unknown as KubeObject, { fieldManager: 'prestage', dryRun: true });
-    } catch (error) {
-      throw new ClusterError(`cannot apply ${manifest.kind}/${manifest.metadata.name} (server dry run): ${(error as Error).message}`.replace(/\s+/g, ' '), { cause: error });
-    }
-  }
-  return `${before ? 'configured' : 'created'}${dryRunSuffix(mode)}`;
-}

@@ -120,3 +120,24 @@ export async function applyInMode(client: KubeClient, manifests: readonly Manife
   }
   return lines;
 }
+
+/**
+ * Server-side apply of one object in a dry-run mode: client sends nothing, server sends it with
+ * `dryRun=All`. Returns kubectl's word for what happened (or would).
+ */
+export async function applyObject(client: KubeClient, manifest: Manifest, mode: DryRunMode): Promise<string> {
+  if (mode === 'none') {
+    await applyServerSide(client, [manifest]);
+    return 'applied';
+  }
+  const path = resourcePath(manifest);
+  const before = await client.find<KubeObject>(path);
+  if (mode === 'server') {
+    try {
+      await client.apply(path, manifest as unknown as KubeObject, { fieldManager: 'prestage', dryRun: true });
+    } catch (error) {
+      throw new ClusterError(`cannot apply ${manifest.kind}/${manifest.metadata.name} (server dry run): ${(error as Error).message}`.replace(/\s+/g, ' '), { cause: error });
+    }
+  }
+  return `${before ? 'configured' : 'created'}${dryRunWords(mode)}`;
+}
