@@ -95,8 +95,9 @@ export class LedgerMeter implements LinkMeter {
   private readonly slice: number;
 
   constructor(private readonly ledger: LinkLedger, private readonly capBytesPerSecond: number, slice?: number) {
-    // A tenth of a window's worth, within 16-256 KiB: few writes, little left unused.
-    this.slice = slice ?? Math.min(256 * 1024, Math.max(16 * 1024, Math.round((capBytesPerSecond * LINK_WINDOW_MS) / 1000 / 10)));
+    // A fiftieth of a window's worth, within 8-64 KiB: a few writes for an agent's size reads, a
+    // few dozen for a plan's, and little reserved but never read.
+    this.slice = slice ?? Math.min(64 * 1024, Math.max(8 * 1024, Math.round((capBytesPerSecond * LINK_WINDOW_MS) / 1000 / 50)));
   }
 
   pay(bytes: number, signal?: AbortSignal): Promise<void> {

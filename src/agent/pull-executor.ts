@@ -139,8 +139,12 @@ export class PullExecutor {
 
   /** Under a cap: a meter on this agent's ledger, for reads of the link's own (its size reads). */
   linkMeter(cap: number | undefined): LedgerMeter | undefined {
-    return cap === undefined ? undefined : new LedgerMeter(this.linkLedger, cap);
+    if (cap === undefined) return undefined;
+    // One across passes while the cap stays: what a slice left over is used by the next pass's reads.
+    if (this.meter?.cap !== cap) this.meter = { cap, meter: new LedgerMeter(this.linkLedger, cap) };
+    return this.meter.meter;
   }
+  private meter: { cap: number; meter: LedgerMeter } | undefined;
 
   /** The image's pull history, for the status. */
   history(image: string): Readonly<PullRecord> | undefined {
