@@ -138,10 +138,11 @@ describe('sharing the slow link', () => {
     console.log(`windows shut: ${link.stats.requests} requests, ${link.stats.bytesSent} bytes over the link`);
     expect({ requests: link.stats.requests, bytes: link.stats.bytesSent }).toEqual({ requests: 0, bytes: 0 });
 
-    // The window opens 20 s before its close; the agents look again within 10 s.
-    await setAgentClock('05:59:40');
-    const closesAt = Date.now() + 20_000;
-    await waitFor('pulls to start in the window', async () => (Object.values(await storedCounts()).some((count) => count > 0) ? true : undefined), 15_000, 250);
+    // The window opens 45 s before its close; the agents look again within 10 s, then size,
+    // check and charge what it lets through before they pull.
+    await setAgentClock('05:59:15');
+    const closesAt = Date.now() + 45_000;
+    await waitFor('pulls to start in the window', async () => (Object.values(await storedCounts()).some((count) => count > 0) ? true : undefined), 40_000, 250);
     // Past the close, and past the pulls it found under way (non-strict: they finish).
     await sleep(Math.max(0, closesAt - Date.now()) + 4_000);
     const atClose = await storedCounts();
@@ -194,8 +195,8 @@ describe('sharing the slow link', () => {
     expect(twice).toEqual([]);
   }, 300_000);
 
-  it("holds the link to the cap for every byte, every time: stage --link-rate 512KiB/s with the plan's own reads over the link too, twice, never carries more than the cap averaged over any 5 s, where the same stage uncapped does", async () => {
-    const cap = 512 * 1024;
+  it("holds the link to the cap for every byte, every time: stage --link-rate 1MiB/s with the plan's own reads over the link too, twice, never carries more than the cap averaged over any 5 s, where the same stage uncapped does", async () => {
+    const cap = 1024 * 1024;
     // The CLI reads the release over the link as well: its manifests, configs, layer tails and payload are the stage's first bytes there.
     const overLink = ['--mirror', `quay.io=${link.host}`, '--insecure-registry', link.host, '--no-cluster'];
     // Bytes count as they reach the clients (a 64 KiB TCP window), not as the kernel buffers them on loopback.
@@ -222,8 +223,8 @@ describe('sharing the slow link', () => {
       const uncapped = await run([]);
       expect(uncapped.windows.maxBytesPerSecond).toBeGreaterThan(cap);
       for (let repeat = 0; repeat < 2; repeat++) {
-        const capped = await run(['--link-rate', '512KiB/s']);
-        expect(capped.staged.stdout).toMatch(/^link: .* of the 512\.0 KiB\/s cap/m);
+        const capped = await run(['--link-rate', '1MiB/s']);
+        expect(capped.staged.stdout).toMatch(/^link: .* of the 1\.0 MiB\/s cap/m);
         // Every byte is reserved on the ledger before it crosses; the link sees a pull's bytes up to
         // its duration after its charge, counted in whole seconds: 5 % for that, no more.
         expect(capped.windows.maxBytesPerSecond).toBeLessThanOrEqual(cap * 1.05);

@@ -95,9 +95,11 @@ export class LedgerMeter implements LinkMeter {
   private readonly slice: number;
 
   constructor(private readonly ledger: LinkLedger, private readonly capBytesPerSecond: number, slice?: number) {
-    // A fiftieth of a window's worth, within 8-64 KiB: a few writes for an agent's size reads, a
-    // few dozen for a plan's, and little reserved but never read.
-    this.slice = slice ?? Math.min(64 * 1024, Math.max(8 * 1024, Math.round((capBytesPerSecond * LINK_WINDOW_MS) / 1000 / 50)));
+    // A second's worth (at least 16 KiB): one Lease write covers an agent's size reads or a second
+    // of a plan's. Smaller slices cost a write each, and writes from every node contend on the one
+    // Lease (its pulls' charges wait behind them): measured, 50 KiB slices at 512 KiB/s starved
+    // the pulls. At most a second of the cap is reserved but never read.
+    this.slice = slice ?? Math.max(16 * 1024, Math.round(capBytesPerSecond));
   }
 
   pay(bytes: number, signal?: AbortSignal): Promise<void> {
