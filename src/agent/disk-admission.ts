@@ -6,7 +6,6 @@
 import type { Logger } from 'pino';
 import type { PinnedImageSet } from '../api/prestage.js';
 import { COMPRESSED_BYTES_ANNOTATION, DISK_BYTES_ANNOTATION } from '../api/set-metadata.js';
-import type { LinkMeter } from '../net/link-rate.js';
 import type { PullSecret } from '../registry/credentials.js';
 import { checkDisk, imageBytes } from './disk.js';
 import { hasLayers, type ImageLayers, type ImageSizeSource, type SizeResult } from './image-sizes.js';
@@ -57,7 +56,7 @@ export class DiskAdmission {
     freeBytes: number,
     pullSecrets: readonly PullSecret[],
     arch: string,
-    { shut = [], meter }: { readonly shut?: readonly PinnedImageSet[]; readonly meter?: LinkMeter } = {},
+    { shut = [] }: { readonly shut?: readonly PinnedImageSet[] } = {},
   ): Promise<Admission> {
     const { imageSizes, log } = this.options;
     const wanted = new Set(sets.flatMap((set) => set.spec.pinnedImages.map((entry) => entry.name)));
@@ -70,11 +69,11 @@ export class DiskAdmission {
       // Nothing missing, nothing to check. Only the status's bytes may still lack sizes (after a
       // restart): look those up once; in the steady state there is no registry traffic.
       const unknown = [...wanted].filter((image) => !this.knownLayers.has(image) && (this.sizesRetryAt.get(image) ?? 0) <= this.now());
-      if (imageSizes && unknown.length > 0) this.remember(await imageSizes.layers(unknown, { arch, pullSecrets, ...(meter ? { meter } : {}) }));
+      if (imageSizes && unknown.length > 0) this.remember(await imageSizes.layers(unknown, { arch, pullSecrets }));
       return { admitted: new Map(), failures: new Map(), linkBytes: new Map() };
     }
     // Stored images are looked up too: their layers are on the node already.
-    const sizes: Map<string, SizeResult> = imageSizes ? await imageSizes.layers([...wanted], { arch, pullSecrets, ...(meter ? { meter } : {}) }) : new Map();
+    const sizes: Map<string, SizeResult> = imageSizes ? await imageSizes.layers([...wanted], { arch, pullSecrets }) : new Map();
     this.remember(sizes);
     const { admitted, failures, notExact } = checkDisk({
       sets: sets.map((set) => ({ name: set.metadata.name, images: set.spec.pinnedImages.map((entry) => entry.name), annotationBytes: annotationBytes(set) })),

@@ -14,7 +14,6 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
-import type { LinkMeter } from '../net/link-rate.js';
 import { measureImage, type LayerSize, type LayerSizeCache } from '../plan/sizes.js';
 import { RegistryClient } from '../registry/client.js';
 import type { PullSecret } from '../registry/credentials.js';
@@ -51,8 +50,6 @@ export interface SizeLookupOptions {
   readonly arch: string;
   /** The node's pull secret, as CRI-O would use it for each endpoint. */
   readonly pullSecrets: readonly PullSecret[];
-  /** Under a link cap: where the reads pay (the cluster's ledger), before and as they cross. */
-  readonly meter?: LinkMeter;
 }
 
 export interface ImageSizeSource {
@@ -105,18 +102,13 @@ export class RegistryImageSizes implements ImageSizeSource {
   private readonly limit;
   private clients: Clients | undefined;
   private closed = false;
-  /** The batch's meter (one batch at a time: the agent's passes never overlap). */
-  private meter: LinkMeter | undefined;
-  /** What the clients pay through: the meter of the batch under way, if any. */
-  private readonly linkMeter: LinkMeter = { pay: (bytes, signal) => this.meter?.pay(bytes, signal) ?? Promise.resolve() };
 
   constructor(options: RegistryImageSizesOptions) {
     this.options = { ...DEFAULTS, ...options };
     this.limit = pLimit(this.options.concurrency);
   }
 
-  async layers(images: readonly string[], { arch, pullSecrets, meter }: SizeLookupOptions): Promise<Map<string, SizeResult>> {
-    this.meter = meter;
+  async layers(images: readonly string[], { arch, pullSecrets }: SizeLookupOptions): Promise<Map<string, SizeResult>> {
     const unique = [...new Set(images)];
     const results = new Map<string, SizeResult>();
     let conf: RegistriesConf;
@@ -258,7 +250,6 @@ export class RegistryImageSizes implements ImageSizeSource {
       concurrency: REQUESTS_PER_REGISTRY,
       stallTimeoutMs: requestTimeoutMs,
       connectTimeoutMs: requestTimeoutMs,
-      linkMeter: this.linkMeter,
     };
     this.clients = { fingerprint, secure: new RegistryClient({ ...common, insecureRegistries: [] }), insecure: new RegistryClient({ ...common, insecureRegistries: 'all' }) };
     // Lookups still using the old clients fail and are retried on the next pass.

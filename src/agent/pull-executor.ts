@@ -13,7 +13,7 @@ import type { PullAuth } from '../cri/client.js';
 import { SYSTEM_CLOCK, type Clock } from '../net/link-rate.js';
 import type { CacheWarmer } from './cache-warm.js';
 import type { AgentMetrics } from './metrics.js';
-import { LedgerMeter, MemoryLinkLedger, type LinkLedger } from './link-share.js';
+import { MemoryLinkLedger, type LinkLedger } from './link-share.js';
 import { oneLine } from './one-line.js';
 import type { PullPacer, PullSlot } from './pacing.js';
 import { explainPullError, isPermanentPullError } from './pull-errors.js';
@@ -136,15 +136,6 @@ export class PullExecutor {
     const caps = [this.options.linkRate, round.linkRate].filter((rate): rate is number => rate !== undefined && rate > 0);
     return caps.length ? Math.min(...caps) : undefined;
   }
-
-  /** Under a cap: a meter on this agent's ledger, for reads of the link's own (its size reads). */
-  linkMeter(cap: number | undefined): LedgerMeter | undefined {
-    if (cap === undefined) return undefined;
-    // One across passes while the cap stays: what a slice left over is used by the next pass's reads.
-    if (this.meter?.cap !== cap) this.meter = { cap, meter: new LedgerMeter(this.linkLedger, cap) };
-    return this.meter.meter;
-  }
-  private meter: { cap: number; meter: LedgerMeter } | undefined;
 
   /** The image's pull history, for the status. */
   history(image: string): Readonly<PullRecord> | undefined {

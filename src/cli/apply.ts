@@ -11,7 +11,6 @@ import { BadInputError, systemErrorText } from '../errors.js';
 import { buildPlan } from '../plan/build.js';
 import type { LiveCluster } from '../plan/live.js';
 import type { Plan } from '../plan/types.js';
-import type { LinkMeter } from '../net/link-rate.js';
 import { parseReference } from '../registry/reference.js';
 import type { CommandContext } from './context.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
@@ -26,8 +25,8 @@ export function withReleasePlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags & Regi
   return withRegistryOptions(withPlanOptions(y));
 }
 
-export async function planRelease(release: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext, live?: LiveCluster, linkMeter?: LinkMeter): Promise<Plan> {
-  const client = registryClientFrom(flags, (line) => ctx.log.warn(line), (line) => ctx.log.warn(line), linkMeter);
+export async function planRelease(release: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext, live?: LiveCluster): Promise<Plan> {
+  const client = registryClientFrom(flags, (line) => ctx.log.warn(line), (line) => ctx.log.warn(line));
   try {
     return await buildPlan(client, planOptionsFrom(flags, release, live));
   } finally {

@@ -27,7 +27,6 @@ import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-o
 import { formatBytes } from '../units.js';
 import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
 import { AGENT_NAME } from '../api/names.js';
-import { stageLinkMeter } from './stage-link.js';
 
 /**
  * Bytes each target node must hold, summed over the sets it gets; throws when one cannot. A node
@@ -81,9 +80,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       const observed = args.cluster === false ? undefined : await liveClusterFrom(args as KubeFlags, args.cluster === true, (line) => ctx.log.warn(line));
       // What earlier stages pinned is on the nodes' disks too: not new bytes.
       const live = observed && { ...observed, pinned: await pinnedOnNodes(client, backend) };
-      // Under a cap the plan's own reads cross the link too: charged with the agents' pulls.
-      const linkMeter = args['link-rate'] !== undefined && backend.kind === 'agent' ? await stageLinkMeter(client, args['link-rate'], ctx.log) : undefined;
-      const plan = await planRelease(release, args, ctx, live, linkMeter);
+      const plan = await planRelease(release, args, ctx, live);
       const sets = withStaging(desiredSetsFromPlan(plan), schedule, args['link-rate'], backend.kind, (line) => ctx.log.warn(line));
       // Progress goes to stdout; with -o json only the events do, so the table goes to stderr.
       (args.output === 'json' ? ctx.stderr : ctx.stdout).write(renderPlanTable(plan));

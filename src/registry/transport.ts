@@ -8,7 +8,6 @@ import { Readable } from 'node:stream';
 import { RegistryError } from '../errors.js';
 import { createDispatcher, dispatchRequest, dumpBody, type Dispatcher, type DispatcherOptions, type RequestInit, type ResponseHeaders } from '../net/dispatcher.js';
 import { READ_BOUNDS, readBounded, readPrefix } from '../net/read-bounded.js';
-import { meteredChunks, prepaidFor, type LinkMeter } from '../net/link-rate.js';
 import { redactUrl } from '../net/redact.js';
 import { pickChallenge, type Challenge } from './challenge.js';
 import { findCredential, type Credential, type PullSecret } from './credentials.js';
@@ -28,8 +27,6 @@ export interface TransportOptions extends Omit<DispatcherOptions, 'insecureOrigi
   readonly concurrency: number;
   /** Reports retries and token fetches; never sees credentials. */
   readonly onEvent?: (event: TransportEvent) => void;
-  /** Under a link cap: every request pays before it is sent, every body as it arrives (`net/link-rate.ts`). */
-  readonly linkMeter?: LinkMeter;
 }
 
 /** The dispatcher registry traffic goes through: certificates unchecked only for the registries named insecure. */
@@ -106,13 +103,9 @@ export class RegistryTransport {
    * and `accept` becomes an error.
    */
   async request(repository: string, path: string, ro: RequestOptions = {}): Promise<RegistryResponse> {
-    const meter = this.opts.linkMeter;
-    const prepaid = meter ? prepaidFor(ro.method ?? 'GET', ro.headers) : 0;
-    if (meter && prepaid > 0) await meter.pay(prepaid, ro.signal);
     const release = await this.slots.acquire();
     try {
-      const sent = ro.once ? await this.send(repository, path, ro) : await retrying(this.retryHooks(path), () => this.send(repository, path, ro));
-      const res = meter ? { ...sent, body: metered(sent.body, meter, prepaid, ro.signal) } : sent;
+      const res = ro.once ? await this.send(repository, path, ro) : await retrying(this.retryHooks(path), () => this.send(repository, path, ro));
       let released = false;
       const done = (): void => {
         if (!released) {
@@ -120,9 +113,9 @@ export class RegistryTransport {
           release();
         }
       };
-      sent.body.once('end', done);
-      sent.body.once('close', done);
-      sent.body.once('error', done);
+      res.body.once('end', done);
+      res.body.once('close', done);
+      res.body.once('error', done);
       return res;
     } catch (err) {
       release();
@@ -314,13 +307,4 @@ async function readErrorDetail(body: Readable): Promise<string> {
     // not JSON
   }
   return '';
-}
-
-/** The body paid chunk by chunk; destroying it (read or not) closes the response under it. */
-function metered(body: Readable, meter: LinkMeter, prepaid: number, signal?: AbortSignal): Readable {
-  const paced = Readable.from(meteredChunks(body as AsyncIterable<Buffer>, meter, prepaid, signal), { objectMode: false });
-  paced.once('close', () => {
-    if (!body.readableEnded) body.destroy();
-  });
-  return paced;
 }
