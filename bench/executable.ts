@@ -58,7 +58,7 @@ try {
       for (const side of i % 2 ? (['node', 'executable'] as const) : (['executable', 'node'] as const)) times[side].push(await ms([...sides[side], ...args]));
     }
     const [e, n] = [median(times.executable), median(times.node)];
-    console.log(`${name.padEnd(20)} executable ${e.toFixed(0).padStart(5)} ms   node bin/prestage.js ${n.toFixed(0).padStart(5)} ms   ratio ${(e / n).toFixed(2)}`);
+    console.log(`${name.padEnd(20)} executable ${e.toFixed(0).padStart(5)} ms   node bin/prestage.js ${n.toFixed(0).padStart(5)} ms   ratio ${(e / n).toFixed(2)}   executable / node -e 0 ${(e / median(floor)).toFixed(2)}`);
   }
 } finally {
   await proxy.stop();

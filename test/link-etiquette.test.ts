@@ -8,6 +8,7 @@
  *   open, closing mid-stage (no new pull starts), open again: the stage completes. The agents'
  *   wall clock is moved by the test (`support/clock-shift.mjs`), not waited for;
  * - pause and resume mid-stage: nothing pulled is lost, nothing is pulled twice;
+ * - windows shut: no request crosses the link at all (the agents size and charge at the opening);
  * - `stage --link-rate`: the link never carries more than the cap averaged over any 5 s.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -118,8 +119,10 @@ function logOffsets(): Map<string, number> {
 
 describe('sharing the slow link', () => {
   it('keeps to a staging window: nothing starts outside it, a close mid-stage stops new pulls, and the stage completes once it reopens', async () => {
-    // 12:xx UTC on the agents' clock (the real one): outside 22:00-06:00.
-    await setAgentClock(new Date().toISOString().slice(11, 19));
+    // Noon UTC on the agents' clock, whatever the real one says: outside 22:00-06:00.
+    await setAgentClock('12:00:00');
+    // From here until the window opens, nothing may cross the link: the agents size and charge at the opening.
+    link.resetStats();
     // As a user runs it: stage plans, applies with the window and the cap on the sets, and waits.
     const staging = runCli(['stage', truth.release.pullSpec, ...registryFlags, '--window', '22:00-06:00', '--window-tz', 'UTC', '--link-rate', '1MiB/s', '--timeout', '5m', ...kube]);
     // Each node says why it waits, and pulls nothing.
@@ -129,11 +132,16 @@ describe('sharing the slow link', () => {
       return entries.length === 3 && entries.every((set) => set.waiting === 'paused until 22:00 UTC (staging windows 22:00-06:00)') ? true : undefined;
     }, 180_000, 500); // A deadline, not a pace: over 60 s seen on a busy 2-core host.
     expect(Object.values(await storedCounts())).toEqual([0, 0, 0]);
+    // A window re-check (every 10 s) later still: no request at all has crossed the link while every window was shut.
+    await sleep(12_000);
+    console.log(`windows shut: ${link.stats.requests} requests, ${link.stats.bytesSent} bytes over the link`);
+    expect({ requests: link.stats.requests, bytes: link.stats.bytesSent }).toEqual({ requests: 0, bytes: 0 });
 
-    // The window opens 20 s before its close; the agents look again within 10 s.
-    await setAgentClock('05:59:40');
-    const closesAt = Date.now() + 20_000;
-    await waitFor('pulls to start in the window', async () => (Object.values(await storedCounts()).some((count) => count > 0) ? true : undefined), 15_000, 250);
+    // The window opens 45 s before its close; the agents look again within 10 s, then size,
+    // check and charge what it lets through before they pull.
+    await setAgentClock('05:59:15');
+    const closesAt = Date.now() + 45_000;
+    await waitFor('pulls to start in the window', async () => (Object.values(await storedCounts()).some((count) => count > 0) ? true : undefined), 40_000, 250);
     // Past the close, and past the pulls it found under way (non-strict: they finish).
     await sleep(Math.max(0, closesAt - Date.now()) + 4_000);
     const atClose = await storedCounts();
@@ -153,7 +161,7 @@ describe('sharing the slow link', () => {
     expect([staged.code, staged.stderr]).toEqual([0, '']);
     expect(staged.stdout).toContain('note: paused until 22:00 UTC (staging windows 22:00-06:00)');
     expect(staged.stdout).toMatch(/^link: .* of the 1\.0 MiB\/s cap/m);
-    await setAgentClock(new Date().toISOString().slice(11, 19));
+    await writeFile(clockFile, '0');
   }, 300_000);
 
   it('pauses and resumes mid-stage: what was pulled stays, nothing is pulled twice, and the stage completes', async () => {

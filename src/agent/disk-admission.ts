@@ -56,11 +56,15 @@ export class DiskAdmission {
     freeBytes: number,
     pullSecrets: readonly PullSecret[],
     arch: string,
+    { shut = [] }: { readonly shut?: readonly PinnedImageSet[] } = {},
   ): Promise<Admission> {
     const { imageSizes, log } = this.options;
     const wanted = new Set(sets.flatMap((set) => set.spec.pinnedImages.map((entry) => entry.name)));
-    for (const image of this.knownLayers.keys()) if (!wanted.has(image)) this.knownLayers.delete(image);
-    for (const image of this.sizesRetryAt.keys()) if (!wanted.has(image)) this.sizesRetryAt.delete(image);
+    // Sets that may not pull now (paused, outside their windows) are neither checked nor sized:
+    // no request crosses the link for them. What is known of their images is kept for the status.
+    const kept = new Set([...wanted, ...shut.flatMap((set) => set.spec.pinnedImages.map((entry) => entry.name))]);
+    for (const image of this.knownLayers.keys()) if (!kept.has(image)) this.knownLayers.delete(image);
+    for (const image of this.sizesRetryAt.keys()) if (!kept.has(image)) this.sizesRetryAt.delete(image);
     if (![...wanted].some((image) => !present.has(image))) {
       // Nothing missing, nothing to check. Only the status's bytes may still lack sizes (after a
       // restart): look those up once; in the steady state there is no registry traffic.

@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { API_VERSION, VERIFY_REQUESTED_ANNOTATION, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
 import { DISK_BYTES_ANNOTATION } from '../api/set-metadata.js';
+import { PAUSED_ANNOTATION, WINDOW_TZ_ANNOTATION, WINDOWS_ANNOTATION } from '../api/staging.js';
 import type { RuntimeImage } from '../cri/client.js';
 import { createLogger } from '../telemetry/log.js';
 import { AgentMetrics } from './metrics.js';
@@ -101,6 +102,33 @@ describe('NodeAgent disk check with exact sizes', () => {
     await agent.reconcile();
     // Known sizes are not asked again, nor (for a while) those that could not be read.
     expect(sizes.asked).toHaveLength(1);
+  });
+});
+
+describe('NodeAgent outside the staging windows', () => {
+  /** A one-hour window opening two hours from now (UTC): shut now. */
+  function shutWindow(): string {
+    const at = new Date(Date.now() + 2 * 3_600_000);
+    const hh = (h: number) => String(h % 24).padStart(2, '0');
+    return `${hh(at.getUTCHours())}:00-${hh(at.getUTCHours() + 1)}:00`;
+  }
+
+  it('sizes nothing of a set shut now (paused or outside its windows), pulls nothing of it, and says why it waits; an open set beside it is sized and pulled', async () => {
+    const runtime = new MemoryRuntime(100 * MiB);
+    const sizes = new TableSizes();
+    const windowed = set('a-windowed', [image(1)], 1);
+    windowed.metadata.annotations = { ...windowed.metadata.annotations, [WINDOWS_ANNOTATION]: shutWindow(), [WINDOW_TZ_ANNOTATION]: 'UTC' };
+    const paused = set('b-paused', [image(4)], 1);
+    paused.metadata.annotations = { ...paused.metadata.annotations, [PAUSED_ANNOTATION]: new Date().toISOString() };
+    const open = set('c-open', [image(2)], 1);
+    const agent = new NodeAgent({ nodeName: 'n', runtime, cluster: fixedCluster([windowed, paused, open]), log: createLogger('silent'), concurrency: 1, reserveBytes: 0, imageSizes: sizes });
+    const status = await agent.reconcile();
+    expect(sizes.asked.flatMap((ask) => ask.images)).toEqual([image(2)]);
+    expect([...runtime.images.keys()]).toEqual([image(2)]);
+    const waiting = Object.fromEntries((status.pinnedImageSets ?? []).map((entry) => [entry.name, entry.waiting]));
+    expect(waiting['a-windowed']).toMatch(/^paused until \d\d:00 UTC \(staging windows /);
+    expect(waiting['b-paused']).toMatch(/^paused by prestage pause at /);
+    expect(waiting['c-open']).toBeUndefined();
   });
 });
 

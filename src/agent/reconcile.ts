@@ -30,7 +30,7 @@ import { presentNames, type ImageRuntime } from './runtime.js';
 import { isControlPlane, selectingSets } from './selector.js';
 import { FailureEvents, ProgressPublisher, StatusWriter } from './status-publishing.js';
 import { VerifyAnswers } from './verify-answers.js';
-import { capOf, gateFor, rateOf, waitingSets } from './staging-gate.js';
+import { capOf, gateFor, holdUnsized, rateOf, shutNow, waitingSets } from './staging-gate.js';
 
 export type { AgentCluster } from './agent-cluster.js';
 export type { RetryPolicy } from './pull-executor.js';
@@ -208,8 +208,15 @@ export class NodeAgent {
     // A set whose Secret cannot be read pulls nothing: its pulls would only be denied.
     const pullable = sets.filter((set) => !this.setErrors.has(set.metadata.name));
     const allSetSecrets = [...new Set([...setSecrets.bySet.values()].flat())];
-    const { admitted, failures, linkBytes } = await this.admission.admit(pullable, present, filesystem.freeBytes, [...allSetSecrets, ...nodeSecrets], arch);
+    // Outside its windows (or paused) a set costs the link nothing: it is sized and charged at its opening.
+    const shut = shutNow(pullable);
+    const open = pullable.filter((set) => !shut.includes(set));
+    const { admitted, failures, linkBytes } = await this.admission.admit(open, present, filesystem.freeBytes, [...allSetSecrets, ...nodeSecrets], arch, { shut });
     for (const [name, error] of failures) this.setErrors.set(name, error);
+    // The shut sets' missing images are handed on unsized, held for this pass: the status says why they wait.
+    const sized = new Set(open.flatMap((set) => set.spec.pinnedImages.map((entry) => entry.name)));
+    const unsized = new Set(shut.flatMap((set) => set.spec.pinnedImages.map((entry) => entry.name)).filter((image) => !present.has(image) && !sized.has(image)));
+    for (const image of unsized) admitted.set(image, undefined);
     const progress = new ProgressPublisher(async () => {
       await this.writer.write(await this.snapshot());
       this.progressed();
@@ -225,7 +232,7 @@ export class NodeAgent {
         this.rerun = true;
       },
       // From the sets as they are now: a pause or a new window applies to pulls not started yet.
-      gate: gateFor(() => this.selectingSets().filter((set) => !this.setErrors.has(set.metadata.name))),
+      gate: holdUnsized(gateFor(() => this.selectingSets().filter((set) => !this.setErrors.has(set.metadata.name))), unsized),
       ...rateOf(pullable),
       linkBytes: (image) => linkBytes.get(image) ?? 0,
     });

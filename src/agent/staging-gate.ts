@@ -44,3 +44,27 @@ export function rateOf(sets: readonly PinnedImageSet[]): { linkRate?: number } {
 export function capOf(rate: number | undefined): { capBytesPerSecond?: number } {
   return rate === undefined ? {} : { capBytesPerSecond: Math.round(rate) };
 }
+
+/** The sets that may not pull now (paused, outside every window): this pass sizes and charges nothing of theirs. */
+export function shutNow(sets: readonly PinnedImageSet[], now = Date.now()): PinnedImageSet[] {
+  return sets.filter((set) => {
+    try {
+      return !gateOf(set.metadata.annotations, now).open;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/**
+ * `gate`, with the `unsized` images (only shut sets wanted them when the pass began) held for
+ * the whole pass even once their window opens: nothing sized or charged them. Their hold ends
+ * "now", so the agent starts the next pass at once, and that one sizes and charges them.
+ */
+export function holdUnsized(gate: (image: string) => Gate, unsized: ReadonlySet<string>, now: () => number = Date.now): (image: string) => Gate {
+  return (image) => {
+    const state = gate(image);
+    if (state.open && unsized.has(image)) return { open: false, why: 'window', opensAt: now(), note: 'the staging window opened: sizing its images first' };
+    return state;
+  };
+}

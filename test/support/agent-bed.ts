@@ -48,6 +48,8 @@ export interface NodeAgentOptions {
   readonly logName?: string;
   /** The process's environment (default: this one's). */
   readonly env?: NodeJS.ProcessEnv;
+  /** Node arguments that start prestage (default: this checkout's, `prestageEntry()`): a bench's other build. */
+  readonly entry?: readonly string[];
 }
 
 /**
@@ -82,6 +84,7 @@ export async function startNodeAgent(cluster: TestCluster, node: TestNode, optio
     logPath: join(options.dir, options.logName ?? `agent-${node.name}.log`),
     readyWhen: '"msg":"agent started"',
     ...(options.env ? { env: options.env } : {}),
+    ...(options.entry ? { entry: options.entry } : {}),
   });
 }
 

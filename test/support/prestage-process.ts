@@ -55,13 +55,15 @@ export interface PrestageProcessSpec {
   /** Resolves once the log shows this (rejects with the log's tail if the process exits first). */
   readonly readyWhen?: string | RegExp;
   readonly env?: NodeJS.ProcessEnv;
+  /** Node arguments before the CLI's own; default `prestageEntry()`'s. */
+  readonly entry?: readonly string[];
 }
 
 export async function startPrestageProcess(spec: PrestageProcessSpec): Promise<Daemon> {
   const daemon = Daemon.start({
     name: spec.name,
     command: process.execPath,
-    args: [...prestageEntry().nodeArgs, ...spec.args],
+    args: [...(spec.entry ?? prestageEntry().nodeArgs), ...spec.args],
     logPath: spec.logPath,
     cwd: ROOT,
     env: spec.env ?? process.env,

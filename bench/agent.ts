@@ -1,0 +1,135 @@
+/**
+ * `npm run bench:agent`: the node agent's memory, this build against the previous one, side by
+ * side in one run (issue #39's measures). Each run starts a fresh test-bed cluster of BENCH_NODES
+ * nodes (default 3: real CRI-O each) and one real `prestage agent` process per node, as the
+ * DaemonSet runs it (NODE_OPTIONS as the DaemonSet sets them, plus the run's own), creates one
+ * PinnedImageSet of the fixture release's every image and samples each agent's /proc status
+ * every 250 ms until every node has pinned them all, then for BENCH_IDLE_S more (default 30).
+ * Reported: peak RSS (VmHWM) and idle RSS (VmRSS at the end), the most of any node, in MiB.
+ *
+ * The baseline is BENCH_BASELINE (a git ref), default the commit before the agent's own entry.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { pushFixture } from '../fixtures/push.js';
+import { buildReleaseFixture } from '../fixtures/release.js';
+import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
+import { API_VERSION } from '../src/api/prestage.js';
+import { KubeClient } from '../src/kube/client.js';
+import { startCluster, type TestCluster } from '../test/cluster/index.js';
+import type { Daemon } from '../test/cluster/processes.js';
+import { startRegistry } from '../test/harness/index.js';
+import { pinState, startNodeAgent } from '../test/support/agent-bed.js';
+import { runCli } from '../test/support/cli.js';
+
+const exec = promisify(execFile);
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const NODES = Number(process.env.BENCH_NODES ?? 3);
+const IDLE_S = Number(process.env.BENCH_IDLE_S ?? 30);
+const NAMESPACE = 'prestage';
+/** What the DaemonSet sets (src/install/manifests.ts). */
+const DAEMONSET_NODE_OPTIONS = '--max-semi-space-size=1';
+
+interface Variant {
+  readonly name: string;
+  readonly entry: readonly string[];
+  readonly nodeOptions: string;
+}
+
+/** The baseline's tree beside this one (git worktree, this node_modules), built by its own `npm run build`'s tsc. */
+async function baselineEntry(): Promise<{ name: string; entry: string[]; remove: () => Promise<void> }> {
+  const ref = process.env.BENCH_BASELINE ?? `${(await exec('git', ['log', '-1', '--format=%H', '--grep=^agent: an entry of its own'], { cwd: ROOT })).stdout.trim()}^`;
+  const commit = (await exec('git', ['rev-parse', '--short', ref], { cwd: ROOT })).stdout.trim();
+  const dir = join(tmpdir(), `prestage-baseline-${commit}`);
+  if (!existsSync(join(dir, 'dist'))) {
+    if (!existsSync(dir)) await exec('git', ['worktree', 'add', '--detach', dir, ref], { cwd: ROOT });
+    if (!existsSync(join(dir, 'node_modules'))) await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+    await exec(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir });
+    if (existsSync(join(dir, 'scripts/agent-bundle.ts'))) await exec(process.execPath, ['--import', 'tsx', 'scripts/agent-bundle.ts'], { cwd: dir });
+  }
+  return { name: `previous (${commit})`, entry: [join(dir, 'bin/prestage.js')], remove: async () => void (await exec('git', ['worktree', 'remove', '--force', dir], { cwd: ROOT })) };
+}
+
+async function status(pid: number): Promise<{ rss: number; hwm: number }> {
+  const text = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0) * 1024;
+  return { rss: kib('VmRSS'), hwm: kib('VmHWM') };
+}
+
+const fixture = buildReleaseFixture();
+const images = fixture.truth.components.map((component) => component.pullSpec);
+
+async function run(variant: Variant, registryHost: string): Promise<{ peak: number; idle: number; perNode: string }> {
+  const dir = await mkdtemp(join(tmpdir(), 'prestage-bench-agent-'));
+  let cluster: TestCluster | undefined;
+  const agents: Daemon[] = [];
+  try {
+    cluster = await startCluster({ workers: NODES - 1, registryMirrors: { 'quay.io': registryHost }, insecureRegistries: [registryHost] });
+    const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:bench', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+    if (installed.code !== 0) throw new Error(`install: ${installed.stderr}`);
+    const env = { ...process.env, NODE_OPTIONS: `${DAEMONSET_NODE_OPTIONS} ${variant.nodeOptions}`.trim() };
+    for (const node of cluster.nodes) agents.push(await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, env, entry: variant.entry, logName: `agent-${node.name}.log` }));
+    const client = new KubeClient(cluster.kubeConfig);
+    await client.request('POST', AGENT_PATHS.pinnedImageSets, { body: { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name: 'bench' }, spec: { pinnedImages: images.map((name) => ({ name })) } } });
+    const started = Date.now();
+    let sampling = true;
+    const last = new Map<number, { rss: number; hwm: number }>();
+    const sampler = (async () => {
+      while (sampling) {
+        for (const agent of agents) last.set(agent.pid, await status(agent.pid));
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    })();
+    for (;;) {
+      const states = await Promise.all(cluster.nodes.map((node) => pinState(node, images)));
+      if (states.every((state) => Object.values(state).every((pinned) => pinned === true))) break;
+      if (Date.now() - started > 15 * 60_000) throw new Error('not pinned everywhere within 15 minutes');
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    await new Promise((resolve) => setTimeout(resolve, IDLE_S * 1000));
+    sampling = false;
+    await sampler;
+    const figures = [...last.values()];
+    const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
+    return { peak: Math.max(...figures.map((f) => f.hwm)), idle: Math.max(...figures.map((f) => f.rss)), perNode: figures.map((f) => `${mib(f.hwm)}/${mib(f.rss)}`).join(' ') };
+  } finally {
+    await Promise.allSettled(agents.map((agent) => agent.stop(30_000)));
+    await cluster?.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const root = await mkdtemp(join(tmpdir(), 'prestage-bench-agent-registry-'));
+const registry = await startRegistry({ storageDir: join(root, 'registry') });
+await pushFixture(registry.url, fixture);
+const baseline = await baselineEntry();
+const current = [join(ROOT, 'bin/prestage.js')];
+const variants: Variant[] = [
+  { name: baseline.name, entry: baseline.entry, nodeOptions: '' },
+  { name: 'this build', entry: current, nodeOptions: '' },
+  // V8 flags NODE_OPTIONS refuses (--optimize-for-size) go on node's command line.
+  ...(process.env.BENCH_AGENT_NODE_ARGS ?? '--optimize-for-size;--max-old-space-size=48').split(';').filter(Boolean).map((args) => ({ name: `this build, node ${args}`, entry: [...args.split(' '), ...current], nodeOptions: '' })),
+];
+try {
+  const results = [];
+  const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
+  for (const variant of variants) {
+    results.push({ variant, ...(await run(variant, registry.host)) });
+    const r = results.at(-1)!;
+    console.log(`  (done: ${variant.name}: peak ${mib(r.peak)} MiB, idle ${mib(r.idle)} MiB)`);
+  }
+  const base = results[0]!;
+  console.log(`bench:agent  ${NODES} nodes (real CRI-O), one set of the fixture release's ${images.length} images; NODE_OPTIONS ${DAEMONSET_NODE_OPTIONS} (the DaemonSet's) + the variant's; MiB, the most of any node; ratio = variant / ${base.variant.name}`);
+  console.log(`  ${'variant'.padEnd(58)}${'peak'.padStart(8)}${'ratio'.padStart(7)}${'idle'.padStart(8)}${'ratio'.padStart(7)}   per node peak/idle`);
+  for (const r of results) console.log(`  ${r.variant.name.padEnd(58)}${mib(r.peak).padStart(8)}${(r.peak / base.peak).toFixed(2).padStart(7)}${mib(r.idle).padStart(8)}${(r.idle / base.idle).toFixed(2).padStart(7)}   ${r.perNode}`);
+  console.log('  goals: peak <= 64 MiB, idle <= 48 MiB');
+} finally {
+  await registry.stop();
+  await rm(root, { recursive: true, force: true });
+  if (!process.env.BENCH_KEEP_BASELINE) await baseline.remove().catch(() => undefined);
+}

@@ -1,0 +1,47 @@
+/**
+ * `npm run build`'s second step: the node agent's own bundle, `dist/agent.cjs` (bin/prestage.js
+ * runs it for `prestage agent`, so the DaemonSet's image carries and runs it). One minified
+ * CommonJS file of the agent's code alone, from src/cli/agent-bin.ts: no yargs, no other command;
+ * the CRI proto inlined (as scripts/dist.ts does); @kubernetes/client-node, which only a
+ * kubeconfig's exec or auth-provider plugin would load (never in-cluster), left out with a
+ * one-line error in its place. A smaller heap of code is memory on every node.
+ */
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build, type Plugin } from 'esbuild';
+import protobuf from 'protobufjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+const withoutClientNode: Plugin = {
+  name: 'without-client-node',
+  setup(b) {
+    b.onResolve({ filter: /^@kubernetes\/client-node$/ }, () => ({ path: 'client-node', namespace: 'left-out' }));
+    b.onLoad({ filter: /.*/, namespace: 'left-out' }, () => ({
+      contents: "export class KubeConfig { constructor() { throw new Error('this kubeconfig needs an exec or auth-provider plugin, which the agent does not carry: run the agent in-cluster or with a token or certificate kubeconfig'); } }",
+      loader: 'js',
+    }));
+  },
+};
+
+export async function bundleAgent(out = join(ROOT, 'dist', 'agent.cjs')): Promise<void> {
+  await build({
+    entryPoints: [join(ROOT, 'src/cli/agent-bin.ts')],
+    outfile: out,
+    bundle: true,
+    minify: true,
+    platform: 'node',
+    target: 'node20',
+    format: 'cjs',
+    legalComments: 'none',
+    logLevel: 'warning',
+    plugins: [withoutClientNode],
+    define: {
+      __PRESTAGE_CRI_PROTO_JSON__: JSON.stringify(JSON.stringify(protobuf.loadSync(join(ROOT, 'proto/cri.proto')).toJSON())),
+      'import.meta.url': '__prestage_import_meta_url',
+    },
+    banner: { js: 'const __prestage_import_meta_url = require("url").pathToFileURL(__filename).href;' },
+  });
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) await bundleAgent();

@@ -1,0 +1,101 @@
+/**
+ * The node agent's entry of its own (`prestage agent` in the DaemonSet; `scripts/agent-bundle.ts`
+ * bundles from here): the agent's code alone, without yargs, the command table or any other
+ * command. The flags are the ones `cli/agent.ts` declares (one definition), read here with
+ * Node's own `util.parseArgs`; errors are one line and an exit code, as the CLI's are.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ExitCode, PrestageError } from '../errors.js';
+import { printable } from '../terminal-text.js';
+import { agentCommand } from './agent.js';
+import type { CommandContext } from './context.js';
+
+/** What `cli/agent.ts`'s builder declares of a flag, as yargs would read it. */
+interface FlagSpec {
+  readonly type?: 'string' | 'number' | 'boolean';
+  readonly array?: boolean;
+  readonly alias?: string;
+  readonly default?: unknown;
+  readonly describe?: string;
+  readonly choices?: readonly string[];
+  readonly coerce?: (value: unknown) => unknown;
+}
+
+class AgentFlagError extends PrestageError {
+  readonly exitCode = ExitCode.badInput;
+}
+
+/** The agent's flags: its builder's, recorded, and the CLI's global `--log-level`. */
+function agentFlags(ctx: CommandContext): Map<string, FlagSpec> {
+  const flags = new Map<string, FlagSpec>([['log-level', { type: 'string', default: 'warn', choices: ['debug', 'info', 'warn', 'error', 'silent'], describe: 'Log level (logs go to stderr)' }]]);
+  const recorder = {
+    option(name: string, spec: FlagSpec) {
+      flags.set(name, spec);
+      return recorder;
+    },
+  };
+  (agentCommand(ctx).builder as (y: unknown) => unknown)(recorder);
+  return flags;
+}
+
+/** argv (after `agent`) → the handler's arguments, as yargs would give them: defaults, numbers, arrays, coerced. */
+export function parseAgentArgs(argv: readonly string[], flags: ReadonlyMap<string, FlagSpec>): Record<string, unknown> {
+  const options: NonNullable<ParseArgsConfig['options']> = {};
+  for (const [name, spec] of flags) {
+    const type = spec.type === 'boolean' ? 'boolean' : 'string';
+    options[name] = { type, ...(spec.array ? { multiple: true } : {}) };
+    if (spec.alias) options[spec.alias] = { type, ...(spec.array ? { multiple: true } : {}) };
+  }
+  options.help = { type: 'boolean', short: 'h' };
+  let values: Record<string, unknown>;
+  try {
+    ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }));
+  } catch (error) {
+    throw new AgentFlagError(`${(error as Error).message.split('\n')[0]}; see prestage agent --help`);
+  }
+  const args: Record<string, unknown> = { help: values.help === true };
+  for (const [name, spec] of flags) {
+    let value = values[name] ?? (spec.alias ? values[spec.alias] : undefined);
+    if (value === undefined) value = spec.array && spec.default === undefined ? [] : spec.default;
+    else if (spec.type === 'number') {
+      const number = Number(value);
+      if (value === '' || !Number.isFinite(number)) throw new AgentFlagError(`--${name}: ${JSON.stringify(value)} is not a number; see prestage agent --help`);
+      value = number;
+    }
+    if (spec.choices && value !== undefined && !spec.choices.includes(String(value))) throw new AgentFlagError(`--${name}: ${JSON.stringify(value)} is not one of ${spec.choices.join(', ')}`);
+    if (spec.coerce && value !== undefined) value = spec.coerce(value);
+    args[name] = value;
+  }
+  return args;
+}
+
+function help(flags: ReadonlyMap<string, FlagSpec>): string {
+  const lines = [...flags].map(([name, spec]) => `  --${name}${spec.alias ? `, --${spec.alias}` : ''}\n      ${spec.describe ?? ''}${spec.default !== undefined && spec.default !== '' ? ` [default: ${JSON.stringify(spec.default)}]` : ''}`);
+  return `prestage agent [flags]\n\nThe per-node daemon the DaemonSet runs.\n\n${lines.join('\n')}\n`;
+}
+
+/** Runs the agent with `argv` (the words after `agent`); resolves with the exit code. */
+export async function runAgent(argv: readonly string[], io: { stdout?: NodeJS.WritableStream; stderr?: NodeJS.WritableStream } = {}): Promise<number> {
+  const stdout = io.stdout ?? process.stdout;
+  const stderr = io.stderr ?? process.stderr;
+  // The handler makes its own JSON logger; this one is never used before it.
+  const ctx = { stdout, stderr, log: undefined } as unknown as CommandContext;
+  try {
+    const flags = agentFlags(ctx);
+    const args = parseAgentArgs(argv, flags);
+    if (args.help) {
+      stdout.write(help(flags));
+      return ExitCode.ok;
+    }
+    await agentCommand(ctx).handler({ _: [], $0: 'prestage agent', ...args });
+    return ExitCode.ok;
+  } catch (err) {
+    if (err instanceof PrestageError) {
+      stderr.write(`prestage agent: error: ${printable(err.message)}\n`);
+      return err.exitCode;
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    stderr.write(`prestage agent: internal error: ${printable(message)}${process.env.PRESTAGE_DEBUG ? `\n${(err as Error).stack ?? ''}` : ' (set PRESTAGE_DEBUG=1 for a stack trace)'}\n`);
+    return ExitCode.internal;
+  }
+}
