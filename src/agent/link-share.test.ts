@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LedgerMeter, linkCharges, LeaseLinkLedger, LINK_LEDGER_ANNOTATION, MemoryLinkLedger } from './link-share.js';
-import { meteredChunks, prepaidFor } from '../net/link-rate.js';
+import { linkCharges, LeaseLinkLedger, LINK_LEDGER_ANNOTATION, MemoryLinkLedger } from './link-share.js';
 import type { KubeClient } from '../kube/client.js';
 import { createLogger } from '../telemetry/log.js';
 import { virtualClock } from '../../test/support/virtual-clock.js';
@@ -51,43 +50,5 @@ describe('LeaseLinkLedger', () => {
     expect(clock.now() - t0).toBeGreaterThanOrEqual(5_000);
     expect(clock.now() - t0).toBeLessThanOrEqual(7_001);
     expect(writes).toHaveLength(1);
-  });
-});
-
-describe('LedgerMeter', () => {
-  it("reserves reads on the pulls' ledger a slice at a time, before they cross: reads and pulls together hold the cap over any 5 s", async () => {
-    const clock = virtualClock();
-    const ledger = new MemoryLinkLedger(clock);
-    const cap = 100_000;
-    const meter = new LedgerMeter(ledger, cap, 10_000);
-    const t0 = clock.now();
-    const crossed: Array<[number, number]> = [];
-    // A pull takes 4.5 windows' worth of the cap's 5 s... then 300 reads of a 2 kB manifest each, read in 1 kB chunks.
-    await ledger.start(450_000, cap);
-    crossed.push([clock.now(), 450_000]);
-    for (let read = 0; read < 300; read++) {
-      await meter.pay(prepaidFor('GET', undefined));
-      async function* body() {
-        yield Buffer.alloc(1_000);
-        yield Buffer.alloc(1_500);
-      }
-      for await (const chunk of meteredChunks(body(), meter, 2_048)) crossed.push([clock.now(), chunk.length]);
-    }
-    // Then another pull, charged as the agents charge theirs.
-    await ledger.start(200_000, cap);
-    crossed.push([clock.now(), 200_000]);
-    const most = Math.max(...crossed.map(([start]) => crossed.filter(([at]) => at >= start && at < start + 5_000).reduce((total, [, bytes]) => total + bytes, 0)));
-    expect(most).toBeLessThanOrEqual(cap * 5);
-    // Every byte read was reserved (300 x 2.5 kB), no more than a slice beyond it.
-    expect(meter.reserved()).toBeGreaterThanOrEqual(300 * 2_500);
-    expect(meter.reserved()).toBeLessThan(300 * 2_500 + 10_000);
-    // Reading waited for the pull's room: the cap, not the reads, set the time.
-    expect(clock.now() - t0).toBeGreaterThanOrEqual(((450_000 + 300 * 2_500) / cap) * 1000 - 5_000);
-  });
-
-  it('prepays a bounded Range its length, a HEAD nothing, anything else a manifest\'s worth', () => {
-    expect(prepaidFor('GET', { range: 'bytes=96-99' })).toBe(4);
-    expect(prepaidFor('HEAD', undefined)).toBe(0);
-    expect(prepaidFor('GET', { accept: 'application/json' })).toBe(2 * 1024);
   });
 });

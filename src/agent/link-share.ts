@@ -16,7 +16,7 @@
  */
 import type { Logger } from 'pino';
 import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
-import { LINK_WINDOW_MS, SYSTEM_CLOCK, WindowLedger, type Clock, type LedgerEntry, type LinkMeter } from '../net/link-rate.js';
+import { LINK_WINDOW_MS, SYSTEM_CLOCK, WindowLedger, type Clock, type LedgerEntry } from '../net/link-rate.js';
 import { hasLayers, type SizeResult } from './image-sizes.js';
 
 export { LINK_LEASE } from '../api/names.js';
@@ -78,46 +78,6 @@ export class MemoryLinkLedger implements LinkLedger {
     });
     this.queue = turn.catch(() => undefined);
     return turn;
-  }
-}
-
-/**
- * Reads of its own (the agents' size reads, the CLI's plan under `stage --link-rate`) on the same
- * ledger as the pulls: bytes are reserved before they are read, a slice at a time (one ledger
- * write per slice, not per request), and what a read costs beyond the slice left is reserved
- * before the next one. The cap's every 5 s then counts them with everyone's pulls; a slice not
- * used up is charged anyway (at most one slice: the price of not writing per request).
- */
-export class LedgerMeter implements LinkMeter {
-  private credit = 0;
-  private reservedBytes = 0;
-  private queue: Promise<void> = Promise.resolve();
-  private readonly slice: number;
-
-  constructor(private readonly ledger: LinkLedger, private readonly capBytesPerSecond: number, slice?: number) {
-    // A second's worth (at least 16 KiB): one Lease write covers an agent's size reads or a second
-    // of a plan's. Smaller slices cost a write each, and writes from every node contend on the one
-    // Lease (its pulls' charges wait behind them): measured, 50 KiB slices at 512 KiB/s starved
-    // the pulls. At most a second of the cap is reserved but never read.
-    this.slice = slice ?? Math.max(16 * 1024, Math.round(capBytesPerSecond));
-  }
-
-  pay(bytes: number, signal?: AbortSignal): Promise<void> {
-    const turn = this.queue.then(async () => {
-      this.credit -= bytes;
-      if (this.credit >= 0) return;
-      const need = Math.max(this.slice, -this.credit);
-      await this.ledger.start(need, this.capBytesPerSecond, signal);
-      this.credit += need;
-      this.reservedBytes += need;
-    });
-    this.queue = turn.catch(() => undefined);
-    return turn;
-  }
-
-  /** Bytes reserved on the ledger so far. */
-  reserved(): number {
-    return this.reservedBytes;
   }
 }
 

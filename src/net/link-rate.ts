@@ -140,33 +140,3 @@ export class WindowLedger {
 
   private queue: Promise<void> = Promise.resolve();
 }
-
-/**
- * Where a capped reader pays for the bytes it reads over the link: a request pays its estimate
- * before it is sent, its body the rest as it arrives (the registry transport, `meteredBody`).
- * Every capped command and agent reads the link through one, so no byte escapes the cap.
- */
-export interface LinkMeter {
-  pay(bytes: number, signal?: AbortSignal): Promise<void>;
-}
-
-/** What a request without a bounded Range pays before it is sent: about a manifest's worth. */
-export const REQUEST_PREPAID_BYTES = 2 * 1024;
-
-/** What a request is expected to carry back: a HEAD nothing, a bounded Range its length, else a manifest's worth. */
-export function prepaidFor(method: string, headers: Readonly<Record<string, string>> | undefined): number {
-  if (method === 'HEAD') return 0;
-  const range = /^bytes=(\d+)-(\d+)$/.exec(headers?.range ?? headers?.Range ?? '');
-  return range ? Number(range[2]) - Number(range[1]) + 1 : REQUEST_PREPAID_BYTES;
-}
-
-/** A body's chunks, each paid as it arrives beyond what the request prepaid; the reader waits off its debt before reading on. */
-export async function* meteredChunks<T extends { length: number }>(source: AsyncIterable<T>, meter: LinkMeter, prepaid: number, signal?: AbortSignal): AsyncGenerator<T> {
-  let credit = prepaid;
-  for await (const chunk of source) {
-    const owed = chunk.length - credit;
-    credit = Math.max(0, credit - chunk.length);
-    if (owed > 0) await meter.pay(owed, signal);
-    yield chunk;
-  }
-}
