@@ -109,9 +109,10 @@ describe('a prestage.dev set as GitOps controllers read it', () => {
     }, 300_000, 100);
     const waited = await waiting;
     expect(waited).toEqual({ code: 0, output: 'pinnedimageset.prestage.dev/release condition met' });
-    // Reconciling was seen before Ready, unless the nodes pinned before the writer's first pass.
-    expect([...seen].filter((entry) => !entry.startsWith('Reconciling'))).toEqual(['Ready:Staged']);
+    // In the order first seen: Reconciling while the agents pulled, then Ready.
+    expect([...seen]).toEqual(['Reconciling:Staging', 'Ready:Staged']);
     const { status } = await read('release');
+    console.log(`$ kubectl wait --for=condition=Ready pinnedimageset/release --timeout=300s\n${waited.output}\nstatus: ${JSON.stringify(status, null, 2)}`);
     expect(status).toMatchObject({ observedGeneration: 1, nodes: cluster.nodes.length, readyNodes: cluster.nodes.length });
     expect(status.conditions!.find((condition) => condition.type === 'Ready')!.message).toBe(`${cluster.nodes.length}/${cluster.nodes.length} nodes hold and pin all 2 images`);
     expect(await controllersSee('release')).toMatchObject({ kstatus: 'Current', argocd: 'Healthy' });
@@ -127,7 +128,9 @@ describe('a prestage.dev set as GitOps controllers read it', () => {
     expect(stalled.reason).toBe('PinFailed');
     expect(stalled.message).toContain(`image ${MISSING}`);
     expect(stalled.message).toMatch(new RegExp(`^${cluster.nodes.length}/${cluster.nodes.length} nodes failed: `));
+    console.log(`Stalled: ${JSON.stringify(stalled, null, 2)}`);
     const seen = await controllersSee('broken');
+    console.log(`controllers: ${JSON.stringify(seen)}`);
     expect(seen).toMatchObject({ kstatus: 'Failed', argocd: 'Degraded' });
     expect(seen.argocdMessage).toContain(MISSING);
     const waited = await kubectlWait('broken', '3s');

@@ -42,7 +42,7 @@ export function gateJobName(plan: Plan): string {
 }
 
 /** ServiceAccount, its read-only grants (what `prestage wait` reads, nothing more), Namespace. */
-function gateAccess(namespace: string, api: SetApi): object[] {
+export function gateAccess(namespace: string, api: SetApi): object[] {
   const read = ['get', 'list', 'watch'];
   const rules =
     api === 'prestage'
