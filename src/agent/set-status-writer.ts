@@ -44,8 +44,8 @@ export class SetStatusLoop {
   private readonly spacingMs: number;
   private readonly now: () => Date;
   private readonly sleep: (ms: number) => Promise<void>;
-  /** Per set uid/name: the status last written, until the watch brings it back. */
-  private readonly written = new Map<string, SetStatus>();
+  /** Per set uid/name: the status last written, and the set's resourceVersion it was written over. */
+  private readonly written = new Map<string, { status: SetStatus; over: string | undefined }>();
   writes = 0;
 
   constructor(
@@ -72,13 +72,16 @@ export class SetStatusLoop {
     for (const set of this.source.sets()) {
       if (set.metadata.deletionTimestamp) continue;
       const key = `${set.metadata.uid ?? ''}/${set.metadata.name}`;
-      const previous = this.written.get(key) ?? set.status;
+      // Until the watch brings our write back, the set still shows what it was written over; any
+      // other change (someone else's status write included) is read as it is, and corrected.
+      const mine = this.written.get(key);
+      const previous = mine && mine.over === set.metadata.resourceVersion ? mine.status : set.status;
       const next = setStatus(set, nodes, reports, previous, this.now());
       if (!statusChanged(previous, next)) continue;
       if (written > 0) await this.sleep(this.spacingMs);
       try {
         await this.source.write(set.metadata.name, next);
-        this.written.set(key, next);
+        this.written.set(key, { status: next, over: set.metadata.resourceVersion });
         written++;
         this.writes++;
       } catch (error) {

@@ -112,3 +112,18 @@ describe('SetStatusLoop', () => {
     expect(written).toEqual(['release', 'other', 'release']);
   });
 });
+
+describe('SetStatusLoop against another writer', () => {
+  it('writes the status back when someone else changed it, but not while its own write is on its way', async () => {
+    const written: SetStatus[] = [];
+    const current = { ...set(), metadata: { ...set().metadata, resourceVersion: '1' } };
+    const loop = new SetStatusLoop({ sets: () => [current], nodes: () => nodes, reports: () => new Map(), write: async (_name, status) => void written.push(status) }, { now: () => now, sleep: async () => undefined });
+    expect(await loop.pass()).toBe(1);
+    // The watch has not brought it back: same resourceVersion, old status.
+    expect(await loop.pass()).toBe(0);
+    // Another writer claims Ready: a new resourceVersion with a status the writer did not compute.
+    Object.assign(current, { metadata: { ...current.metadata, resourceVersion: '7' }, status: { observedGeneration: 2, conditions: [{ type: 'Ready', status: 'True', reason: 'Forged', message: '', lastTransitionTime: '2026-11-27T00:00:00Z' }] } });
+    expect(await loop.pass()).toBe(1);
+    expect(written[1]!.conditions!.find((condition) => condition.type === 'Ready')!.status).toBe('False');
+  });
+});
