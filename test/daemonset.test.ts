@@ -190,8 +190,8 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
   }, 600_000);
 
   it('runs the GitOps gate Job (plan --gitops): it completes only once the agent staged its set', async () => {
-    // The image the gate runs: the agent image the first test pushed (its entrypoint is prestage).
-    const gateImage = `${registry.host}/prestage:test`;
+    // The image the gate runs: the agent image the test before pushed (its entrypoint is prestage).
+    const gateImage = `${registry.host}/prestage:exe`;
     const pushed = await pushImage(registry.host, 'gate-me', [[file('payload.txt', Buffer.from(`gate me ${Date.now()}`))]], { Cmd: ['/bin/true'] });
     // Paused: the agent pulls nothing until it is resumed, so the gate has something to wait for.
     await applyServerSide(cluster.kubeConfig, [{
@@ -206,7 +206,10 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
     job.spec.template.spec.hostNetwork = true;
     job.spec.template.spec.nodeName = node.name;
     job.spec.template.spec.containers[0].env = [{ name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' }, { name: 'KUBERNETES_SERVICE_PORT', value: new URL(cluster.apiServerUrl).port }];
-    await applyServerSide(cluster.kubeConfig, gateAccess('prestage-gate', 'prestage') as Manifest[]);
+    // The Namespace first: the ServiceAccount is created in it.
+    const access = gateAccess('prestage-gate', 'prestage') as Manifest[];
+    await applyServerSide(cluster.kubeConfig, access.filter((manifest) => manifest.kind === 'Namespace'));
+    await applyServerSide(cluster.kubeConfig, access.filter((manifest) => manifest.kind !== 'Namespace'));
     await applyServerSide(cluster.kubeConfig, [job as Manifest]);
 
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
