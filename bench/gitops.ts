@@ -65,6 +65,11 @@ try {
   const log = pino({ level: process.env.BENCH_LOG ?? 'warn' });
   void runSetStatusWriter(writer, { namespace: 'prestage', holder: 'bench-writer', log }, stop.signal);
 
+  // The writer elected and its first pass written (every set's "no report yet") before the reports start.
+  const electionDeadline = Date.now() + 300_000;
+  while (writes.length < SETS.length && Date.now() < electionDeadline) await new Promise((resolve) => setTimeout(resolve, 100));
+  if (writes.length < SETS.length) throw new Error('the set-status writer wrote nothing within 300 s');
+
   // Per node and set: a Pulling report (half the images pinned), then a Pinned one; 4 reports per node.
   const entry = (set: string, pinned: number): PinnedImageSetStatus => ({
     name: set, uid: uids.get(set)!, desiredGeneration: 1, ...(pinned === IMAGES ? { currentGeneration: 1 } : {}),
