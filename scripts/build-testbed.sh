@@ -112,6 +112,11 @@ build_kube_apiserver() { build_kube_command kube-apiserver; }
 build_kubelet() { build_kube_command kubelet; }
 build_kube_controller_manager() { build_kube_command kube-controller-manager; }
 build_kube_scheduler() { build_kube_command kube-scheduler; }
+# The GitOps test: a real `kubectl wait --for=condition=Ready`, the API server's own version.
+build_kubectl() { build_kube_command kubectl; }
+# The GitOps test's helper: kstatus (sigs.k8s.io/cli-utils, as Flux computes health) and Argo CD's
+# Lua engine (gopher-lua); keyed by its sources, so an edit rebuilds it.
+build_gitops_check() { go_build gitops-check prestage.test/gitops-check ''; }
 # The cache test: host-network clients (CRI-O) reach a Service's ClusterIP through kube-proxy's rules.
 build_kube_proxy() { build_kube_command kube-proxy; }
 # The cache's engine (`registry:3` in clusters): distribution 3, whose proxy fetches a missing blob
@@ -174,6 +179,8 @@ build kubelet "$kube_version" build_kubelet
 build kube-controller-manager "$kube_version" build_kube_controller_manager
 build kube-scheduler "$kube_version" build_kube_scheduler
 build kube-proxy "$kube_version" build_kube_proxy
+build kubectl "$kube_version" build_kubectl
+build gitops-check "$(cat "$TOOLS/gitops-check/go.mod" "$TOOLS/gitops-check/go.sum" "$TOOLS/gitops-check/main.go" | sha256sum | cut -c1-12)" build_gitops_check
 build crio "$crio_version" build_crio
 build pinns "$crio_version" build_pinns
 build distribution "$distribution_version" build_distribution

@@ -168,8 +168,19 @@ describe('the upgrade lifecycle: stage --to, ready, prune', () => {
     expect(dry.stdout).toMatch(/^worker-1 +\S+ \S+$/m);
     expect(await client.find(`${AGENT_PATHS.pinnedImageSets}/prestage-${OLD}-worker`)).toBeDefined();
 
-    const pruned = await runCli(['prune', ...kube]);
-    show('prestage prune', pruned);
+    // A set a GitOps controller applied comes back when deleted by hand: prune refuses, unless --force.
+    await client.request('PATCH', `${AGENT_PATHS.pinnedImageSets}/prestage-${OLD}-worker`, {
+      body: { metadata: { labels: { 'kustomize.toolkit.fluxcd.io/name': 'prestage-sets', 'kustomize.toolkit.fluxcd.io/namespace': 'flux-system' } } },
+      contentType: 'application/merge-patch+json',
+    });
+    const refused = await runCli(['prune', ...kube]);
+    show('prestage prune', refused);
+    expect(refused).toMatchObject({ code: 2, stdout: '' });
+    expect(refused.stderr).toBe(`prestage: error: prune would fight Flux Kustomization flux-system/prestage-sets, which manages set prestage-${OLD}-worker: remove the set from the repository (with prune: true, Flux deletes it) (or pass --force to delete it anyway)\n`);
+    expect(await client.find(`${AGENT_PATHS.pinnedImageSets}/prestage-${OLD}-worker`)).toBeDefined();
+
+    const pruned = await runCli(['prune', '--force', ...kube]);
+    show('prestage prune --force', pruned);
     expect(pruned.code).toBe(0);
     expect(pruned.stdout).toMatch(new RegExp(`\\npinnedimageset/prestage-${OLD}-control-plane deleted\\npinnedimageset/prestage-${OLD}-worker deleted\\n$`));
     const sets = (await client.get<{ items: KubeObject[] }>(AGENT_PATHS.pinnedImageSets)).items.map((s) => s.metadata.name).sort();

@@ -42,3 +42,6 @@ export const PULL_SLOT_PREFIX = 'prestage-pull-slot-';
 export const CACHE_WARM_PREFIX = 'prestage-cache-warm-';
 /** One warm slot: the cache is filled by one node at a time. */
 export const CACHE_WARM_LEASE = `${CACHE_WARM_PREFIX}0`;
+/** The set-status writer's Lease, `<prefix>0` (one slot): the agent that holds it writes PinnedImageSets' status. */
+export const SET_STATUS_LEASE_PREFIX = 'prestage-set-status-';
+export const SET_STATUS_LEASE = `${SET_STATUS_LEASE_PREFIX}0`;

@@ -77,11 +77,52 @@ function clusterScopedCrd(
 
 const AGE_COLUMN = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' };
 
+/**
+ * A set's status (written by the agent holding the set-status Lease). Its default matters: the
+ * API server drops `status` on create and fills this default in on every read until the writer
+ * writes one, so a set just created reads observedGeneration 0 != generation 1 (kstatus:
+ * InProgress, not Current) and has no Ready condition (`kubectl wait` keeps waiting).
+ */
+const setStatusSchema = {
+  type: 'object',
+  default: { observedGeneration: 0 },
+  required: ['observedGeneration'],
+  properties: {
+    observedGeneration: generation,
+    conditions: {
+      type: 'array',
+      maxItems: 8,
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['type'],
+      items: {
+        type: 'object',
+        required: ['type', 'status', 'reason', 'message', 'lastTransitionTime'],
+        properties: {
+          type: { type: 'string', enum: ['Ready', 'Reconciling', 'Stalled'] },
+          status: { type: 'string', enum: ['True', 'False', 'Unknown'] },
+          reason: { type: 'string', maxLength: 1024, pattern: '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$' },
+          message: { type: 'string', maxLength: 32768 },
+          lastTransitionTime: { type: 'string', format: 'date-time' },
+          observedGeneration: { type: 'integer', format: 'int64', minimum: 0 },
+        },
+      },
+    },
+    nodes: { type: 'integer', format: 'int32', minimum: 0, description: 'Nodes the set selects.' },
+    readyNodes: { type: 'integer', format: 'int32', minimum: 0, description: 'Of those, the nodes that hold and pin every image of this generation.' },
+  },
+};
+
 export const PINNED_IMAGE_SET_CRD: CustomResourceDefinition = clusterScopedCrd(
   { plural: PINNED_IMAGE_SETS, singular: 'pinnedimageset', kind: 'PinnedImageSet', shortNames: ['pis'] },
   {
-    statusSubresource: false,
-    printerColumns: [AGE_COLUMN],
+    statusSubresource: true,
+    printerColumns: [
+      { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+      { name: 'Nodes', type: 'integer', jsonPath: '.status.nodes' },
+      { name: 'Staged', type: 'integer', jsonPath: '.status.readyNodes' },
+      { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason', priority: 1 },
+      AGE_COLUMN,
+    ],
     schema: {
       type: 'object',
       required: ['spec'],
@@ -89,6 +130,7 @@ export const PINNED_IMAGE_SET_CRD: CustomResourceDefinition = clusterScopedCrd(
         apiVersion: { type: 'string' },
         kind: { type: 'string' },
         metadata: { type: 'object' },
+        status: setStatusSchema,
         spec: {
           type: 'object',
           required: ['pinnedImages'],

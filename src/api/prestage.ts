@@ -40,6 +40,8 @@ export interface PinnedImageSet {
   apiVersion: typeof API_VERSION;
   kind: 'PinnedImageSet';
   metadata: ObjectMeta;
+  /** The set's progress over the nodes it selects, in kstatus's form (./set-status.ts). */
+  status?: SetStatus;
   spec: {
     pinnedImages: Array<{ name: string }>;
     /** Empty or absent: every node. */
@@ -146,4 +148,29 @@ export interface NodePinnedImages {
 /** A set is done on a node when the node reached the generation it was asked for (as MCO's MachineConfigNode). */
 export function isSetDone(status: Pick<PinnedImageSetStatus, 'desiredGeneration' | 'currentGeneration'>): boolean {
   return status.desiredGeneration > 0 && status.currentGeneration === status.desiredGeneration;
+}
+
+/** kstatus's conditions (sigs.k8s.io/cli-utils): what Flux, Argo CD's Lua check and `kubectl wait` read. */
+export type SetConditionType = 'Ready' | 'Reconciling' | 'Stalled';
+
+export interface SetCondition {
+  type: SetConditionType;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+/** A PinnedImageSet's status: written by one writer, the agent that holds the set-status Lease. */
+export interface SetStatus {
+  /**
+   * The generation the conditions speak of. Defaulted to 0 by the CRD while nothing has written
+   * it, so a set just created reads InProgress (kstatus calls an object without status Current).
+   */
+  observedGeneration: number;
+  conditions?: SetCondition[];
+  /** Nodes the set selects, and of those the ones that hold and pin every image. */
+  nodes?: number;
+  readyNodes?: number;
 }

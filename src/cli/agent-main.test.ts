@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { runAgent } from './agent-main.js';
+import { parseAgentArgs, runAgent } from './agent-main.js';
 
 async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const stdout = new PassThrough();
@@ -14,6 +14,12 @@ async function run(argv: string[]): Promise<{ code: number; stdout: string; stde
 }
 
 describe('the agent entry of its own', () => {
+  it("reads booleans as yargs does: --no-FLAG turns a default-true flag off (the DaemonSet's --no-set-status)", () => {
+    const flags = new Map([['set-status', { type: 'boolean', default: true }], ['once', { type: 'boolean', default: false }]]);
+    expect(parseAgentArgs(['--no-set-status', '--once'], flags)).toMatchObject({ 'set-status': false, once: true });
+    expect(parseAgentArgs([], flags)).toMatchObject({ 'set-status': true, once: false });
+  });
+
   it("lists the flags cli/agent.ts declares, with their defaults, without yargs", async () => {
     const { code, stdout } = await run(['--help']);
     expect(code).toBe(0);

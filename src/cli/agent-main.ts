@@ -49,7 +49,7 @@ export function parseAgentArgs(argv: readonly string[], flags: ReadonlyMap<strin
   options.help = { type: 'boolean', short: 'h' };
   let values: Record<string, unknown>;
   try {
-    ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }));
+    ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false, allowNegative: true }));
   } catch (error) {
     throw new AgentFlagError(`${(error as Error).message.split('\n')[0]}; see prestage agent --help`);
   }

@@ -14,6 +14,7 @@ import { KubeAgentCluster } from '../agent/kube.js';
 import { AgentMetrics } from '../agent/metrics.js';
 import { cachedImages, LeaseCacheWarmer } from '../agent/cache-warm.js';
 import { LeasePacer } from '../agent/pacing.js';
+import { runSetStatusWriter } from '../agent/set-status-writer.js';
 import { NodeAgent } from '../agent/reconcile.js';
 import { connectCluster } from '../cluster/connect.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
@@ -81,7 +82,8 @@ export function agentCommand(ctx: CommandContext) {
           describe: "The agent's namespace: its pull-slot Leases, and the Secrets sets name in spec.pullSecrets (default: $POD_NAMESPACE)",
         })
         .option('port', { type: 'number', default: 9464, coerce: integerAtLeast('port', 0), describe: 'Port for /metrics and /healthz (0: any)' })
-        .option('once', { type: 'boolean', default: false, describe: 'One reconcile pass, then exit (1 if a set failed)' }),
+        .option('once', { type: 'boolean', default: false, describe: 'One reconcile pass, then exit (1 if a set failed)' })
+        .option('set-status', { type: 'boolean', default: true, describe: "Stand for the Lease prestage-set-status-0: its holder writes every PinnedImageSet's Ready/Reconciling/Stalled" }),
     handler: async (args) => {
       const nodeName: string | undefined = args['node-name'];
       if (!nodeName) throw new BadInputError('no node name: pass --node-name or set NODE_NAME (the DaemonSet sets it from spec.nodeName)');
@@ -195,8 +197,12 @@ export function agentCommand(ctx: CommandContext) {
         // No pass before the Node and the sets are known (a pass without the Node's labels cannot select sets).
         void untilLoaded(cluster, log).then(() => agent.start());
         const unwatch = watchOtherDropIns(args['drop-in'], () => cluster.loaded() && agent.trigger(), log);
+        const setStatusStop = new AbortController();
+        if (args['set-status']) void runSetStatusWriter(client, { namespace: args.namespace, holder: nodeName, log }, setStatusStop.signal).catch((error: Error) => log.error({ err: error.message }, 'set status writer ended'));
         await stopping;
         log.info('stopping');
+        // Not awaited: a writer still waiting for the Lease has nothing to finish.
+        setStatusStop.abort();
         unwatch();
         await agent.stop();
         await http.close();

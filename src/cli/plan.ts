@@ -14,6 +14,9 @@ import { registryClientFrom, withRegistryOptions } from './registry-options.js';
 import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
 import { connectCluster } from '../cluster/connect.js';
 import { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE } from '../signatures/configmap.js';
+import { basename, resolve } from 'node:path';
+import { BadInputError } from '../errors.js';
+import type { GitOpsOptions } from '../render/gitops-layout.js';
 
 export function planCommand(ctx: CommandContext) {
   return typedCommand({
@@ -28,6 +31,12 @@ export function planCommand(ctx: CommandContext) {
             default: 'mco' as const,
             describe: 'PinnedImageSet API of -o yaml and --output-dir: mco (machineconfiguration.openshift.io/v1, OpenShift 4.19+), mco-v1alpha1 (4.16-4.18 with TechPreviewNoUpgrade), prestage (prestage.dev/v1alpha1, the prestage agent)',
           })
+          .option('gitops', { choices: ['argocd', 'flux'] as const, describe: 'With --output-dir: stage, then upgrade: the sets, a gate Job (prestage wait) and with --upgrade-to the ClusterVersion, ordered by Argo CD sync waves or Flux Kustomizations (dependsOn, healthChecks)' })
+          .option('gate-image', { type: 'string', describe: "With --gitops: the image the gate Job runs, prestage's agent image (as `prestage image push` pushed it and `install --image` names it)" })
+          .option('upgrade-to', { type: 'string', describe: "With --gitops: set ClusterVersion's desiredUpdate.version to this in the last step" })
+          .option('gitops-namespace', { type: 'string', default: 'prestage-gate', describe: "With --gitops: the gate Job's namespace" })
+          .option('flux-path', { type: 'string', describe: "With --gitops flux: the --output-dir's path in the repository (the Kustomizations' spec.path) [default: ./ and the directory's name]" })
+          .option('flux-source', { type: 'string', default: 'flux-system', describe: 'With --gitops flux: the GitRepository the Kustomizations read' })
           .option('progress', { type: 'boolean', describe: 'Progress on stderr (default: when stderr is a terminal)' })
           .option('kubeconfig', { type: 'string', describe: 'Plan the upgrade of this cluster (live; default kubeconfig: $KUBECONFIG, ~/.kube/config, in-cluster)' })
           .option('context', { type: 'string', describe: 'Kubeconfig context of the live cluster' })
@@ -36,6 +45,7 @@ export function planCommand(ctx: CommandContext) {
     handler: async (args) => {
       // Found now, not after minutes of registry reads.
       if (args['output-dir'] !== undefined) await checkOutputDir(args['output-dir']);
+      const gitops = gitopsOptionsFrom(args);
       const requested = args.cluster ?? (args.kubeconfig !== undefined || args.context !== undefined || args.to !== undefined);
       const release = await releaseToPlan(args, (line) => ctx.log.warn(line));
       const live = requested ? await liveClusterFrom(args, true, (line) => ctx.log.warn(line)) : undefined;
@@ -57,7 +67,7 @@ export function planCommand(ctx: CommandContext) {
         if (signed) ctx.stderr.write(`${signed.line}\n`);
         const signatureFile = signed ? new Map([[SIGNATURE_CONFIGMAP_FILE, renderSignatureConfigMap(signed.configMap)]]) : new Map<string, string>();
         if (args['output-dir']) {
-          const files = await sets!.writeGitOpsDir(plan, args['output-dir'], args.api, signatureFile);
+          const files = await sets!.writeGitOpsDir(plan, args['output-dir'], args.api, signatureFile, gitops);
           ctx.stderr.write(`wrote ${files.map((f) => `${args['output-dir']}/${f}`).join(', ')}\n`);
         }
         // The table and the JSON carry the plan's warnings; PinnedImageSet YAML has no room for them.
@@ -79,4 +89,24 @@ export function planCommand(ctx: CommandContext) {
       }
     },
   });
+}
+
+/** The --gitops flags, checked before any registry work. */
+function gitopsOptionsFrom(args: any): GitOpsOptions | undefined {
+  if (args.gitops === undefined) {
+    for (const flag of ['gate-image', 'upgrade-to', 'flux-path']) if (args[flag] !== undefined) throw new BadInputError(`--${flag} needs --gitops argocd|flux (and --output-dir)`);
+    return undefined;
+  }
+  if (args['output-dir'] === undefined) throw new BadInputError('--gitops writes a directory: add --output-dir DIR');
+  if (!args['gate-image']) throw new BadInputError("--gitops needs --gate-image: prestage's agent image (as `prestage image push` pushed it), which the gate Job runs `prestage wait` in");
+  if (args['upgrade-to'] !== undefined && !/^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/.test(args['upgrade-to'])) throw new BadInputError(`--upgrade-to ${args['upgrade-to']}: not a release version; give one such as 4.16.3`);
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(args['gitops-namespace'])) throw new BadInputError(`--gitops-namespace ${args['gitops-namespace']}: not a namespace name (lower-case letters, digits, '-')`);
+  return {
+    tool: args.gitops,
+    gateImage: args['gate-image'],
+    ...(args['upgrade-to'] !== undefined ? { upgradeTo: args['upgrade-to'] } : {}),
+    namespace: args['gitops-namespace'],
+    fluxPath: args['flux-path'] ?? `./${basename(resolve(args['output-dir']))}`,
+    fluxSource: args['flux-source'],
+  };
 }

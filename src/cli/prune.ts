@@ -5,6 +5,7 @@
  * GC may reclaim them.
  */
 import type { Argv } from 'yargs';
+import { BadInputError } from '../errors.js';
 import type { PinningBackend } from '../cluster/backend.js';
 import type { ClusterClient } from '../cluster/connect.js';
 import { readClusterVersion } from '../cluster/live-cluster.js';
@@ -18,7 +19,7 @@ import { dryRunClosing, dryRunSuffix, withDryRun, type DryRun } from './dry-run.
 import { count } from '../plural.js';
 
 /** Lists the sets to prune with the bytes per node they hold, and deletes them unless `dryRun`. */
-export async function runPrune(client: ClusterClient, backend: PinningBackend, out: NodeJS.WritableStream, dryRun: DryRun): Promise<void> {
+export async function runPrune(client: ClusterClient, backend: PinningBackend, out: NodeJS.WritableStream, dryRun: DryRun, force = false): Promise<void> {
   const setsPath = await setsPathOf(client, backend);
   const decision = decidePrune(await readClusterVersion(client, 'prune'), await listReleaseSets(client, setsPath));
   if ('waiting' in decision) {
@@ -29,6 +30,11 @@ export async function runPrune(client: ClusterClient, backend: PinningBackend, o
   if (!decision.prune.length) {
     out.write(`nothing to prune: the cluster runs ${decision.current}; no prestage set is of an older release${kept ? ` (kept: ${kept})` : ''}\n`);
     return;
+  }
+  // A set a GitOps controller applied comes back when deleted by hand: the repository decides.
+  const managed = decision.prune.find((set) => set.gitops);
+  if (managed?.gitops && !force && dryRun === 'none') {
+    throw new BadInputError(`prune would fight ${managed.gitops.controller}, which manages set ${managed.name}: ${managed.gitops.instead} (or pass --force to delete it anyway)`);
   }
   const snapshot = await backend.snapshot(decision.prune.map((set) => set.name));
   const nodesOf = new Map(snapshot.sets.map((set) => [set.name, set.nodes.map((n) => n.node)]));
@@ -48,10 +54,10 @@ export async function runPrune(client: ClusterClient, backend: PinningBackend, o
 
 export function pruneCommand(ctx: CommandContext, scriptName: string) {
   return typedCommand({
-    builder: (y: Argv) => withKubeOptions(withDryRun(y, 'delete the sets listed')),
+    builder: (y: Argv) => withKubeOptions(withDryRun(y, 'delete the sets listed')).option('force', { type: 'boolean', default: false, describe: 'Delete sets a GitOps controller (Argo CD, Flux) manages too; it may apply them again' }),
     handler: async (args) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
-      await runPrune(client, backend, ctx.stdout, args['dry-run'] as DryRun);
+      await runPrune(client, backend, ctx.stdout, args['dry-run'] as DryRun, args.force === true);
     },
   });
 }

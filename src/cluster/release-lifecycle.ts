@@ -4,6 +4,7 @@
  * them), which prestage sets belong to which release, whether a release is on every node it
  * targets, and which releases the cluster no longer needs (`prune`).
  */
+import { gitopsOwnerOf, type GitOpsOwner } from './gitops-owner.js';
 import semver from 'semver';
 import { DISK_BYTES_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL } from '../api/set-metadata.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
@@ -85,6 +86,8 @@ export interface ReleaseSet {
   readonly resourceVersion?: string;
   readonly version?: string;
   readonly diskBytes?: number;
+  /** The GitOps controller that applied it, if one did. */
+  readonly gitops?: GitOpsOwner;
 }
 
 /** The collection of the backend's set objects. */
@@ -109,6 +112,7 @@ export async function listReleaseSets(client: KubeClient, setsPath: string): Pro
         ...(object.metadata.resourceVersion ? { resourceVersion: object.metadata.resourceVersion } : {}),
         ...(version ? { version } : {}),
         ...(Number.isFinite(diskBytes) && diskBytes > 0 ? { diskBytes } : {}),
+        ...((owner) => (owner ? { gitops: owner } : {}))(gitopsOwnerOf(object.metadata)),
       };
     })
     .sort((a, b) => a.name.localeCompare(b.name));

@@ -5,7 +5,7 @@
  * and what breaks without it: docs/node-agent.md.
  */
 import { GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS } from '../api/prestage.js';
-import { AGENT_NAME, CACHE_WARM_LEASE, LINK_LEASE, PULL_SLOT_PREFIX } from '../api/names.js';
+import { AGENT_NAME, CACHE_WARM_LEASE, LINK_LEASE, PULL_SLOT_PREFIX, SET_STATUS_LEASE } from '../api/names.js';
 import type { Manifest } from './apply.js';
 
 /** The extra a pod-bound ServiceAccount token carries (Kubernetes 1.32+): the pod's node. */
@@ -21,9 +21,9 @@ export interface AgentAccessOptions {
   readonly labels: Record<string, string>;
 }
 
-/** Every Lease an agent writes: the pull slots, the link ledger, the cache-warm slot. */
+/** Every Lease an agent writes: the pull slots, the link ledger, the cache-warm slot, the set-status writer's. */
 export function agentLeaseNames(pullSlots: number): string[] {
-  return [...Array.from({ length: pullSlots }, (_, index) => `${PULL_SLOT_PREFIX}${index}`), LINK_LEASE, CACHE_WARM_LEASE];
+  return [...Array.from({ length: pullSlots }, (_, index) => `${PULL_SLOT_PREFIX}${index}`), LINK_LEASE, CACHE_WARM_LEASE, SET_STATUS_LEASE];
 }
 
 /** ClusterRole, Role and their bindings; with `admissionPolicy`, the two policies. */
@@ -39,6 +39,10 @@ export function agentAccess(options: AgentAccessOptions): Manifest[] {
       metadata: { name: AGENT_NAME, labels },
       rules: [
         { apiGroups: [GROUP], resources: [PINNED_IMAGE_SETS], verbs: ['get', 'list', 'watch'] },
+        // The agent holding the set-status Lease writes each set's Ready/Reconciling/Stalled (never its spec)
+        // from every node's report, which it must therefore read.
+        { apiGroups: [GROUP], resources: [`${PINNED_IMAGE_SETS}/status`], verbs: ['patch'] },
+        { apiGroups: [GROUP], resources: [NODE_PINNED_IMAGES], verbs: ['list', 'watch'] },
         // Create its own object once; after that only the status subresource (no spec edits, no deletes).
         // Which node's object: the admission policy (RBAC cannot tell one node's agent from another's).
         { apiGroups: [GROUP], resources: [NODE_PINNED_IMAGES], verbs: ['get', 'create'] },

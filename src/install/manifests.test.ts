@@ -16,12 +16,12 @@ describe('the Role of the agent', () => {
     expect((find(render(), 'Role', 'prestage-agent').rules as Rule[]).filter((rule) => rule.resources.includes('secrets'))).toEqual([]);
   });
 
-  it("updates only its own Leases by name: the pull slots --max-pulling-nodes makes, the link ledger, the cache-warm slot", () => {
+  it("updates only its own Leases by name: the pull slots --max-pulling-nodes makes, the link ledger, the cache-warm slot, the set-status writer's", () => {
     const rules = (find(render({ agentArgs: ['--max-pulling-nodes=2'] }), 'Role', 'prestage-agent').rules as Rule[]).filter((rule) => rule.resources.includes('leases'));
     const writes = rules.filter((rule) => rule.verbs.some((verb) => verb !== 'get' && verb !== 'list' && verb !== 'watch'));
     expect(writes).toEqual([
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['prestage-pull-slot-0', 'prestage-pull-slot-1', 'prestage-link', 'prestage-cache-warm-0'], verbs: ['update'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['prestage-pull-slot-0', 'prestage-pull-slot-1', 'prestage-link', 'prestage-cache-warm-0', 'prestage-set-status-0'], verbs: ['update'] },
     ]);
     // No delete, no patch, nothing on any other resource of the namespace but Events.
     expect(rules.flatMap((rule) => rule.verbs).sort()).toEqual(['create', 'get', 'list', 'update', 'watch']);
@@ -30,14 +30,14 @@ describe('the Role of the agent', () => {
   it('limits Lease creates to the same names in the admission policy, which RBAC cannot', () => {
     const policy = find(render({ agentArgs: ['--max-pulling-nodes', '3'] }), 'ValidatingAdmissionPolicy', 'prestage-agent-own-leases');
     const names = policy.spec.validations.map((validation: { expression: string }) => validation.expression).find((expression: string) => expression.startsWith('object.metadata.name in'));
-    expect(names).toBe(`object.metadata.name in ['prestage-pull-slot-0','prestage-pull-slot-1','prestage-pull-slot-2','prestage-link','prestage-cache-warm-0']`);
+    expect(names).toBe(`object.metadata.name in ['prestage-pull-slot-0','prestage-pull-slot-1','prestage-pull-slot-2','prestage-link','prestage-cache-warm-0','prestage-set-status-0']`);
     expect(find(render({ admissionPolicy: false }), 'ValidatingAdmissionPolicy')).toBeUndefined();
   });
 
   it('counts pull slots from the last --max-pulling-nodes, in either form', () => {
     expect(pullSlotsOf({ agentArgs: [] })).toBe(0);
     expect(pullSlotsOf({ agentArgs: ['--max-pulling-nodes=4', '--max-pulling-nodes', '2'] })).toBe(2);
-    expect(agentLeaseNames(0)).toEqual(['prestage-link', 'prestage-cache-warm-0']);
+    expect(agentLeaseNames(0)).toEqual(['prestage-link', 'prestage-cache-warm-0', 'prestage-set-status-0']);
   });
 });
 

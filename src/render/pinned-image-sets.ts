@@ -5,7 +5,7 @@
  * (`prestage.dev/v1alpha1`, with the node selector of the set's role).
  */
 import { mkdir, mkdtemp, open, rename, rm, rmdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import yaml from 'js-yaml';
 import { writeFileAtomic } from '../atomic-file.js';
 import { OutputError, systemErrorText } from '../errors.js';
@@ -13,6 +13,7 @@ import { COMPRESSED_BYTES_ANNOTATION, DISK_BYTES_ANNOTATION, ROLE_ANNOTATION, RE
 import type { Plan, PlannedSet } from '../plan/types.js';
 import type { SetApi } from './output-dir.js';
 import { toAgentPinnedImageSet } from '../api/desired-set.js';
+import { gitopsFiles, type GitOpsOptions } from './gitops-layout.js';
 
 // The --api choices and the --output-dir check live apart (./output-dir.ts): a command loads
 // this module, and the cluster modules it needs, only to render sets.
@@ -71,17 +72,28 @@ export function renderYaml(plan: Plan, api: SetApi = 'mco'): string {
  * One file per set plus kustomization.yaml; returns the files written. All of them are written
  * to a staging directory first, so a failure (a full disk) leaves the directory as it was.
  */
-export async function writeGitOpsDir(plan: Plan, dir: string, api: SetApi = 'mco', extra: ReadonlyMap<string, string> = new Map()): Promise<string[]> {
-  // Extra objects (the release's signature ConfigMap) go with the sets, in the kustomization too.
-  const files = new Map([...plan.sets.map((set) => [`${set.name}.yaml`, dump(setObjectFor(plan, set, api))] as const), ...extra]);
-  files.set('kustomization.yaml', dump({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: [...files.keys()] }));
+export async function writeGitOpsDir(plan: Plan, dir: string, api: SetApi = 'mco', extra: ReadonlyMap<string, string> = new Map(), gitops?: GitOpsOptions): Promise<string[]> {
+  let files: Map<string, string>;
+  if (gitops) {
+    files = gitopsFiles(plan, api, new Map(plan.sets.map((set) => [`${set.name}.yaml`, setObjectFor(plan, set, api)])), extra, gitops);
+  } else {
+    // Extra objects (the release's signature ConfigMap) go with the sets, in the kustomization too.
+    files = new Map([...plan.sets.map((set) => [`${set.name}.yaml`, dump(setObjectFor(plan, set, api))] as const), ...extra]);
+    files.set('kustomization.yaml', dump({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: [...files.keys()] }));
+  }
   let created: string | undefined;
   let staging: string | undefined;
   try {
     created = await mkdir(dir, { recursive: true });
     staging = await mkdtemp(join(dir, '.prestage-'));
+    // Flux's layout has a directory per step.
+    for (const sub of new Set([...files.keys()].map(dirname).filter((parent) => parent !== '.'))) {
+      await mkdir(join(staging, sub), { recursive: true });
+      await mkdir(join(dir, sub), { recursive: true });
+    }
     for (const [file, text] of files) await writeFileAtomic(join(staging, file), text);
     for (const file of files.keys()) await rename(join(staging, file), join(dir, file));
+    for (const sub of [...new Set([...files.keys()].map(dirname).filter((parent) => parent !== '.'))].reverse()) await rmdir(join(staging, sub)).catch(() => undefined);
     await rmdir(staging);
     // Make the renames durable.
     const handle = await open(dir, 'r');

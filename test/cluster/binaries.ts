@@ -26,6 +26,9 @@ export interface TestbedBinaries {
   readonly 'kube-scheduler': string;
   /** The cache test's service proxy (iptables mode): host-network clients reach ClusterIPs. */
   readonly 'kube-proxy': string;
+  /** The GitOps test: a real kubectl (`wait --for=condition=Ready`), and kstatus / Argo CD Lua under Go (tools/testbed/gitops-check). */
+  readonly kubectl: string;
+  readonly 'gitops-check': string;
   readonly runc: string;
   /** Directory of the CNI plugins (`loopback`, ...). */
   readonly cniPlugins: string;
