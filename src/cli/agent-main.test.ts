@@ -15,7 +15,7 @@ async function run(argv: string[]): Promise<{ code: number; stdout: string; stde
 
 describe('the agent entry of its own', () => {
   it("reads booleans as yargs does: --no-FLAG turns a default-true flag off (the DaemonSet's --no-set-status)", () => {
-    const flags = new Map([['set-status', { type: 'boolean', default: true }], ['once', { type: 'boolean', default: false }]]);
+    const flags = new Map([['set-status', { type: 'boolean' as const, default: true }], ['once', { type: 'boolean' as const, default: false }]]);
     expect(parseAgentArgs(['--no-set-status', '--once'], flags)).toMatchObject({ 'set-status': false, once: true });
     expect(parseAgentArgs([], flags)).toMatchObject({ 'set-status': true, once: false });
   });

@@ -92,9 +92,20 @@ export function planCommand(ctx: CommandContext) {
 }
 
 /** The --gitops flags, checked before any registry work. */
-function gitopsOptionsFrom(args: any): GitOpsOptions | undefined {
+/** The --gitops flags as the plan command's builder declares them. */
+interface GitOpsFlags {
+  readonly gitops?: GitOpsOptions['tool'];
+  readonly 'output-dir'?: string;
+  readonly 'gate-image'?: string;
+  readonly 'upgrade-to'?: string;
+  readonly 'gitops-namespace': string;
+  readonly 'flux-path'?: string;
+  readonly 'flux-source': string;
+}
+
+function gitopsOptionsFrom(args: GitOpsFlags): GitOpsOptions | undefined {
   if (args.gitops === undefined) {
-    for (const flag of ['gate-image', 'upgrade-to', 'flux-path']) if (args[flag] !== undefined) throw new BadInputError(`--${flag} needs --gitops argocd|flux (and --output-dir)`);
+    for (const flag of ['gate-image', 'upgrade-to', 'flux-path'] as const) if (args[flag] !== undefined) throw new BadInputError(`--${flag} needs --gitops argocd|flux (and --output-dir)`);
     return undefined;
   }
   if (args['output-dir'] === undefined) throw new BadInputError('--gitops writes a directory: add --output-dir DIR');

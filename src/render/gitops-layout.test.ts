@@ -22,16 +22,30 @@ const plan = {
 } as unknown as Plan;
 
 const options = (tool: GitOpsOptions['tool']): GitOpsOptions => ({ tool, gateImage: 'quay.example.com/prestage/prestage:1.0', upgradeTo: '4.16.3', namespace: 'prestage-gate', fluxPath: './clusters/prod/prestage', fluxSource: 'flux-system' });
+/** The fields of the written objects these tests read. */
+interface GitOpsObject {
+  readonly kind: string;
+  readonly metadata: { readonly name: string; readonly annotations?: Readonly<Record<string, string>> };
+  readonly spec: {
+    readonly template: { readonly spec: { readonly containers: ReadonlyArray<{ readonly image: string; readonly args: readonly string[] }> } };
+    readonly path: string;
+    readonly dependsOn?: ReadonlyArray<{ readonly name: string }>;
+    readonly healthChecks?: readonly unknown[];
+  };
+  readonly rules: ReadonlyArray<{ readonly verbs: readonly string[] }>;
+  readonly resources?: readonly string[];
+}
+
 let dir: string | undefined;
 afterEach(async () => dir && rm(dir, { recursive: true, force: true }));
 
-async function written(tool: GitOpsOptions['tool'], api: 'mco' | 'prestage'): Promise<{ files: string[]; read: (file: string) => Promise<Array<Record<string, any>>> }> {
+async function written(tool: GitOpsOptions['tool'], api: 'mco' | 'prestage'): Promise<{ files: string[]; read: (file: string) => Promise<Array<GitOpsObject>> }> {
   dir = await mkdtemp(join(tmpdir(), 'prestage-gitops-'));
   const files = await writeGitOpsDir(plan, dir, api, new Map(), options(tool));
-  return { files, read: async (file) => yaml.loadAll(await readFile(join(dir!, file), 'utf8')) as Array<Record<string, any>> };
+  return { files, read: async (file) => yaml.loadAll(await readFile(join(dir!, file), 'utf8')) as Array<GitOpsObject> };
 }
 
-const wave = (object: Record<string, any>) => object.metadata.annotations?.['argocd.argoproj.io/sync-wave'];
+const wave = (object: GitOpsObject) => object.metadata.annotations?.['argocd.argoproj.io/sync-wave'];
 
 describe('--gitops argocd', () => {
   it('orders access, sets, the gate hook Job and the upgrade in sync waves, all in the kustomization', async () => {
@@ -50,7 +64,7 @@ describe('--gitops argocd', () => {
   it("grants the gate only reads of what wait reads for the sets' API", async () => {
     const { read } = await written('argocd', 'mco');
     const role = (await read('prestage-gate-access.yaml')).find((object) => object.kind === 'ClusterRole')!;
-    const verbs = new Set(role.rules.flatMap((rule: { verbs: string[] }) => rule.verbs));
+    const verbs = new Set(role.rules.flatMap((rule) => rule.verbs));
     expect([...verbs].sort()).toEqual(['get', 'list', 'watch']);
     expect(role.rules[0]).toEqual({ apiGroups: ['machineconfiguration.openshift.io'], resources: ['pinnedimagesets', 'machineconfignodes', 'machineconfigpools'], verbs: ['get', 'list', 'watch'] });
   });
@@ -72,7 +86,7 @@ describe('--gitops flux', () => {
     ]);
     expect(kustomizations[1]!.spec.healthChecks).toEqual([{ apiVersion: 'batch/v1', kind: 'Job', name: 'prestage-gate-4.16.3', namespace: 'prestage-gate' }]);
     const [job] = await read('gate/job.yaml');
-    expect(job!.spec.template.spec.containers[0].args).toContain('agent');
-    expect((await read('sets/prestage-4.16.3-worker.yaml'))[0]!.metadata.annotations['argocd.argoproj.io/sync-wave']).toBeUndefined();
+    expect(job!.spec.template.spec.containers[0]!.args).toContain('agent');
+    expect((await read('sets/prestage-4.16.3-worker.yaml'))[0]!.metadata.annotations?.['argocd.argoproj.io/sync-wave']).toBeUndefined();
   });
 });
