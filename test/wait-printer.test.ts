@@ -5,7 +5,7 @@ import type { NodeSetProgress, ProgressSnapshot } from '../src/cluster/backend.j
 import { WaitTracker } from '../src/cluster/wait.js';
 import { WaitPrinter } from '../src/cli/wait.js';
 
-function terminal(): { stream: Writable & { isTTY: boolean }; text: () => string } {
+function terminal(columns?: number): { stream: Writable & { isTTY: boolean; columns?: number }; text: () => string } {
   let text = '';
   const stream = Object.assign(
     new Writable({
@@ -14,7 +14,7 @@ function terminal(): { stream: Writable & { isTTY: boolean }; text: () => string
         done();
       },
     }),
-    { isTTY: true },
+    { isTTY: true, ...(columns !== undefined ? { columns } : {}) },
   );
   return { stream, text: () => text };
 }
@@ -35,7 +35,7 @@ const snapshot = (...nodes: NodeSetProgress[]): ProgressSnapshot => ({ sets: [{ 
 
 it('redraws one line per set in place and prints a node error once, above the set lines', () => {
   const out = terminal();
-  const printer = new WaitPrinter(out.stream, 'text');
+  const printer = new WaitPrinter(out.stream, 'text', 'xterm-256color');
   const tracker = new WaitTracker(60_000);
   const show = (s: ProgressSnapshot, at: number) => printer.print(tracker.observe(s, at), tracker);
 
@@ -48,4 +48,22 @@ it('redraws one line per set in place and prints a node error once, above the se
   expect(frames[0]).toMatch(/^\x1b\[2K\S+ workers b: degraded \(generation 0\/1\) 0\/2 images 0 B\/2\.0 MiB: exit status 125\n\x1b\[2Kworkers: 0\/2 nodes done {2}0 B\/4\.0 MiB\n$/);
   expect(frames[1]).toBe('\x1b[2Kworkers: 1/2 nodes done  2.0 MiB/4.0 MiB  ETA 10s\n');
   expect(frames[2]).toBe('\x1b[2Kworkers: 2/2 nodes done  4.0 MiB/4.0 MiB  ready\n');
+});
+
+it('on TERM=dumb writes a plain line per change, no escape codes', () => {
+  const out = terminal();
+  const printer = new WaitPrinter(out.stream, 'text', 'dumb');
+  const tracker = new WaitTracker(60_000);
+  printer.print(tracker.observe(snapshot(node('a', 'progressing'), node('b', 'progressing')), 0), tracker);
+  printer.print(tracker.observe(snapshot(node('a', 'done'), node('b', 'done')), 10_000), tracker);
+  expect(out.text()).not.toMatch(/\x1b/);
+  expect(out.text()).toMatch(/workers: 2\/2 nodes done {2}4\.0 MiB\/4\.0 MiB {2}ready\n$/);
+});
+
+it("cuts each redrawn line to the terminal's width, so a long line is not redrawn as two", () => {
+  const out = terminal(20);
+  const printer = new WaitPrinter(out.stream, 'text', 'xterm');
+  const tracker = new WaitTracker(60_000);
+  printer.print(tracker.observe(snapshot(node('a', 'done'), node('b', 'done')), 0), tracker);
+  expect(out.text()).toBe('\x1b[2Kworkers: 2/2 nodes…\n');
 });

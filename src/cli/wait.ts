@@ -11,6 +11,7 @@ import { waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTr
 import type { McoVersions } from '../cluster/mco/backend.js';
 import { DEFAULT_FAIL_AFTER_MS, DEFAULT_TIMEOUT_MS, mcoPace, mcoWaitDefaults, paceLines, predictMcoNodes } from '../cluster/mco/pace.js';
 import { mcoNodeWork, runningVersion } from '../cluster/mco/pace-work.js';
+import { fitLine, isLiveTerminal } from '../terminal-line.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
 import { linkRate, positiveLongDuration } from './flag-values.js';
@@ -54,8 +55,10 @@ export class WaitPrinter {
   constructor(
     private readonly out: NodeJS.WritableStream,
     private readonly output: 'text' | 'json',
+    term: string | undefined = process.env.TERM,
   ) {
-    this.tty = output === 'text' && (out as { isTTY?: boolean }).isTTY === true;
+    // Redrawn in place only on a terminal that takes escape codes; elsewhere a line per change.
+    this.tty = output === 'text' && isLiveTerminal(out, term);
   }
 
   /** MCO's predicted pace and the limits it sets: lines, or one JSON event. */
@@ -94,7 +97,9 @@ export class WaitPrinter {
       }
     }
     const lines = [...tracker.summaries().map(setLine), ...(tracker.lastLink ? [linkLine(tracker.lastLink)] : []), ...(this.cacheLine ? [this.cacheLine] : [])];
-    text += lines.map((l) => `\x1b[2K${l}\n`).join('');
+    // Cut to the terminal's width: a redrawn line that wraps would be redrawn as two.
+    const columns = (this.out as { columns?: number }).columns;
+    text += lines.map((l) => `\x1b[2K${fitLine(l, columns)}\n`).join('');
     this.drawn = lines.length;
     this.out.write(text);
   }
