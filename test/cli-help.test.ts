@@ -42,6 +42,9 @@ describe('help as kubectl\'s', () => {
     expect(oneLine(flag.stderr)).toEqual(['prestage: error: Unknown argument: regstry-config (did you mean --registry-config?); see prestage plan --help']);
     const nothingClose = await runBin('prestage', ['plan', 'R', '--zzzzzz']);
     expect(oneLine(nothingClose.stderr)).toEqual(['prestage: error: Unknown argument: zzzzzz; see prestage plan --help']);
+    const subcommand = await runBin('prestage', ['bundle', 'verfy', 'ocp-4.16.3']);
+    expect(subcommand.code).toBe(2);
+    expect(oneLine(subcommand.stderr)).toEqual(['prestage: error: Unknown bundle command: verfy (did you mean bundle verify?); see prestage bundle --help']);
   });
 });
 

@@ -71,7 +71,15 @@ function helpAsFlag(argv: readonly string[]): readonly string[] {
 /** `Unknown argument: plna` with what was probably meant, from the command names or the named command's flags. */
 function withSuggestion(msg: string, argv: readonly string[], named: string | undefined, flags: readonly string[]): string {
   const unknown = /^Unknown arguments?: (.*)$/s.exec(msg)?.[1]?.split(', ');
-  if (!unknown || unknown.length !== 1) return msg;
+  if (!unknown) return msg;
+  // `bundle verfy DIR`: yargs names DIR; the word that went wrong is the subcommand.
+  const subcommands = named === undefined ? undefined : COMMANDS[named as keyof typeof COMMANDS]?.subcommands;
+  const sub = named === undefined ? undefined : argv[argv.indexOf(named) + 1];
+  if (subcommands && sub !== undefined && !sub.startsWith('-') && !subcommands.includes(sub)) {
+    const meantSub = didYouMean(sub, subcommands);
+    return `Unknown ${named} command: ${sub}${meantSub === undefined ? ` (${named} commands: ${subcommands.join(', ')})` : ` (did you mean ${named} ${meantSub}?)`}`;
+  }
+  if (unknown.length !== 1) return msg;
   const word = unknown[0]!;
   const asFlag = argv.some((a) => a === `-${word}` || a === `--${word}` || a.startsWith(`--${word}=`));
   const meant = asFlag ? didYouMean(word, flags.filter((f) => f.length > 1)) : named === undefined ? didYouMean(word, Object.keys(COMMANDS)) : undefined;
