@@ -147,6 +147,14 @@ describe.each([
         expect(done).toBeGreaterThanOrEqual(0);
         expect(done).toBeLessThan(ready);
       }
+      // -o yaml: the same events, one YAML document each; the set is ready now, each node done.
+      const again = await runCli(['wait', 'json-worker', '-o', 'yaml', '--timeout', '60s', ...kube()]);
+      expect([again.code, again.stdout.startsWith('---\n')]).toEqual([0, true]);
+      const documents = yaml.loadAll(again.stdout) as Array<Record<string, unknown>>;
+      expect(documents.at(-1)).toMatchObject({ type: 'set', set: 'json-worker', ready: true });
+      expect(documents.filter((e) => e['type'] === 'node' && e['phase'] === 'done').map((e) => e['node']).sort()).toEqual(['worker-0', 'worker-1']);
+      // -o name: the set as kubectl names it.
+      expect((await runCli(['status', 'json-worker', '-o', 'name', ...kube()])).stdout).toBe('pinnedimageset/json-worker\n');
     });
 
     it('a node degraded while retrying does not fail the set before --fail-after', async () => {
