@@ -135,7 +135,7 @@ describe.each([
       expect(result.stdout).toMatch(/^ready-worker: 2\/2 nodes done.* {2}ready$/m);
     });
 
-    it('-o json: one event per line, the set ready only after each of its nodes is done', async () => {
+    it('-o json: one event per line, the set ready only after each of its nodes is done; -o yaml: the same events as YAML documents; status -o name', async () => {
       await runCli(['apply', writePlan(dir, testPlan('json')), ...kube()]);
       const result = await runCli(['wait', 'json-worker', '-o', 'json', '--timeout', '60s', ...kube()]);
       expect(result.code).toBe(0);
