@@ -196,3 +196,13 @@ describe('prune', () => {
     expect(await client.find(`${MCO_PATHS.pinnedImageSets}/old-worker`)).toBeDefined();
   });
 });
+
+describe('plan -o name', () => {
+  it('prints pinnedimageset/NAME per set of the plan, as kubectl -o name does, and nothing else on stdout', async () => {
+    const plan = JSON.parse(await readFile(join(work, 'plan.json'), 'utf8')) as Plan;
+    const names = await runCli(['plan', RELEASE, ...from, '-o', 'name']);
+    expect(names.code, names.stderr).toBe(0);
+    expect(plan.sets.length).toBeGreaterThan(0);
+    expect(names.stdout).toBe(plan.sets.map((set) => `pinnedimageset/${set.name}\n`).join(''));
+  });
+});
