@@ -266,6 +266,19 @@ describe('bundle verify', () => {
     expect(r.stdout).toMatch(new RegExp(`^bundle ${reference}: ${IMAGES} images, \\d+ blobs, [\\d.]+ MiB verified\\nrelease signatures: 1 verified with --verification-key ${signer.publicKeyFile}\\n$`));
   });
 
+  it('-o json and -o yaml print one object on stdout, the figures the text line gives', async () => {
+    const text = await runCli(['bundle', 'verify', reference, '--verification-key', signer.publicKeyFile]);
+    const [, blobs] = /, (\d+) blobs,/.exec(text.stdout)!;
+    const json = await runCli(['bundle', 'verify', reference, '--verification-key', signer.publicKeyFile, '-o', 'json']);
+    expect([json.code, json.stderr]).toEqual([0, '']);
+    const document = JSON.parse(json.stdout) as Record<string, unknown>;
+    expect(document).toMatchObject({ bundle: reference, release: planned.release.version, images: IMAGES, blobs: Number(blobs), fromPrevious: 0, problems: [], releaseSignatures: `release signatures: 1 verified with --verification-key ${signer.publicKeyFile}` });
+    expect(document.bytes).toBeGreaterThan(0);
+    const yamlRun = await runCli(['bundle', 'verify', reference, '--verification-key', signer.publicKeyFile, '-oyaml']);
+    expect(yamlRun.code, yamlRun.stderr).toBe(0);
+    expect(yaml.load(yamlRun.stdout)).toEqual(document);
+  });
+
   it('names a corrupt and a missing blob with the images that need them; push refuses the damaged bundle', async () => {
     const dir = join(work, 'damaged');
     await cp(reference, dir, { recursive: true });
@@ -283,6 +296,11 @@ describe('bundle verify', () => {
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatch(new RegExp(`^corrupt layer ${shared.digest} needed by quay\\.io/\\S+, quay\\.io/\\S+, quay\\.io/\\S+ and \\d+ more$`));
     expect(lines[1]).toBe(`missing config ${victim.config.digest} needed by ${victim.pullSpec}`);
+    // A machine format: the document lists the same problems, and the exit code and error line stay.
+    const json = await runCli(['bundle', 'verify', dir, '-o', 'json']);
+    expectOneLineError(json, 2, /is damaged: 1 missing and 1 corrupt blobs/);
+    const problems = (JSON.parse(json.stdout) as { problems: Array<{ problem: string; role: string; digest: string }> }).problems;
+    expect(problems.map((p) => `${p.problem} ${p.role} ${p.digest}`).sort()).toEqual([`corrupt layer ${shared.digest}`, `missing config ${victim.config.digest}`]);
 
     const push = await runCli(['bundle', 'push', dir, `${mirrorProxy.host}/damaged`, '--insecure-registry', mirrorProxy.host, '--output-dir', dir]);
     expectOneLineError(push, 2, /the bundle's blob sha256:[a-f0-9]{64} is (corrupt|missing).*`prestage bundle verify` lists every damaged blob/);

@@ -8,6 +8,7 @@
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import yaml from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { MCO_PATHS } from '../src/cluster/mco/backend.js';
 import { KubeClient, type KubeObject } from '../src/kube/client.js';
@@ -181,6 +182,27 @@ describe('prune', () => {
       expect(pruned.stdout).toMatch(/; would delete 2 sets of older releases/);
       if (mode === 'server') expect(pruned.stdout).toMatch(/^pinnedimageset\/old-worker deleted \(server dry run\)$/m);
     }
+    // The machine formats: one document, or the names, on stdout; the dry run still changes nothing.
+    const json = await changesNothing(['prune', '--dry-run=server', '-o', 'json', ...kube]);
+    const result = JSON.parse(json.stdout) as { current: string; dryRun: string; prune: Array<{ name: string; release: string; result?: string }>; kept: Array<{ name: string; release?: string }> };
+    expect(result.current).toBe('4.16.3');
+    expect(result.dryRun).toBe('server');
+    expect(result.prune.map((set) => [set.name, set.release, set.result]).sort()).toEqual([['old-control-plane', '4.16.2', 'deleted'], ['old-worker', '4.16.2', 'deleted']]);
+    expect(result.kept.map((set) => set.name).sort()).toEqual(['kept-control-plane', 'kept-worker']);
+    const yamlRun = await changesNothing(['prune', '--dry-run=client', '-oyaml', ...kube]);
+    expect(yaml.load(yamlRun.stdout)).toMatchObject({ current: '4.16.3', dryRun: 'client', prune: result.prune.map(({ result: _sent, ...set }) => set) });
+    const names = await changesNothing(['prune', '--dry-run=client', '-o', 'name', ...kube]);
+    expect(names.stdout.split('\n').filter(Boolean).sort()).toEqual(['pinnedimageset/old-control-plane', 'pinnedimageset/old-worker']);
     expect(await client.find(`${MCO_PATHS.pinnedImageSets}/old-worker`)).toBeDefined();
+  });
+});
+
+describe('plan -o name', () => {
+  it('prints pinnedimageset/NAME per set of the plan, as kubectl -o name does, and nothing else on stdout', async () => {
+    const plan = JSON.parse(await readFile(join(work, 'plan.json'), 'utf8')) as Plan;
+    const names = await runCli(['plan', RELEASE, ...from, '-o', 'name']);
+    expect(names.code, names.stderr).toBe(0);
+    expect(plan.sets.length).toBeGreaterThan(0);
+    expect(names.stdout).toBe(plan.sets.map((set) => `pinnedimageset/${set.name}\n`).join(''));
   });
 });

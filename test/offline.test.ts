@@ -248,6 +248,12 @@ describe('after stage, the registry can disappear', () => {
     show(`prestage verify ${VERSION} --cri-socket ... --node-name worker-0`, local);
     expect(local.code).toBe(1);
     expect(local.stderr).toBe(`prestage: error: NOT VERIFIED ${VERSION}: worker-0 misses 1 image (${removed})\n`);
+    // -o json: the document on stdout, the verdict still exit 1 and the same line on stderr.
+    const localJson = await runCli(['verify', VERSION, '--cri-socket', worker.crio.socketPath, '--node-name', worker.name, '-o', 'json', ...kube]);
+    expect([localJson.code, localJson.stderr]).toEqual([1, local.stderr]);
+    const document = JSON.parse(localJson.stdout) as { release: string; verified: boolean; untargeted: string[]; nodes: Array<{ node: string; sets: Array<{ name: string; missingCount: number; missing: string[] }> }> };
+    expect([document.release, document.verified, document.untargeted]).toEqual([VERSION, false, []]);
+    expect(document.nodes.map((n) => [n.node, n.sets.map((set) => [set.name, set.missingCount, set.missing])])).toEqual([[worker.name, [[WORKER_SET, 1, [removed]]]]]);
     // The control plane still has all of its own.
     const onMaster = await runCli(['verify', VERSION, '--cri-socket', master.crio.socketPath, '--node-name', master.name, ...kube]);
     expect([onMaster.code, onMaster.stderr]).toEqual([0, '']);

@@ -135,7 +135,7 @@ describe.each([
       expect(result.stdout).toMatch(/^ready-worker: 2\/2 nodes done.* {2}ready$/m);
     });
 
-    it('-o json: one event per line, the set ready only after each of its nodes is done', async () => {
+    it('-o json: one event per line, the set ready only after each of its nodes is done; -o yaml: the same events as YAML documents; status -o name', async () => {
       await runCli(['apply', writePlan(dir, testPlan('json')), ...kube()]);
       const result = await runCli(['wait', 'json-worker', '-o', 'json', '--timeout', '60s', ...kube()]);
       expect(result.code).toBe(0);
@@ -147,6 +147,14 @@ describe.each([
         expect(done).toBeGreaterThanOrEqual(0);
         expect(done).toBeLessThan(ready);
       }
+      // -o yaml: the same events, one YAML document each; the set is ready now, each node done.
+      const again = await runCli(['wait', 'json-worker', '-o', 'yaml', '--timeout', '60s', ...kube()]);
+      expect([again.code, again.stdout.startsWith('---\n')]).toEqual([0, true]);
+      const documents = yaml.loadAll(again.stdout) as Array<Record<string, unknown>>;
+      expect(documents.at(-1)).toMatchObject({ type: 'set', set: 'json-worker', ready: true });
+      expect(documents.filter((e) => e['type'] === 'node' && e['phase'] === 'done').map((e) => e['node']).sort()).toEqual(['worker-0', 'worker-1']);
+      // -o name: the set as kubectl names it.
+      expect((await runCli(['status', 'json-worker', '-o', 'name', ...kube()])).stdout).toBe('pinnedimageset/json-worker\n');
     });
 
     it('a node degraded while retrying does not fail the set before --fail-after', async () => {

@@ -44,6 +44,7 @@ import { planOptionsFrom, withPlanOptions, type PlanFlags } from './plan-options
 import { registryClientFrom, retryLine, transportOptionsFrom, withRegistryOptions } from './registry-options.js';
 import { formatBytes } from '../units.js';
 import { count, plural } from '../plural.js';
+import { renderDocument } from './documents.js';
 
 const MAPPING_FILE = 'mapping.txt';
 const IDMS_FILE = 'image-digest-mirror-set.yaml';
@@ -157,6 +158,7 @@ function verifyCommand(ctx: CommandContext) {
         .example(...example('$0 bundle verify ocp-4.16.3', 'Check a bundle directory'))
         .example(...example('$0 bundle verify ocp-4.16.3 --verification-key redhat-release.asc', 'Also verify the release signatures with the key you trust (the keys the bundle carries are never trusted)'))
         .example(...example('$0 bundle verify /media/usb/ocp-4.16.3.parts', 'Check tar parts where they are, without unpacking'))
+        .option('output', { alias: 'o', choices: ['json', 'yaml'] as const, describe: 'Output format: json, yaml: one object {bundle, release, images, blobs, bytes, fromPrevious, problems[] (problem: missing|corrupt, role, digest, neededBy), releaseSignatures, sigstoreSignatures} (the signature lines as text says them); a damaged bundle is still exit 2 [default: lines]' })
         .epilogue(helpEpilogue(exitCodesHelp([[4, 'Kubernetes API failure or refusal (--kubeconfig: the keys the cluster trusts)']]), 'air-gapped-bundles.md')),
     handler: async (args) => {
       const path: string = args.bundle;
@@ -166,20 +168,29 @@ function verifyCommand(ctx: CommandContext) {
       const sigstoreKey = await sigstoreKeyFrom(args);
       const anchors = await trustAnchors(args);
       const report = await checkBundle(bundle, inventory);
-      for (const problem of report.problems) ctx.stdout.write(`${describeProblem(problem)}\n`);
+      // In a machine format stdout carries one document, written once every check is done or one failed.
+      const format = args.output;
+      const out = format === undefined ? ctx.stdout : { write: (_text: string) => true };
+      const document: Record<string, unknown> = { bundle: path, release: bundle.metadata.release.version, images: report.images, blobs: report.blobs, bytes: report.bytes, fromPrevious: report.fromPrevious, problems: report.problems };
+      const emit = () => void (format !== undefined && ctx.stdout.write(renderDocument(format, document)));
+      for (const problem of report.problems) out.write(`${describeProblem(problem)}\n`);
       if (report.problems.length > 0) {
+        emit();
         const problems = (kind: string) => report.problems.filter((p) => p.problem === kind).length;
         throw new BadInputError(`bundle ${path} is damaged: ${problems('missing')} missing and ${problems('corrupt')} corrupt ${plural(report.problems.length, 'blob')} (listed on stdout); copy it again from the connected side, where \`prestage bundle create\` with the same arguments fetches only these`);
       }
       const fromPrevious = report.fromPrevious ? `; ${count(report.fromPrevious, 'blob')} provided by the previous bundle (${bundle.metadata.previous?.source})` : '';
-      ctx.stdout.write(`bundle ${path}: ${count(report.images, 'image')}, ${count(report.blobs, 'blob')}, ${formatBytes(report.bytes)} verified${fromPrevious}\n`);
+      out.write(`bundle ${path}: ${count(report.images, 'image')}, ${count(report.blobs, 'blob')}, ${formatBytes(report.bytes)} verified${fromPrevious}\n`);
       const warning = unsignedWarning(bundle, path);
       if (warning) ctx.stderr.write(`${warning}\n`);
       const gpg = await checkReleaseSignaturesOrFail(bundle, inventory.read, anchors, path);
-      if (gpg) ctx.stdout.write(`${gpg.line}\n`);
+      if (gpg) out.write(`${gpg.line}\n`);
+      if (gpg) document.releaseSignatures = gpg.line;
       const attachments = attachmentEntries(bundle).length;
-      if (sigstoreKey) ctx.stdout.write(`${await checkAttachmentsOrFail(bundle, inventory.read, sigstoreKey, args, path, ctx)}\n`);
-      else if (attachments > 0) ctx.stdout.write(`sigstore signatures: ${count(attachments, 'attachment')} not checked (give --sigstore-key)\n`);
+      const sigstore = sigstoreKey ? await checkAttachmentsOrFail(bundle, inventory.read, sigstoreKey, args, path, format === undefined ? ctx : { ...ctx, stdout: ctx.stderr }) : attachments > 0 ? `sigstore signatures: ${count(attachments, 'attachment')} not checked (give --sigstore-key)` : undefined;
+      if (sigstore !== undefined) out.write(`${sigstore}\n`);
+      if (sigstore !== undefined) document.sigstoreSignatures = sigstore;
+      emit();
       if (gpg?.warning) ctx.stderr.write(`${gpg.warning}\n`);
     },
   });

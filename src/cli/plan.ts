@@ -6,6 +6,7 @@ import { checkOutputDir, SET_APIS } from '../render/output-dir.js';
 import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
+import { renderNames } from './documents.js';
 import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
 import { planOptionsFrom, releaseToPlan, withLiveOptions, withPlanOptions, withToOptions } from './plan-options.js';
 import { RetrySummary } from '../registry/retry-summary.js';
@@ -24,7 +25,7 @@ export function planCommand(ctx: CommandContext) {
       withRegistryOptions(withLiveOptions(withPlanOptions(withToOptions(withSignaturesFromOptions(
         y
           .positional('release', { type: 'string', describe: 'Release pullspec, e.g. quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64 (or --to VERSION)' })
-          .option('output', { alias: 'o', choices: ['table', 'wide', 'json', 'yaml'] as const, default: 'table' as const, describe: 'Output format' })
+          .option('output', { alias: 'o', choices: ['table', 'wide', 'json', 'yaml', 'name'] as const, default: 'table' as const, describe: 'Output format; name: pinnedimageset/NAME per set, as kubectl -o name prints' })
           .option('output-dir', { type: 'string', describe: 'Write one PinnedImageSet YAML per set plus kustomization.yaml here' })
           .option('api', {
             choices: SET_APIS,
@@ -70,8 +71,8 @@ export function planCommand(ctx: CommandContext) {
           const files = await sets!.writeGitOpsDir(plan, args['output-dir'], args.api, signatureFile, gitops);
           ctx.stderr.write(`wrote ${files.map((f) => `${args['output-dir']}/${f}`).join(', ')}\n`);
         }
-        // The table and the JSON carry the plan's warnings; PinnedImageSet YAML has no room for them.
-        if (args.output === 'yaml') for (const warning of plan.warnings) ctx.log.warn(warning);
+        // The table and the JSON carry the plan's warnings; PinnedImageSet YAML and names have no room for them.
+        if (args.output === 'yaml' || args.output === 'name') for (const warning of plan.warnings) ctx.log.warn(warning);
         switch (args.output) {
           case 'json':
             ctx.stdout.write(`${JSON.stringify(plan, null, 2)}\n`);
@@ -79,6 +80,9 @@ export function planCommand(ctx: CommandContext) {
           case 'yaml':
             ctx.stdout.write(sets!.renderYaml(plan, args.api));
             if (signed) ctx.stdout.write(`---\n${renderSignatureConfigMap(signed.configMap)}`);
+            break;
+          case 'name':
+            ctx.stdout.write(renderNames('pinnedimageset', plan.sets.map((set) => set.name)));
             break;
           default:
             ctx.stdout.write(renderPlanTable(plan, args.output === 'wide'));

@@ -47,17 +47,17 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       const live = observed && { ...observed, pinned: await pinnedOnNodes(client, backend) };
       const plan = await planRelease(release, args, ctx, live);
       const sets = withStaging(desiredSetsFromPlan(plan), schedule, args['link-rate'], backend.kind, (line) => ctx.log.warn(line));
-      // Progress goes to stdout; with -o json only the events do, so the table goes to stderr.
-      (args.output === 'json' ? ctx.stderr : ctx.stdout).write(renderPlanTable(plan));
+      // Progress goes to stdout; with -o json|yaml only the events do, so the table goes to stderr.
+      (args.output !== 'text' ? ctx.stderr : ctx.stdout).write(renderPlanTable(plan));
       if (args.cache) {
         const { lines, warnings } = await checkCacheForPlan(client, args['cache-namespace'], plan, AGENT_NAME);
         for (const warning of warnings) ctx.log.warn(warning);
-        (args.output === 'json' ? ctx.stderr : ctx.stdout).write(lines.map((line) => `${line}\n`).join(''));
+        (args.output !== 'text' ? ctx.stderr : ctx.stdout).write(lines.map((line) => `${line}\n`).join(''));
       }
       await checkNodeDisks(client, backend, sets, plan.nodes);
       await checkMcoPreflight(client, backend, sets, { version: observed?.release.version, force: args.force === true, warn: (line) => ctx.log.warn(line) });
       const dryRun = args['dry-run'] as DryRun;
-      const out = args.output === 'json' ? ctx.stderr : ctx.stdout;
+      const out = args.output !== 'text' ? ctx.stderr : ctx.stdout;
       // The release's signatures for the CVO (a mirror's cluster), verified with the keys it trusts now.
       const signed = await signatureConfigMapFrom(plan.release, args, async () => client);
       if (signed) {

@@ -10,6 +10,7 @@ import { BadInputError } from '../errors.js';
 import { table } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
+import { renderNames } from './documents.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { formatBytes } from '../units.js';
 
@@ -47,7 +48,7 @@ export function statusCommand(ctx: CommandContext, scriptName: string) {
             coerce: parseReleaseVersion('--release'),
             describe: 'The sets of this release VERSION, then READY (exit 0) only when each is current on every node it targets, else NOT READY naming what is missing (exit 1)',
           })
-          .option('output', { alias: 'o', choices: ['table', 'json', 'yaml'] as const, default: 'table' as const, describe: 'Output format' })
+          .option('output', { alias: 'o', choices: ['table', 'json', 'yaml', 'name'] as const, default: 'table' as const, describe: 'Output format; json, yaml: {backend, sets[] (name, exists, generation, nodes[]), pools[] (MCO), link (agent)}; name: pinnedimageset/NAME per set shown' })
           .check((argv) => {
             if (argv['release'] !== undefined && (argv['sets'] as string[] | undefined)?.length) throw new BadInputError('name sets or --release VERSION, not both');
             return true;
@@ -63,6 +64,7 @@ export function statusCommand(ctx: CommandContext, scriptName: string) {
       const result = { backend: backend.kind, ...snapshot };
       if (args.output === 'json') ctx.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
       else if (args.output === 'yaml') ctx.stdout.write(yaml.dump(result, { lineWidth: -1, noRefs: true }));
+      else if (args.output === 'name') ctx.stdout.write(renderNames('pinnedimageset', snapshot.sets.map((set) => set.name)));
       else if (snapshot.sets.length) ctx.stdout.write(renderStatusTable(snapshot));
       // NOT READY is the error line (exit 1); READY goes after the table.
       if (release !== undefined) {

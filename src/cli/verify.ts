@@ -22,6 +22,9 @@ import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
 import { positiveSeconds } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
+import { renderDocument } from './documents.js';
+
+const VERIFY_OUTPUT_HELP = 'Output format: json, yaml: one object {release, verified, nodes[] (node, role, sets[]: name, images, missingCount, missing, unpinnedCount, unpinned), untargeted[]}; the verdict is the exit code, NOT VERIFIED also a line on stderr [default: the table and the verdict line]';
 
 export function verifyCommand(ctx: CommandContext, scriptName: string) {
   return typedCommand({
@@ -35,6 +38,7 @@ export function verifyCommand(ctx: CommandContext, scriptName: string) {
           })
           .option('node-name', { type: 'string', describe: 'With --cri-socket: this node as the cluster names it (default: the hostname)' })
           .option('timeout', { type: 'string', default: 120, coerce: positiveSeconds('timeout'), describe: 'How long (120s, 5m; bare: seconds) to wait for every targeted node to answer (agent backend)' })
+          .option('output', { alias: 'o', choices: ['json', 'yaml'] as const, describe: VERIFY_OUTPUT_HELP })
           .check((argv) => {
             if (argv['node-name'] !== undefined && argv['cri-socket'] === undefined) throw new BadInputError(`--node-name names the node --cri-socket checks; pass --cri-socket ${DEFAULT_CRI_SOCKET} too, or neither to ask every node's agent`);
             return true;
@@ -57,10 +61,25 @@ export function verifyCommand(ctx: CommandContext, scriptName: string) {
       if (socket !== undefined) {
         checks = [await checkThisNode(client, sets, socket, (args['node-name'] as string | undefined) ?? hostname(), version)];
       } else {
-        checks = await askAgents(client, sets, version, scriptName, (args.timeout as number) * 1000, (answered) => ctx.stdout.write(`${renderVerifyTable(answered)}\n\n`));
+        // The partial tables are progress: on stderr when stdout carries a document.
+        const progress = args.output === undefined ? ctx.stdout : ctx.stderr;
+        checks = await askAgents(client, sets, version, scriptName, (args.timeout as number) * 1000, (answered) => progress.write(`${renderVerifyTable(answered)}\n\n`));
+      }
+      const unanswered = socket === undefined ? untargeted : [];
+      if (args.output !== undefined) {
+        // The document first, whatever the verdict; NOT VERIFIED is then the error line and exit 1.
+        let verified = true;
+        try {
+          verifyVerdict(version, checks, unanswered);
+        } catch {
+          verified = false;
+        }
+        ctx.stdout.write(renderDocument(args.output, { release: version, verified, nodes: checks, untargeted: unanswered }));
+        verifyVerdict(version, checks, unanswered);
+        return;
       }
       ctx.stdout.write(`${renderVerifyTable(checks)}\n\n`);
-      ctx.stdout.write(`${verifyVerdict(version, checks, socket === undefined ? untargeted : [])}\n`);
+      ctx.stdout.write(`${verifyVerdict(version, checks, unanswered)}\n`);
     },
   });
 }

@@ -18,6 +18,7 @@ import { linkRate, positiveLongDuration } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { formatBytes, formatSeconds } from '../units.js';
 import { printable } from '../terminal-text.js';
+import { renderEvent } from './documents.js';
 
 export interface WaitFlags {
   /** Milliseconds, given as 90s, 30m, 2h; undefined: 60m, or on MCO what its pace asks for. */
@@ -26,7 +27,7 @@ export interface WaitFlags {
   'fail-after'?: number;
   /** Bytes per second of the link the nodes pull over (shared); for MCO's predicted pace. */
   'link-rate'?: number;
-  output: 'text' | 'json';
+  output: 'text' | 'json' | 'yaml';
   /** Where `install --cache` put the cache. */
   'cache-namespace': string;
 }
@@ -39,7 +40,7 @@ export function withWaitOptions<T>(y: Argv<T>): Argv<T & WaitFlags> {
     .option('timeout', { type: 'string', coerce: positiveLongDuration('timeout'), describe: 'Give up after this long (exit 124), e.g. 90s, 30m, 2h, 720h (at most 8760h) [default: 60m; on MCO at least twice the slowest node\'s predicted time]' })
     .option('fail-after', { type: 'string', coerce: positiveLongDuration('fail-after'), describe: 'Fail (exit 1) when a node stays degraded this long (90s, 30m, 2h; at most 8760h); nodes retry until then [default: 10m; on MCO at least the time its next sync takes to retry a pull]' })
     .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'The slow link\'s rate (bytes: 20MiB/s, 5MB/s, 20Mi; bits: 40Mbit/s, 40Mbps): stage and apply store it on the sets as a cap prestage\'s agents share out; on MCO, which cannot be capped, its predicted pace counts the bytes with it' })
-    .option('output', { alias: 'o', choices: ['text', 'json'] as const, default: 'text' as const, describe: 'text: progress lines (redrawn on a terminal); json: one event per line' })
+    .option('output', { alias: 'o', choices: ['text', 'json', 'yaml'] as const, default: 'text' as const, describe: 'text: progress lines (redrawn on a terminal); json: one event per line; yaml: the same events, one YAML document each (---); each event one object whose type is set, node, link, pace or cache' })
     .option('cache-namespace', { type: 'string', default: 'prestage', describe: 'Namespace of the in-cluster cache (install --cache): its upstream bytes and hit ratio since wait started are shown; nothing when there is none' }) as unknown as Argv<T & WaitFlags>;
 }
 
@@ -54,7 +55,7 @@ export class WaitPrinter {
 
   constructor(
     private readonly out: NodeJS.WritableStream,
-    private readonly output: 'text' | 'json',
+    private readonly output: 'text' | 'json' | 'yaml',
     term: string | undefined = process.env.TERM,
   ) {
     // Redrawn in place only on a terminal that takes escape codes; elsewhere a line per change.
@@ -63,13 +64,13 @@ export class WaitPrinter {
 
   /** MCO's predicted pace and the limits it sets: lines, or one JSON event. */
   printPace(lines: readonly string[], reasons: readonly string[], event: Record<string, unknown>): void {
-    if (this.output === 'json') return void this.out.write(`${JSON.stringify(event)}\n`);
+    if (this.output !== 'text') return void this.out.write(renderEvent(this.output, event));
     this.out.write([...lines, ...reasons].map((l) => `${l}\n`).join(''));
   }
 
   /** The cache's figures: a line of its own, or on a terminal the last line of the redrawn block. */
   printCache(event: CacheEvent): void {
-    if (this.output === 'json') return void this.out.write(`${JSON.stringify(event)}\n`);
+    if (this.output !== 'text') return void this.out.write(renderEvent(this.output, event));
     // The cache's upstream is where bytes cross the link: its rate, against the cap the agents report.
     const line = cacheLine(event, this.cacheMeter.sample({ bytes: event.upstreamBytes, ...(this.tracker?.lastLink?.capBytesPerSecond ? { capBytesPerSecond: this.tracker.lastLink.capBytesPerSecond } : {}) }, Date.parse(event.time)));
     if (line === this.cacheLine) return;
@@ -80,8 +81,8 @@ export class WaitPrinter {
 
   print(events: readonly WaitEvent[], tracker: WaitTracker): void {
     this.tracker = tracker;
-    if (this.output === 'json') {
-      for (const event of events) this.out.write(`${JSON.stringify(event)}\n`);
+    if (this.output !== 'text') {
+      for (const event of events) this.out.write(renderEvent(this.output, event));
       return;
     }
     if (!this.tty) {
