@@ -122,7 +122,7 @@ describe("the agent's Leases", () => {
   it('may not create or update a Lease by any other name', async () => {
     const created = await refusal(worker.request('POST', LEASES, { body: lease('kube-scheduler', 'worker-0') }));
     expect(created.status).toBe(403);
-    expect(created.message).toContain(`prestage-agent may write only its own Leases (${PULL_SLOT_PREFIX}0, ${PULL_SLOT_PREFIX}1, ${LINK_LEASE}, prestage-cache-warm-0), not kube-scheduler`);
+    expect(created.message).toContain(`prestage-agent may write only its own Leases (${PULL_SLOT_PREFIX}0, ${PULL_SLOT_PREFIX}1, ${LINK_LEASE}, prestage-cache-warm-0, prestage-set-status-0), not kube-scheduler`);
     // A third slot --max-pulling-nodes 2 never makes.
     expect(await refusal(worker.request('POST', LEASES, { body: lease(`${PULL_SLOT_PREFIX}2`, 'worker-0') }))).toMatchObject({ status: 403 });
     // An existing Lease of someone else's: RBAC's resourceNames refuse the update itself.

@@ -492,7 +492,7 @@ describe('node agent faults', () => {
       const stored = new Set([IMG_A, IMG_B, IMG_C].flatMap((image) => truthOf(image).layers.map((layer) => layer.digest)));
       const needed = truthOf(IMG_E).layers.filter((layer) => !stored.has(layer.digest));
       const neededBytes = needed.reduce((sum, layer) => sum + layer.uncompressedSize, 0);
-      expect(set.lastFailedGenerationError).toBe(`not enough disk: 1 image needs ${neededBytes} bytes (exact, ${needed.length} layers), 0 free after the ${reserve}-byte reserve and earlier sets; nothing pulled`);
+      expect(set.lastFailedGenerationError).toBe(`not enough disk: 1 image needs ${neededBytes} bytes (exact, ${needed.length} ${needed.length === 1 ? 'layer' : 'layers'}), 0 free after the ${reserve}-byte reserve and earlier sets; nothing pulled`);
       // The restarted agent never tried either (IMG_C was pulled by the one before it).
       expect(set.images.map((image) => [image.state, image.attempts])).toEqual([['Pulled', 0], ['Pending', 0]]);
       expect((await criPins(node('worker-0'), [IMG_E]))[IMG_E]).toBe('absent');

@@ -55,7 +55,7 @@ describe('bad flags: one line naming the flag, exit 2, before any registry read'
     [['--stall-timeout', '0s'], '--stall-timeout must be longer than zero, e.g. 90s, 30m, 1h30m, 720h'],
     [['--stall-timeout', '600h'], '--stall-timeout "600h" is longer than 576h, the longest it takes; use e.g. 90s, 30m, 1h30m, 720h'],
     [['--bogus-flag'], 'Unknown argument: bogus-flag'],
-    [['-o', 'nope'], 'Invalid values: Argument: output, Given: "nope", Choices: "table", "wide", "json", "yaml"'],
+    [['-o', 'nope'], 'Invalid values: Argument: output, Given: "nope", Choices: "table", "wide", "json", "yaml", "name"'],
   ])('plan %j', async (flags, message) => {
     const result = await runBin('prestage', ['plan', RELEASE, ...UNREACHABLE, ...flags]);
     expect(result).toEqual({ code: 2, stdout: '', stderr: `prestage: error: ${message}; see prestage plan --help\n` });
