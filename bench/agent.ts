@@ -108,7 +108,8 @@ const root = await mkdtemp(join(tmpdir(), 'prestage-bench-agent-registry-'));
 const registry = await startRegistry({ storageDir: join(root, 'registry') });
 await pushFixture(registry.url, fixture);
 const baseline = await baselineEntry();
-const current = [join(ROOT, 'bin/prestage.js')];
+// The agent's own bundle, as `node dist/agent.cjs agent ...` (bin/prestage.js does not route to it yet).
+const current = [join(ROOT, 'dist/agent.cjs')];
 const variants: Variant[] = [
   { name: baseline.name, entry: baseline.entry, nodeOptions: '' },
   { name: 'this build', entry: current, nodeOptions: '' },
