@@ -394,13 +394,19 @@ describe('fault proxy', () => {
   it('a window holds what a client has not read: over loopback the kernel would take it all', async () => {
     const unread = async (): Promise<number> => {
       proxy.resetStats();
-      const read = await request(`${proxy.url}${blobPath(largeDigest)}`);
-      // The client reads nothing for a while: only the kernel's buffers (or the window) take bytes.
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      const sent = proxy.stats.bytesSent;
-      expect(Buffer.from(await read.body.arrayBuffer())).toEqual(LARGE);
-      expect(proxy.stats.bytesSent).toBe(LARGE.length);
-      return sent;
+      // A connection of its own: not a kept-alive socket an earlier test's faults left behind.
+      const dispatcher = new Agent({ pipelining: 0 });
+      try {
+        const read = await request(`${proxy.url}${blobPath(largeDigest)}`, { dispatcher });
+        // The client reads nothing for a while: only the kernel's buffers (or the window) take bytes.
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        const sent = proxy.stats.bytesSent;
+        expect(Buffer.from(await read.body.arrayBuffer())).toEqual(LARGE);
+        expect(proxy.stats.bytesSent).toBe(LARGE.length);
+        return sent;
+      } finally {
+        await dispatcher.close();
+      }
     };
     expect(await unread()).toBe(LARGE.length);
     proxy.setWindow(64 * 1024);
