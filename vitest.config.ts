@@ -2,26 +2,31 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
 
 /**
- * `npm test`: three projects, each at its own pace.
- * - unit: the unit tests beside the modules (pure, in-process), in parallel;
- * - registry: integration files that start their own registries, proxies and CLI processes on
- *   free ports (no cluster), one at a time;
- * - cluster: files on the cluster test bed (API server, kubelets, CRI-O, iptables, cgroups: host
- *   state), one at a time, as before.
- * Meant to let the two one-at-a-time lanes overlap; measured with vitest 4.1 they ran one after
- * the other (docs/development.md). PRESTAGE_TEST_SERIAL=1 runs every file one at a time (as before, for a clean reading).
+ * `npm test`: three projects, run as vitest's groups, one group after the other (sequence.groupOrder):
+ * 1. unit: the unit tests beside the modules (pure, in-process), three at a time;
+ * 2. integration: files that start their own registries, proxies, CLI processes and cluster test
+ *    beds (API server, etcd, CRI-O per node), each on free ports in its own temp dir, two at a time;
+ * 3. host: the files that run kubelets or kube-proxy, which share the host's iptables chains and
+ *    cgroup hierarchies, one at a time and alone.
+ * vitest puts every project whose files run one at a time into one chain, so "one at a time" is
+ * a group of its own here, not a project setting (docs/development.md has the measurements).
+ * PRESTAGE_TEST_SERIAL=1 runs every file one at a time (for a clean reading of one file's time).
  */
 const serial = process.env.PRESTAGE_TEST_SERIAL === '1';
 
+const testFiles = readdirSync(new URL('./test/', import.meta.url)).filter((name) => name.endsWith('.test.ts'));
+const importing = (pattern: RegExp): string[] =>
+  testFiles.filter((name) => pattern.test(readFileSync(new URL(`./test/${name}`, import.meta.url), 'utf8'))).map((name) => `test/${name}`);
+
 /**
  * Files on the cluster test bed: every test file that imports the cluster harness (test/cluster)
- * or the MCO simulator (test/mco). Found by their imports, so a new file cannot land in the
- * parallel registry lane by being left off a list.
+ * or the MCO simulator (test/mco). Found by their imports, so a new file cannot miss its lane by
+ * being left off a list.
  */
-export const CLUSTER_FILES = readdirSync(new URL('./test/', import.meta.url))
-  .filter((name) => name.endsWith('.test.ts'))
-  .filter((name) => /from '\.\/(cluster|mco)\//.test(readFileSync(new URL(`./test/${name}`, import.meta.url), 'utf8')))
-  .map((name) => `test/${name}`);
+export const CLUSTER_FILES = importing(/from '\.\/(cluster|mco)\//);
+
+/** Files that start kubelets or kube-proxy (test/cluster/kubelet.ts, kube-proxy.ts): host state. */
+export const HOST_FILES = importing(/from '\.\/cluster\/(kubelet|kube-proxy)\.js'/);
 
 const integration = {
   testTimeout: 60_000,
@@ -31,15 +36,13 @@ const integration = {
 
 export default defineConfig({
   test: {
-    // Two cores: one worker each for the registry and cluster files, one for the unit files while they last.
-    maxWorkers: serial ? 1 : 3,
     fileParallelism: !serial,
     // The default summary, then the ten slowest files and one plain closing line for CI.
     reporters: ['default', './test/support/closing-line-reporter.ts'],
     projects: [
-      { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'test/harness/*.test.ts'], testTimeout: 60_000 } },
-      { extends: true, test: { name: 'registry', include: ['test/*.test.ts'], exclude: CLUSTER_FILES, ...integration, fileParallelism: false } },
-      { extends: true, test: { name: 'cluster', include: CLUSTER_FILES, ...integration, fileParallelism: false } },
+      { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'test/harness/*.test.ts'], testTimeout: 60_000, maxWorkers: serial ? 1 : 3, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'integration', include: ['test/*.test.ts'], exclude: HOST_FILES, ...integration, maxWorkers: serial ? 1 : 2, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: 'host', include: HOST_FILES, ...integration, maxWorkers: 1, sequence: { groupOrder: 2 } } },
     ],
   },
 });

@@ -2,16 +2,14 @@
  * `npm run build`'s second step: the node agent's own bundle, `dist/agent.cjs` (bin/prestage.js
  * runs it for `prestage agent`, so the DaemonSet's image carries and runs it). One minified
  * CommonJS file of the agent's code alone, from src/cli/agent-bin.ts: no yargs, no other command;
- * the CRI proto inlined (as scripts/dist.ts does); @kubernetes/client-node, which only a
+ * the CRI proto inlined (the options scripts/node-bundle.ts shares with scripts/dist.ts); @kubernetes/client-node, which only a
  * kubeconfig's exec or auth-provider plugin would load (never in-cluster), left out with a
  * one-line error in its place. A smaller heap of code is memory on every node.
  */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
-import protobuf from 'protobufjs';
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
+import { nodeBundleOptions, ROOT } from './node-bundle.js';
 
 const withoutClientNode: Plugin = {
   name: 'without-client-node',
@@ -25,23 +23,7 @@ const withoutClientNode: Plugin = {
 };
 
 export async function bundleAgent(out = join(ROOT, 'dist', 'agent.cjs')): Promise<void> {
-  await build({
-    entryPoints: [join(ROOT, 'src/cli/agent-bin.ts')],
-    outfile: out,
-    bundle: true,
-    minify: true,
-    platform: 'node',
-    target: 'node20',
-    format: 'cjs',
-    legalComments: 'none',
-    logLevel: 'warning',
-    plugins: [withoutClientNode],
-    define: {
-      __PRESTAGE_CRI_PROTO_JSON__: JSON.stringify(JSON.stringify(protobuf.loadSync(join(ROOT, 'proto/cri.proto')).toJSON())),
-      'import.meta.url': '__prestage_import_meta_url',
-    },
-    banner: { js: 'const __prestage_import_meta_url = require("url").pathToFileURL(__filename).href;' },
-  });
+  await build(nodeBundleOptions('src/cli/agent-bin.ts', out, { plugins: [withoutClientNode] }));
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) await bundleAgent();

@@ -20,12 +20,10 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
-import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, relative, resolve } from 'node:path';
 import { build, type Plugin } from 'esbuild';
-import protobuf from 'protobufjs';
+import { nodeBundleOptions, ROOT } from './node-bundle.js';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const TARGETS = { 'linux-amd64': 'x64', 'linux-arm64': 'arm64' } as const;
 type Target = keyof typeof TARGETS;
 /** The fuse Node.js looks for to know a SEA blob was injected (its documentation's value). */
@@ -68,32 +66,20 @@ const yargsInternals: Plugin = {
 
 async function bundle(out: string): Promise<void> {
   const info = buildInfo();
-  await build({
-    entryPoints: [join(ROOT, 'src/cli/sea-main.ts')],
-    outfile: out,
-    bundle: true,
-    minify: true,
-    platform: 'node',
-    target: 'node20',
-    format: 'cjs',
-    legalComments: 'none',
-    logLevel: 'warning',
+  await build(nodeBundleOptions('src/cli/sea-main.ts', out, {
     plugins: [yargsInternals],
     define: {
       __PRESTAGE_BUILD__: JSON.stringify(JSON.stringify(info)),
       // `prestage docs TOPIC` on a host that has only the executable.
       __PRESTAGE_DOCS__: JSON.stringify(JSON.stringify(docsForExecutable())),
-      // The CRI proto parsed here (field names camel-cased, as proto-loader's loadSync would), loaded with fromJSON there.
-      __PRESTAGE_CRI_PROTO_JSON__: JSON.stringify(JSON.stringify(protobuf.loadSync(join(ROOT, 'proto/cri.proto')).toJSON())),
       // Literal specifiers, so that esbuild bundles what src/cli/main.ts loads without yargs' help renderer.
       __PRESTAGE_YARGS_FACTORY__: JSON.stringify('yargs/build/lib/yargs-factory.js'),
       __PRESTAGE_YARGS_ARGV__: JSON.stringify('yargs/build/lib/utils/process-argv.js'),
       __PRESTAGE_Y18N__: JSON.stringify('y18n'),
-      'import.meta.url': '__prestage_import_meta_url',
       'import.meta.resolve': '__prestage_import_meta_resolve',
     },
-    banner: { js: 'const __prestage_import_meta_url = require("url").pathToFileURL(__filename).href; const __prestage_import_meta_resolve = undefined;' },
-  });
+    banner: 'const __prestage_import_meta_resolve = undefined;',
+  }));
 }
 
 /** docs/*.md as `{ topic: text }`. */

@@ -28,7 +28,7 @@ interface Prepared {
 }
 
 /**
- * The registry and cluster projects each run this setup, in the one vitest process: the first
+ * The integration and host projects each run this setup, in the one vitest process: the first
  * prepares, the other reuses (globalThis, as each project may load this module anew), and the
  * last teardown removes the storage.
  */
