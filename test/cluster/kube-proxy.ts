@@ -13,6 +13,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { TestCluster } from './index.js';
+import { holdHost } from './host-lock.js';
 import { clientCertKubeconfig } from './kubelet.js';
 import { freePorts } from './ports.js';
 import { Daemon, waitFor } from './processes.js';
@@ -24,6 +25,7 @@ export class KubeProxy {
     private readonly binary: string,
     private readonly daemon: Daemon,
     readonly logPath: string,
+    private readonly releaseHost: () => Promise<void>,
   ) {}
 
   /**
@@ -32,31 +34,37 @@ export class KubeProxy {
    * 30 s for them at start, and exits when they change later.
    */
   static async start(cluster: TestCluster, options: { nodeName: string; clusterCidr: string }): Promise<KubeProxy> {
-    const dir = join(cluster.dir, 'kube-proxy');
-    await mkdir(dir, { recursive: true });
-    const kubeconfig = await clientCertKubeconfig(cluster, dir, 'kube-proxy', '/CN=system:kube-proxy');
-    const [healthz, metrics] = await freePorts(2);
-    const logPath = join(dir, 'kube-proxy.log');
-    const binary = cluster.binaries['kube-proxy'];
-    const daemon = Daemon.start({
-      name: 'kube-proxy',
-      command: binary,
-      args: [
-        `--kubeconfig=${kubeconfig}`, '--proxy-mode=iptables', `--hostname-override=${options.nodeName}`, `--cluster-cidr=${options.clusterCidr}`,
-        `--healthz-bind-address=127.0.0.1:${healthz}`, `--metrics-bind-address=127.0.0.1:${metrics}`,
-        // The host's conntrack table and OOM score are not kube-proxy's to set on a shared test host.
-        '--conntrack-max-per-core=0', '--conntrack-tcp-timeout-established=0', '--conntrack-tcp-timeout-close-wait=0', '--oom-score-adj=0',
-        '--iptables-min-sync-period=0s', '--v=2',
-      ],
-      logPath,
-    });
-    const proxy = new KubeProxy(binary, daemon, logPath);
-    await waitFor('kube-proxy to write its nat rules', async () => {
-      const log = await readFile(logPath, 'utf8');
-      if (!daemon.alive) throw new Error(`kube-proxy exited; see ${logPath}:\n${log.slice(-2000)}`);
-      return log.includes('"SyncProxyRules complete" ipFamily="IPv4"') ? true : undefined;
-    }, 60_000, 250);
-    return proxy;
+    const releaseHost = await holdHost();
+    try {
+      const dir = join(cluster.dir, 'kube-proxy');
+      await mkdir(dir, { recursive: true });
+      const kubeconfig = await clientCertKubeconfig(cluster, dir, 'kube-proxy', '/CN=system:kube-proxy');
+      const [healthz, metrics] = await freePorts(2);
+      const logPath = join(dir, 'kube-proxy.log');
+      const binary = cluster.binaries['kube-proxy'];
+      const daemon = Daemon.start({
+        name: 'kube-proxy',
+        command: binary,
+        args: [
+          `--kubeconfig=${kubeconfig}`, '--proxy-mode=iptables', `--hostname-override=${options.nodeName}`, `--cluster-cidr=${options.clusterCidr}`,
+          `--healthz-bind-address=127.0.0.1:${healthz}`, `--metrics-bind-address=127.0.0.1:${metrics}`,
+          // The host's conntrack table and OOM score are not kube-proxy's to set on a shared test host.
+          '--conntrack-max-per-core=0', '--conntrack-tcp-timeout-established=0', '--conntrack-tcp-timeout-close-wait=0', '--oom-score-adj=0',
+          '--iptables-min-sync-period=0s', '--v=2',
+        ],
+        logPath,
+      });
+      const proxy = new KubeProxy(binary, daemon, logPath, releaseHost);
+      await waitFor('kube-proxy to write its nat rules', async () => {
+        const log = await readFile(logPath, 'utf8');
+        if (!daemon.alive) throw new Error(`kube-proxy exited; see ${logPath}:\n${log.slice(-2000)}`);
+        return log.includes('"SyncProxyRules complete" ipFamily="IPv4"') ? true : undefined;
+      }, 60_000, 250);
+      return proxy;
+    } catch (error) {
+      await releaseHost();
+      throw error;
+    }
   }
 
   /** Resolves once the host's rules send `clusterIP:port` somewhere (the Service has ready endpoints). */
@@ -78,5 +86,6 @@ export class KubeProxy {
   async stop(): Promise<void> {
     await this.daemon.stop().catch(() => undefined);
     await run(this.binary, ['--cleanup', '--proxy-mode=iptables']).catch(() => undefined);
+    await this.releaseHost();
   }
 }

@@ -27,6 +27,7 @@ import yaml from 'js-yaml';
 import { dir, file, link, pushImage } from '../support/built-images.js';
 import { kubeconfig as kubeconfigFor } from './control-plane.js';
 import type { TestCluster, TestNode } from './index.js';
+import { holdHost } from './host-lock.js';
 import { freePorts } from './ports.js';
 import { Daemon, waitFor } from './processes.js';
 
@@ -60,6 +61,8 @@ export class KubeletBed {
   /** Run in reverse order by stop(), after the kubelets. */
   private readonly cleanups: Array<() => Promise<unknown>> = [];
   private shim: string | undefined;
+  /** Held from the first node made to run containers until stop(): see host-lock.ts. */
+  private releaseHost: (() => Promise<void>) | undefined;
 
   constructor(private readonly cluster: TestCluster) {}
 
@@ -68,6 +71,7 @@ export class KubeletBed {
    * restarts it: its pid changes, so start what signals it (agents) after this.
    */
   async runContainers(node: TestNode, options: { pauseImage: string; sharedMount?: boolean; podNetwork?: PodNetwork }): Promise<void> {
+    this.releaseHost ??= await holdHost();
     const nodeDir = dirname(node.crio.confDir);
     const { binaries } = this.cluster;
     if (options.sharedMount) {
@@ -190,6 +194,8 @@ pause_command = ""
     for (const daemon of this.controllers.splice(0).reverse()) await daemon.stop().catch(() => undefined);
     for (const { daemon } of this.kubelets.splice(0).reverse()) await daemon.stop().catch(() => undefined);
     for (const cleanup of this.cleanups.splice(0).reverse()) await cleanup();
+    await this.releaseHost?.();
+    this.releaseHost = undefined;
   }
 
   private async runcShim(): Promise<string> {
