@@ -28,9 +28,9 @@ interface Prepared {
 }
 
 /**
- * The integration and host projects each run this setup, in the one vitest process: the first
- * prepares, the other reuses (globalThis, as each project may load this module anew), and the
- * last teardown removes the storage.
+ * Every project that names this setup runs it (today the integration project alone), in the one
+ * vitest process: the first prepares, any other reuses (globalThis, as each project may load this
+ * module anew), and the last teardown removes the storage.
  */
 const shared = globalThis as typeof globalThis & { prestageFixture?: { prepared: Promise<Prepared>; users: number } };
 
