@@ -22,10 +22,15 @@ function collector(): { stream: Writable; text: () => string } {
 }
 
 export async function runCli(args: readonly string[], scriptName = 'prestage'): Promise<CliResult> {
+  return startCli(args, scriptName).done;
+}
+
+/** The CLI in-process, with what it printed so far readable while it runs (a wait's first events). */
+export function startCli(args: readonly string[], scriptName = 'prestage'): { done: Promise<CliResult>; stdout: () => string } {
   const out = collector();
   const err = collector();
-  const code = await main(args, { stdout: out.stream, stderr: err.stream, scriptName });
-  return { code, stdout: out.text(), stderr: err.text() };
+  const done = main(args, { stdout: out.stream, stderr: err.stream, scriptName }).then((code) => ({ code, stdout: out.text(), stderr: err.text() }));
+  return { done, stdout: out.text };
 }
 
 export const BIN_DIR = fileURLToPath(new URL('../../bin/', import.meta.url));
