@@ -24,7 +24,7 @@ import { parsePullSecretFile } from '../src/registry/credentials.js';
 import { parseMirrorRule } from '../src/registry/mirrors.js';
 import { DEFAULT_RETRY } from '../src/registry/retry.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
-import { expectOneLineError, treeHashes } from './support/bundle-files.js';
+import { bytesUnder, expectOneLineError, treeHashes } from './support/bundle-files.js';
 import { BIN_DIR, runCli, type CliResult } from './support/cli.js';
 import { generateGpgKey, signRelease, startSignatureStore, type GpgKey, type SignatureStore } from './support/release-signing.js';
 
@@ -574,12 +574,3 @@ describe('bad input: one line, exit 2', () => {
     expectOneLineError(await runCli(['bundle', 'push', reference, 'mirror.local', '--mirror', 'a=b']), 2, /--mirror does not apply to bundle push/);
   });
 });
-
-/** Bytes in every file below `dir` (a killed run's whole and partial files). */
-async function bytesUnder(dir: string): Promise<number> {
-  let bytes = 0;
-  for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile()) bytes += (await stat(join(entry.parentPath, entry.name))).size;
-  }
-  return bytes;
-}

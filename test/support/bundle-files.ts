@@ -1,6 +1,6 @@
 /** What the bundle suites check on disk and on stderr. */
 import { createHash } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { expect } from 'vitest';
 import type { CliResult } from './cli.js';
@@ -14,6 +14,15 @@ export async function treeHashes(dir: string): Promise<Map<string, string>> {
     out.set(relative(dir, path), createHash('sha256').update(await readFile(path)).digest('hex'));
   }
   return new Map([...out].sort(([a], [b]) => a.localeCompare(b)));
+}
+
+/** Bytes in every file under `dir` (a killed run's whole and partial files). */
+export async function bytesUnder(dir: string): Promise<number> {
+  let bytes = 0;
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    if (entry.isFile()) bytes += (await stat(join(entry.parentPath, entry.name))).size;
+  }
+  return bytes;
 }
 
 /** One `prestage: error:` line matching `message`; progress lines and retry warnings may come before it; no stack. */
