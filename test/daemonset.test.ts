@@ -26,9 +26,12 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type V1Job } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_VERSION, GROUP, NODE_PINNED_IMAGES, VERSION, type NodePinnedImages } from '../src/api/prestage.js';
+import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, type NodePinnedImages } from '../src/api/prestage.js';
+import { PAUSED_ANNOTATION } from '../src/api/staging.js';
+import type { Plan } from '../src/plan/types.js';
+import { gateAccess, gateJob, type GitOpsOptions } from '../src/render/gitops-layout.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { installManifests } from '../src/install/manifests.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster, type TestNode } from './cluster/index.js';
@@ -184,6 +187,57 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
     } finally {
       rmSync(dist, { recursive: true, force: true });
     }
+  }, 600_000);
+
+  it('runs the GitOps gate Job (plan --gitops) under the kubelet: it completes only once the agent has staged its set', async () => {
+    // The image the gate runs: the executable agent image the test before pushed (its entrypoint is prestage).
+    const gateImage = `${registry.host}/prestage:exe`;
+    const pushed = await pushImage(registry.host, 'gate-me', [[file('payload.txt', Buffer.from(`gate me ${Date.now()}`))]], { Cmd: ['/bin/true'] });
+    // Paused: the agent pulls nothing until it is resumed, so the gate has something to wait for.
+    await applyServerSide(cluster.kubeConfig, [{
+      apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name: 'gated', annotations: { [PAUSED_ANNOTATION]: new Date().toISOString() } },
+      spec: { pinnedImages: [{ name: pushed }], nodeSelector: { matchLabels: { 'node-role.kubernetes.io/worker': '' } } },
+    } as Manifest]);
+    // gateJob reads only the release's version and the sets' names from the plan.
+    const plan = { release: { version: '4.16.3' }, sets: [{ name: 'gated' }] } as unknown as Plan;
+    const options: GitOpsOptions = { tool: 'argocd', gateImage, namespace: 'prestage-gate', fluxPath: '.', fluxSource: 'flux-system' };
+    const job = gateJob(plan, 'prestage', options) as V1Job;
+    // The test bed's differences only: no pod network (the API server listens on 127.0.0.1), one node with a kubelet.
+    const pod = job.spec!.template.spec!;
+    pod.hostNetwork = true;
+    pod.nodeName = node.name;
+    pod.containers[0]!.env = [{ name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' }, { name: 'KUBERNETES_SERVICE_PORT', value: new URL(cluster.apiServerUrl).port }];
+    // The Namespace first: the ServiceAccount is created in it. The Job as a controller creates it
+    // (prestage applies only the kinds it installs; a gate Job is the GitOps controller's to apply).
+    const access = gateAccess('prestage-gate', 'prestage') as Manifest[];
+    await applyServerSide(cluster.kubeConfig, access.filter((manifest) => manifest.kind === 'Namespace'));
+    await applyServerSide(cluster.kubeConfig, access.filter((manifest) => manifest.kind !== 'Namespace'));
+    const batch = cluster.kubeConfig.makeApiClient(BatchV1Api);
+    await batch.createNamespacedJob({ namespace: 'prestage-gate', body: job });
+
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+    await waitFor('the gate pod to run', async () => {
+      const pods = await core.listNamespacedPod({ namespace: 'prestage-gate', labelSelector: `job-name=${job.metadata!.name}` });
+      return pods.items.find((candidate) => candidate.status?.containerStatuses?.[0]?.state?.running);
+    }, 180_000, 1_000);
+    await waitFor('the agent to report the set paused', async () => {
+      const object = (await custom.getClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: node.name }).catch(() => undefined)) as NodePinnedImages | undefined;
+      return object?.status?.pinnedImageSets?.find((candidate) => candidate.name === 'gated' && candidate.waiting) ? true : undefined;
+    }, 120_000, 1_000);
+    // Not staged yet: the gate still runs (neither succeeded nor failed).
+    const waiting = await batch.readNamespacedJob({ namespace: 'prestage-gate', name: job.metadata!.name! });
+    expect([waiting.status?.succeeded ?? 0, waiting.status?.failed ?? 0, waiting.status?.active]).toEqual([0, 0, 1]);
+
+    await custom.patchClusterCustomObject({ group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS, name: 'gated', body: { metadata: { annotations: { [PAUSED_ANNOTATION]: null } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    const done = await waitFor('the gate Job to end', async () => {
+      const current = await batch.readNamespacedJob({ namespace: 'prestage-gate', name: job.metadata!.name! });
+      return current.status?.succeeded === 1 || (current.status?.failed ?? 0) > 0 ? current : undefined;
+    }, 240_000, 1_000);
+    const gatePod = (await core.listNamespacedPod({ namespace: 'prestage-gate', labelSelector: `job-name=${job.metadata!.name}` })).items[0]!;
+    const log = await core.readNamespacedPodLog({ namespace: 'prestage-gate', name: gatePod.metadata!.name!, container: 'wait' }).catch((error: Error) => error.message);
+    expect([done.status?.succeeded, done.status?.failed ?? 0], log).toEqual([1, 0]);
+    expect(await readFile(join(node.crio.confDir, '99-prestage-pinned-images'), 'utf8')).toContain(JSON.stringify(pushed));
   }, 600_000);
 });
 
