@@ -6,15 +6,19 @@ import { spreadSequencer } from './test/support/sequencer.js';
  * `npm test`: two projects, run as vitest's groups, one after the other (sequence.groupOrder):
  * 1. unit: the unit tests beside the modules (pure, in-process), three at a time;
  * 2. integration: files that start their own registries, proxies, CLI processes and cluster test
- *    beds (API server, etcd, CRI-O per node), each on free ports in its own temp dir, two at a
- *    time. The files that run kubelets or kube-proxy share the host's iptables chains: they take
- *    turns by a lock (test/cluster/host-lock.ts), and the sequencer spreads them through the
- *    run so that they seldom wait for it.
+ *    beds (API server, etcd, CRI-O per node), each on free ports in its own temp dir, three at a
+ *    time (measured on 2 cores: they wait on links, leases and scaled timers as much as on the
+ *    CPU; two at a time left the cores 70 % idle at times). The files that run kubelets or
+ *    kube-proxy share the host's iptables chains: they take turns by a lock
+ *    (test/cluster/host-lock.ts), and the sequencer spreads them through the run so that they
+ *    seldom wait for it.
  * vitest runs every project whose files go one at a time in one chain (measured: a registry and a
  * cluster lane of one worker each ran one after the other), hence a lock, not a third lane.
- * PRESTAGE_TEST_SERIAL=1 runs every file one at a time (for a clean reading of one file's time).
+ * PRESTAGE_TEST_SERIAL=1 runs every file one at a time (for a clean reading of one file's time);
+ * PRESTAGE_TEST_WORKERS=N runs N integration files at a time.
  */
 const serial = process.env.PRESTAGE_TEST_SERIAL === '1';
+const integrationWorkers = Number(process.env.PRESTAGE_TEST_WORKERS ?? 3);
 
 const testFiles = readdirSync(new URL('./test/', import.meta.url)).filter((name) => name.endsWith('.test.ts'));
 const importing = (pattern: RegExp): string[] =>
@@ -40,7 +44,7 @@ export default defineConfig({
     reporters: ['default', './test/support/closing-line-reporter.ts'],
     projects: [
       { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts', 'test/harness/*.test.ts'], testTimeout: 60_000, maxWorkers: serial ? 1 : 3, sequence: { groupOrder: 0 } } },
-      { extends: true, test: { name: 'integration', include: ['test/*.test.ts'], ...integration, maxWorkers: serial ? 1 : 2, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: 'integration', include: ['test/*.test.ts'], ...integration, maxWorkers: serial ? 1 : integrationWorkers, sequence: { groupOrder: 1 } } },
     ],
   },
 });
