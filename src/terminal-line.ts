@@ -8,6 +8,11 @@ export function isLiveTerminal(out: NodeJS.WritableStream, term: string | undefi
   return (out as { isTTY?: boolean }).isTTY === true && term !== 'dumb';
 }
 
+/** A terminal's width in columns; undefined for a stream that is not one (a file, a pipe). */
+export function columnsOf(out: NodeJS.WritableStream): number | undefined {
+  return (out as { columns?: number }).columns;
+}
+
 /** `line` cut to `columns - 1` characters (the last column would wrap on some terminals), ending in `…` when cut. */
 export function fitLine(line: string, columns: number | undefined): string {
   if (columns === undefined || columns < 2) return line;

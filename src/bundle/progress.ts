@@ -1,5 +1,5 @@
 import { formatBytes } from '../units.js';
-import { fitLine } from '../terminal-line.js';
+import { columnsOf, fitLine } from '../terminal-line.js';
 /**
  * Transfer progress on stderr. `live`: one line rewritten in place (bytes, images, rate, ETA),
  * cut to the terminal's width. `lines` (CI logs, files): a line per image completed, nothing
@@ -78,7 +78,7 @@ export class TransferProgress {
     const left = this.totalBytes - this.bytes;
     const eta = rate > 0 && left > 0 ? ` ETA ${formatDuration(left / rate)}` : '';
     const line = `${formatBytes(this.bytes)} of ${formatBytes(this.totalBytes)}, ${this.images}/${this.opts.totalImages} images, ${formatBytes(rate)}/s${eta}`;
-    this.out.write(`\r\x1b[K${fitLine(line, (this.out as { columns?: number }).columns)}`);
+    this.out.write(`\r\x1b[K${fitLine(line, columnsOf(this.out))}`);
   }
 }
 

@@ -6,7 +6,7 @@
  */
 import type { PlanProgress } from '../plan/build.js';
 import type { ReadCounters } from '../registry/client.js';
-import { fitLine, isLiveTerminal } from '../terminal-line.js';
+import { columnsOf, fitLine, isLiveTerminal } from '../terminal-line.js';
 
 const TERMINAL_REDRAW_MS = 200;
 const LOG_EVERY_MS = 5_000;
@@ -33,7 +33,7 @@ export function planProgress(stderr: NodeJS.WritableStream, asked: boolean | und
     const line = text();
     if (!line || line === drawn) return;
     drawn = line;
-    stderr.write(terminal ? `\r\x1b[K${fitLine(line, (stderr as { columns?: number }).columns)}` : `${line}\n`);
+    stderr.write(terminal ? `\r\x1b[K${fitLine(line, columnsOf(stderr))}` : `${line}\n`);
   };
   const timer = setInterval(draw, terminal ? TERMINAL_REDRAW_MS : LOG_EVERY_MS);
   timer.unref();

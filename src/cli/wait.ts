@@ -11,7 +11,7 @@ import { waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTr
 import type { McoVersions } from '../cluster/mco/backend.js';
 import { DEFAULT_FAIL_AFTER_MS, DEFAULT_TIMEOUT_MS, mcoPace, mcoWaitDefaults, paceLines, predictMcoNodes } from '../cluster/mco/pace.js';
 import { mcoNodeWork, runningVersion } from '../cluster/mco/pace-work.js';
-import { fitLine, isLiveTerminal } from '../terminal-line.js';
+import { columnsOf, fitLine, isLiveTerminal } from '../terminal-line.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
 import { linkRate, positiveLongDuration } from './flag-values.js';
@@ -99,7 +99,7 @@ export class WaitPrinter {
     }
     const lines = [...tracker.summaries().map(setLine), ...(tracker.lastLink ? [linkLine(tracker.lastLink)] : []), ...(this.cacheLine ? [this.cacheLine] : [])];
     // Cut to the terminal's width: a redrawn line that wraps would be redrawn as two.
-    const columns = (this.out as { columns?: number }).columns;
+    const columns = columnsOf(this.out);
     text += lines.map((l) => `\x1b[2K${fitLine(l, columns)}\n`).join('');
     this.drawn = lines.length;
     this.out.write(text);
