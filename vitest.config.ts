@@ -18,7 +18,9 @@ import { spreadSequencer } from './test/support/sequencer.js';
  * PRESTAGE_TEST_WORKERS=N runs N integration files at a time.
  */
 const serial = process.env.PRESTAGE_TEST_SERIAL === '1';
-const integrationWorkers = Number(process.env.PRESTAGE_TEST_WORKERS ?? 3);
+const workers = process.env.PRESTAGE_TEST_WORKERS ?? '3';
+if (!/^[1-9]\d*$/.test(workers)) throw new Error(`PRESTAGE_TEST_WORKERS=${workers}: give how many integration files run at a time, a whole number such as 3`);
+const integrationWorkers = Number(workers);
 
 const testFiles = readdirSync(new URL('./test/', import.meta.url)).filter((name) => name.endsWith('.test.ts'));
 const importing = (pattern: RegExp): string[] =>
