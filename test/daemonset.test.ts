@@ -125,12 +125,10 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
       apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name: 'workers' },
       spec: { pinnedImages: [{ name: pushed }], nodeSelector: { matchLabels: { 'node-role.kubernetes.io/worker': '' } } },
     } as Manifest]);
-    const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
     // Written by the agent under the admission policy, which admits only a token whose
     // `${NODE_NAME_EXTRA}` extra names this node.
     const status = await waitFor('the agent to pin the set on its node', async () => {
-      const object = (await custom.getClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: node.name }).catch(() => undefined)) as NodePinnedImages | undefined;
-      const set = object?.status?.pinnedImageSets?.find((candidate) => candidate.name === 'workers');
+      const set = await nodeSetEntry('workers');
       return set && set.currentGeneration === set.desiredGeneration && set.images?.[0]?.state === 'Pinned' ? set : undefined;
     }, 120_000, 1_000);
     expect(status.images?.map((image) => image.name)).toEqual([pushed]);
@@ -175,10 +173,8 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
         apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name: 'workers-executable' },
         spec: { pinnedImages: [{ name: pushed }], nodeSelector: { matchLabels: { 'node-role.kubernetes.io/worker': '' } } },
       } as Manifest]);
-      const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
       await waitFor('the executable agent to pin the set on its node', async () => {
-        const object = (await custom.getClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: node.name }).catch(() => undefined)) as NodePinnedImages | undefined;
-        const set = object?.status?.pinnedImageSets?.find((candidate) => candidate.name === 'workers-executable');
+        const set = await nodeSetEntry('workers-executable');
         return set && set.currentGeneration === set.desiredGeneration && set.images?.[0]?.state === 'Pinned' ? set : undefined;
       }, 120_000, 1_000);
       expect(await readFile(join(node.crio.confDir, '99-prestage-pinned-images'), 'utf8')).toContain(JSON.stringify(pushed));
@@ -207,39 +203,39 @@ describe('the DaemonSet prestage install renders, on a real kubelet', () => {
     pod.hostNetwork = true;
     pod.nodeName = node.name;
     pod.containers[0]!.env = [{ name: 'KUBERNETES_SERVICE_HOST', value: '127.0.0.1' }, { name: 'KUBERNETES_SERVICE_PORT', value: new URL(cluster.apiServerUrl).port }];
-    // The Namespace first: the ServiceAccount is created in it. The Job as a controller creates it
-    // (prestage applies only the kinds it installs; a gate Job is the GitOps controller's to apply).
-    const access = gateAccess('prestage-gate', 'prestage') as Manifest[];
-    await applyServerSide(cluster.kubeConfig, access.filter((manifest) => manifest.kind === 'Namespace'));
-    await applyServerSide(cluster.kubeConfig, access.filter((manifest) => manifest.kind !== 'Namespace'));
+    // The access in its order (the Namespace first); the Job as a controller creates it (prestage
+    // applies only the kinds it installs; a gate Job is the GitOps controller's to apply).
+    await applyServerSide(cluster.kubeConfig, gateAccess('prestage-gate', 'prestage') as Manifest[]);
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const jobName = job.metadata!.name!;
+    const gatePods = async () => (await core.listNamespacedPod({ namespace: 'prestage-gate', labelSelector: `job-name=${jobName}` })).items;
     const batch = cluster.kubeConfig.makeApiClient(BatchV1Api);
     await batch.createNamespacedJob({ namespace: 'prestage-gate', body: job });
 
-    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-    const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
-    await waitFor('the gate pod to run', async () => {
-      const pods = await core.listNamespacedPod({ namespace: 'prestage-gate', labelSelector: `job-name=${job.metadata!.name}` });
-      return pods.items.find((candidate) => candidate.status?.containerStatuses?.[0]?.state?.running);
-    }, 180_000, 1_000);
-    await waitFor('the agent to report the set paused', async () => {
-      const object = (await custom.getClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: node.name }).catch(() => undefined)) as NodePinnedImages | undefined;
-      return object?.status?.pinnedImageSets?.find((candidate) => candidate.name === 'gated' && candidate.waiting) ? true : undefined;
-    }, 120_000, 1_000);
+    await waitFor('the gate pod to run', async () => (await gatePods()).find((candidate) => candidate.status?.containerStatuses?.[0]?.state?.running), 180_000, 1_000);
+    await waitFor('the agent to report the set paused', async () => ((await nodeSetEntry('gated'))?.waiting ? true : undefined), 120_000, 1_000);
     // Not staged yet: the gate still runs (neither succeeded nor failed).
-    const waiting = await batch.readNamespacedJob({ namespace: 'prestage-gate', name: job.metadata!.name! });
+    const waiting = await batch.readNamespacedJob({ namespace: 'prestage-gate', name: jobName });
     expect([waiting.status?.succeeded ?? 0, waiting.status?.failed ?? 0, waiting.status?.active]).toEqual([0, 0, 1]);
 
-    await custom.patchClusterCustomObject({ group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS, name: 'gated', body: { metadata: { annotations: { [PAUSED_ANNOTATION]: null } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    await cluster.kubeConfig.makeApiClient(CustomObjectsApi).patchClusterCustomObject({ group: GROUP, version: VERSION, plural: PINNED_IMAGE_SETS, name: 'gated', body: { metadata: { annotations: { [PAUSED_ANNOTATION]: null } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
     const done = await waitFor('the gate Job to end', async () => {
-      const current = await batch.readNamespacedJob({ namespace: 'prestage-gate', name: job.metadata!.name! });
+      const current = await batch.readNamespacedJob({ namespace: 'prestage-gate', name: jobName });
       return current.status?.succeeded === 1 || (current.status?.failed ?? 0) > 0 ? current : undefined;
     }, 240_000, 1_000);
-    const gatePod = (await core.listNamespacedPod({ namespace: 'prestage-gate', labelSelector: `job-name=${job.metadata!.name}` })).items[0]!;
+    const gatePod = (await gatePods())[0]!;
     const log = await core.readNamespacedPodLog({ namespace: 'prestage-gate', name: gatePod.metadata!.name!, container: 'wait' }).catch((error: Error) => error.message);
     expect([done.status?.succeeded, done.status?.failed ?? 0], log).toEqual([1, 0]);
     expect(await readFile(join(node.crio.confDir, '99-prestage-pinned-images'), 'utf8')).toContain(JSON.stringify(pushed));
   }, 600_000);
 });
+
+/** The worker's NodePinnedImages entry for `set`, as its agent last reported it (none yet: undefined). */
+async function nodeSetEntry(set: string) {
+  const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+  const object = (await custom.getClusterCustomObject({ group: GROUP, version: VERSION, plural: NODE_PINNED_IMAGES, name: node.name }).catch(() => undefined)) as NodePinnedImages | undefined;
+  return object?.status?.pinnedImageSets?.find((candidate) => candidate.name === set);
+}
 
 /**
  * The rendered DaemonSet, changed only where the test bed differs from a node (see the top): each

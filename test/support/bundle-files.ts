@@ -5,23 +5,22 @@ import { join, relative } from 'node:path';
 import { expect } from 'vitest';
 import type { CliResult } from './cli.js';
 
+/** The path of every regular file under `dir`, at any depth. */
+async function filesUnder(dir: string): Promise<string[]> {
+  return (await readdir(dir, { recursive: true, withFileTypes: true })).filter((entry) => entry.isFile()).map((entry) => join(entry.parentPath, entry.name));
+}
+
 /** Every file under `dir` by relative path, with the sha256 of its bytes. */
 export async function treeHashes(dir: string): Promise<Map<string, string>> {
   const out = new Map<string, string>();
-  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue;
-    const path = join(entry.parentPath, entry.name);
-    out.set(relative(dir, path), createHash('sha256').update(await readFile(path)).digest('hex'));
-  }
+  for (const path of await filesUnder(dir)) out.set(relative(dir, path), createHash('sha256').update(await readFile(path)).digest('hex'));
   return new Map([...out].sort(([a], [b]) => a.localeCompare(b)));
 }
 
 /** Bytes in every file under `dir` (a killed run's whole and partial files). */
 export async function bytesUnder(dir: string): Promise<number> {
   let bytes = 0;
-  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
-    if (entry.isFile()) bytes += (await stat(join(entry.parentPath, entry.name))).size;
-  }
+  for (const path of await filesUnder(dir)) bytes += (await stat(path)).size;
   return bytes;
 }
 
