@@ -21,6 +21,8 @@ class TestClient extends KubeClient {
   requests = 0;
   watches = 0;
   failWrites = false;
+  /** While set, writes wait for it before they go out: a reply that comes back late. */
+  holdWrites: Promise<void> | undefined;
   constructor(config: ClusterCredentials, private readonly counter?: { requests: number; watches: number }) {
     super(config);
   }
@@ -29,6 +31,12 @@ class TestClient extends KubeClient {
     this.requests++;
     if (this.counter) this.counter.requests++;
     if (this.failWrites && method !== 'GET') throw new KubeApiError(0, 'Unreachable', `${method} ${path}: injected: the API server is unreachable`);
+    if (this.holdWrites && method !== 'GET') {
+      // Sent and applied at once; only the reply is late.
+      const reply = super.request<T>(method, path, options);
+      await this.holdWrites;
+      return reply;
+    }
     return super.request<T>(method, path, options);
   }
 
@@ -158,6 +166,30 @@ describe('pull slots', () => {
     expect(unhandled).toEqual([]);
   });
 
+  it('stops calling a slot its own at the renew deadline while a renewal reply is still late, before a waiting node may take it', async () => {
+    const ns = await namespace();
+    const client = new TestClient(cluster.kubeConfig);
+    const slot = await pacer(client, { namespace: ns, holder: 'node-slow' }).acquire();
+    let answer: () => void = () => undefined;
+    client.holdWrites = new Promise<void>((resolve) => (answer = resolve));
+    let taken = 0;
+    const next = pacer(new TestClient(cluster.kubeConfig), { namespace: ns, holder: 'node-next' }).acquire().then((won) => {
+      taken = Date.now();
+      return won;
+    });
+    // The renewal at 1 s is sent and applied; its reply never comes while we watch.
+    await waitFor('the slot to be given up', async () => (slot.held() ? undefined : Date.now()), 10_000, 20);
+    const givenUp = Date.now();
+    expect(taken).toBe(0);
+    const won = await next;
+    // The waiting node saw the renewal and waited a whole lease from then: well after node-slow let go.
+    expect(taken - givenUp).toBeGreaterThanOrEqual(1_000);
+    expect(await holderOf(ns)).toBe('node-next');
+    answer();
+    expect(slot.held()).toBe(false);
+    await won.release();
+  });
+
   it('stops counting a slot as held once another node holds it (a 409 on renewal)', async () => {
     const ns = await namespace();
     const slot = await pacer(new TestClient(cluster.kubeConfig), { namespace: ns, holder: 'node-a' }).acquire();
@@ -187,16 +219,18 @@ describe('1000 waiting nodes', () => {
     pacers.push(...simulated);
     let pulls = 0;
     let maxHolding = 0;
-    let holding = 0;
+    // What the pacer promises: no more than K slots that say held() at once. A holder whose
+    // renewals ran late (a loaded API server) stops saying so before a waiter may take its slot.
+    const holding = new Set<PullSlot>();
     let running = true;
     const loops = simulated.map(async (node) => {
       while (running) {
         const slot = await node.acquire();
-        holding++;
-        maxHolding = Math.max(maxHolding, holding);
+        holding.add(slot);
+        maxHolding = Math.max(maxHolding, [...holding].filter((held) => held.held()).length);
         pulls++;
         await new Promise((resolve) => setTimeout(resolve, holdMs));
-        holding--;
+        holding.delete(slot);
         await slot.release();
       }
     });

@@ -114,13 +114,14 @@ export class LeasePacer implements PullPacer {
         await sleep(Math.random() * (this.options.contentionJitterMs ?? DEFAULT_CONTENTION_JITTER_MS));
         if (done()) return undefined;
         if (!this.free(name)) continue;
+        const sentAt = Date.now();
         const lease = await this.take(name).catch((error: Error) => {
           this.options.log.warn({ slot: name, err: error.message }, `cannot take a ${this.what}`);
           return undefined;
         });
         if (lease) {
           if (waited) this.options.log.info({ slot: name }, `got a ${this.what}`);
-          return this.hold(lease);
+          return this.hold(lease, sentAt);
         }
       }
       await this.nextChangeOrExpiry();
@@ -188,11 +189,18 @@ export class LeasePacer implements PullPacer {
     }
   }
 
-  private hold(lease: Lease): PullSlot {
+  /**
+   * `sentAt`: when the write that took it was SENT. The renew deadline counts from a write's
+   * send time, never its reply: a node watching the Lease saw the write no earlier than it was
+   * sent and waits a whole duration from then, so this node stops calling the slot its own first,
+   * however late a reply comes back (client-go's renew deadline, for the same reason).
+   */
+  private hold(lease: Lease, sentAt: number): PullSlot {
     const { log, holder } = this.options;
     const name = lease.metadata.name;
+    const deadlineMs = (this.durationMs * 2) / 3;
     let current = lease;
-    let lastRenewed = Date.now();
+    let lastRenewed = sentAt;
     let state: 'held' | 'lost' | 'released' = 'held';
     let timer: NodeJS.Timeout | undefined;
     const schedule = (ms: number) => {
@@ -211,8 +219,9 @@ export class LeasePacer implements PullPacer {
       let renewed = false;
       try {
         const now = this.microTime();
+        const sent = Date.now();
         current = await this.client.request<Lease>('PUT', `${this.collection}/${name}`, { body: { ...current, spec: { ...current.spec, holderIdentity: holder, renewTime: now } } });
-        lastRenewed = Date.now();
+        lastRenewed = sent;
         renewed = true;
       } catch (error) {
         if (error instanceof KubeApiError && error.status === 409) {
@@ -225,12 +234,13 @@ export class LeasePacer implements PullPacer {
         }
       }
       if (state !== 'held') return;
-      if (Date.now() - lastRenewed > (this.durationMs * 2) / 3) return lose(`not renewed for ${Math.round((Date.now() - lastRenewed) / 1000)} s`);
-      schedule(renewed ? this.durationMs / 3 : 500 + Math.random() * 1_000);
+      if (Date.now() - lastRenewed > deadlineMs) return lose(`not renewed for ${Math.round((Date.now() - lastRenewed) / 1000)} s`);
+      schedule(renewed ? this.untilRenewal(lastRenewed) : 500 + Math.random() * 1_000);
     };
-    schedule(this.durationMs / 3);
+    schedule(this.untilRenewal(lastRenewed));
     return {
-      held: () => state === 'held',
+      // Past the deadline it is not ours, even while a late renewal is still on its way.
+      held: () => state === 'held' && Date.now() - lastRenewed <= deadlineMs,
       release: async (annotations) => {
         const wasHeld = state === 'held';
         state = 'released';
@@ -245,6 +255,11 @@ export class LeasePacer implements PullPacer {
         await this.client.request('PUT', `${this.collection}/${name}`, { body: { ...current, metadata, spec } }).catch((error: Error) => log.warn({ slot: name, err: error.message }, `cannot release the ${this.what}; it expires`));
       },
     };
+  }
+
+  /** Renewals go every third of the duration, counted from the last one's send time. */
+  private untilRenewal(lastRenewed: number): number {
+    return Math.max(0, lastRenewed + this.durationMs / 3 - Date.now());
   }
 
   /** MicroTime wants microseconds, from this node's clock. */
