@@ -23,7 +23,7 @@ const BY_SIZE = [...truth.components].sort((a, b) => a.layers.reduce((sum, l) =>
 const [IMG_A, IMG_B, IMG_C] = BY_SIZE.slice(0, 3).map((component) => component.pullSpec) as [string, string, string];
 /** Small images none of the other tests here use. */
 const SMALL = BY_SIZE.slice(3, 5).map((component) => component.pullSpec);
-/** The largest images: more than the small image store holds. */
+/** The largest images: more than the small image store holds (vfs copies each image's parent layers). */
 const BIG = BY_SIZE.slice(-12).map((component) => component.pullSpec);
 const IMAGE_STORE_BYTES = 96 * 2 ** 20;
 const DROP_IN = '99-prestage-pinned-images';
@@ -41,7 +41,7 @@ let stopAgent: () => Promise<void>;
 beforeAll(async () => {
   registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
   proxy = await startFaultProxy({ upstream: registry.url });
-  cluster = await startCluster({ workers: 1, registryMirrors: { 'quay.io': proxy.host }, insecureRegistries: [proxy.host], imageStoreBytes: IMAGE_STORE_BYTES });
+  cluster = await startCluster({ workers: 1, registryMirrors: { 'quay.io': proxy.host }, insecureRegistries: [proxy.host], imageStoreBytes: IMAGE_STORE_BYTES, storageDriver: 'vfs' });
   objects = await installPrestageCrds(cluster);
   worker = cluster.nodes.find((node) => node.name === 'worker-0')!;
 

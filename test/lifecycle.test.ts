@@ -112,7 +112,7 @@ describe('the upgrade lifecycle: stage --to, ready, prune', () => {
     expect(old.stderr).toMatch(osImagePulledAnyway(OLD));
     expect(old.code).toBe(0);
 
-    const stored = new Map(cluster.nodes.map((n) => [n.name, storedLayerBytes(n.crio.root)]));
+    const stored = new Map(cluster.nodes.map((n) => [n.name, storedLayerBytes(n.crio)]));
     const staged = await runCli(['stage', '--to', NEW, '--prune', ...registryFlags, '--timeout', '15m', ...kube]);
     show(`prestage stage --to ${NEW} --prune`, staged);
     expect(staged.stderr).toMatch(osImagePulledAnyway(NEW));
@@ -122,9 +122,9 @@ describe('the upgrade lifecycle: stage --to, ready, prune', () => {
     const newBytes = newBytesTable(staged.stdout);
     expect([...newBytes.keys()].sort()).toEqual(cluster.nodes.map((n) => n.name).sort());
     for (const n of cluster.nodes) {
-      const added = storedLayerBytes(n.crio.root) - stored.get(n.name)!;
+      const added = storedLayerBytes(n.crio) - stored.get(n.name)!;
       expect(newBytes.get(n.name), `${n.name}: NEW ON DISK printed vs what its storage added`).toBe(formatBytes(added));
-      expect(added).toBeLessThan(storedLayerBytes(n.crio.root) / 2);
+      expect(added).toBeLessThan(storedLayerBytes(n.crio) / 2);
     }
     expect(staged.stdout).toMatch(new RegExp(`^Release ${NEW.replace(/\./g, '\\.')} \\(amd64\\) {2}${truth.sourceRegistry}/${truth.releaseRepository}@${truth.release.image.digest}$`, 'm'));
     expect(staged.stdout).toMatch(new RegExp(`^prestage-${NEW}-worker: 2/2 nodes done\\b.* ready$`, 'm'));

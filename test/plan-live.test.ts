@@ -131,9 +131,9 @@ describe('plan of the upgrade of a running cluster', () => {
         const pods = simulated.pods.filter((p) => p.spec.nodeName === node.name);
         const running = [...new Set(pods.flatMap((p) => [...(p.spec.initContainers ?? []), ...p.spec.containers].map((c) => c.image)))];
         await pullAll(running.filter((image) => image.startsWith(`${truth.sourceRegistry}/`)));
-        const before = storedLayerBytes(node.crio.root);
+        const before = storedLayerBytes(node.crio);
         await pullAll(plan.sets.filter((s) => s.role === node.role).flatMap((s) => s.images));
-        const added = storedLayerBytes(node.crio.root) - before;
+        const added = storedLayerBytes(node.crio) - before;
         expect(entry.newDiskBytes, `${node.name}: planned new bytes vs what its storage added`).toBe(added);
         // Most layers are shared with the running release: not counted again.
         expect(entry.heldDiskBytes).toBeGreaterThan(entry.diskBytes / 2);

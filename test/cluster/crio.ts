@@ -4,14 +4,22 @@
  * /etc/containers, /var/lib/crio or /var/run/crio is read or written.
  */
 import { execFile } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CriClient, type RuntimeVersion } from '../../src/cri/client.js';
 import { Daemon, waitFor } from './processes.js';
 import type { TestbedBinaries } from './binaries.js';
+import { quietGoCollector } from '../harness/go-runtime.js';
 
 const run = promisify(execFile);
+
+/**
+ * containers/storage's driver on test-bed nodes: overlay, as on RHCOS. With vfs (the first
+ * choice), which copies every parent layer into each child, and Go's default collector, pulling
+ * the fixture release cost CRI-O 1.6x the CPU (`npm run bench:testbed`).
+ */
+export type StorageDriver = 'overlay' | 'vfs';
 
 export interface RegistryConfig {
   /** Source registry → mirror host: `{ 'quay.io': '127.0.0.1:5000' }`. Mirrors are plain http. */
@@ -33,6 +41,10 @@ export interface CrioOptions {
   readonly authFile?: string;
   /** Signature checks CRI-O enforces on every pull; default: accept anything. */
   readonly signatures?: SignatureConfig;
+  /** Default overlay; the benchmark compares vfs. */
+  readonly storageDriver?: StorageDriver;
+  /** Default quiet (`harness/go-runtime.ts`); the benchmark compares Go's own default. */
+  readonly goCollector?: 'quiet' | 'default';
 }
 
 /**
@@ -55,7 +67,7 @@ export class CrioNode {
   readonly root: string;
   readonly runroot: string;
   readonly logPath: string;
-  private readonly configPath: string;
+  readonly configPath: string;
   private readonly diskDir: string;
   private daemon: Daemon | undefined;
   private version: RuntimeVersion | undefined;
@@ -69,6 +81,10 @@ export class CrioNode {
     this.root = join(this.diskDir, 'storage');
     this.runroot = join(dir, 'run', 'storage');
     this.logPath = join(dir, 'crio.log');
+  }
+
+  get storageDriver(): StorageDriver {
+    return this.options.storageDriver ?? 'overlay';
   }
 
   static async start(options: CrioOptions): Promise<CrioNode> {
@@ -119,6 +135,8 @@ export class CrioNode {
 
   async stop(): Promise<void> {
     await this.daemon?.stop(30_000);
+    // overlay leaves its layer mounts (and containers' roots) behind a stopped CRI-O: off before the directory goes.
+    await unmountUnder(this.options.dir);
     if (this.options.imageStoreBytes !== undefined) await run('umount', ['--lazy', this.diskDir]).catch(() => undefined);
   }
 
@@ -140,13 +158,13 @@ export class CrioNode {
         '--registries-conf-dir', join(dir, 'registries.conf.d'),
       ],
       logPath: this.logPath,
-      env: {
+      env: (this.options.goCollector === 'default' ? (env: NodeJS.ProcessEnv) => env : quietGoCollector)({
         PATH: process.env.PATH,
         TMPDIR: join(this.diskDir, 'tmp'),
         // containers/storage reads its defaults from here, not from /etc/containers/storage.conf.
         CONTAINERS_STORAGE_CONF: join(dir, 'storage.conf'),
         HOME: join(dir, 'home'),
-      },
+      }),
     });
     const daemon = this.daemon;
     this.version = await daemon.whileRunning(
@@ -180,7 +198,7 @@ export class CrioNode {
 [crio]
 root = ${toml(this.root)}
 runroot = ${toml(this.runroot)}
-storage_driver = "vfs"
+storage_driver = "${this.storageDriver}"
 log_dir = ${toml(path('pod-logs'))}
 version_file = ${toml(path('run', 'version'))}
 version_file_persist = ${toml(path('lib', 'version'))}
@@ -228,7 +246,7 @@ enable_nri = false
     );
     await writeFile(
       path('storage.conf'),
-      `[storage]\ndriver = "vfs"\nrunroot = ${toml(this.runroot)}\ngraphroot = ${toml(this.root)}\n`,
+      `[storage]\ndriver = "${this.storageDriver}"\nrunroot = ${toml(this.runroot)}\ngraphroot = ${toml(this.root)}\n`,
     );
     await writeFile(path('policy.json'), JSON.stringify(this.options.signatures?.policy ?? { default: [{ type: 'insecureAcceptAnything' }] }));
     const registriesD = path('home', '.config', 'containers', 'registries.d');
@@ -239,6 +257,15 @@ enable_nri = false
 }
 
 /** registries.conf v2: each mirrored registry gets a plain-http `[[registry.mirror]]`. */
+/** Every mount below `dir` (its storage's overlay and shm mounts), deepest first; the image store's tmpfs stays. */
+async function unmountUnder(dir: string): Promise<void> {
+  const mountinfo = await readFile('/proc/self/mountinfo', 'utf8');
+  // Field 5 is the mount point, octal-escaped.
+  const points = mountinfo.split('\n').map((line) => line.split(' ')[4]?.replace(/\\(\d{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))) ?? '');
+  const below = points.filter((point) => point.startsWith(`${dir}/`) && !point.endsWith('/disk')).sort((a, b) => b.length - a.length);
+  for (const point of below) await run('umount', ['--lazy', point]).catch(() => undefined);
+}
+
 export function registriesConf({ mirrors, insecure }: RegistryConfig): string {
   const toml = (value: string) => JSON.stringify(value);
   const plainHttp = new Set([...insecure, ...Object.values(mirrors)]);

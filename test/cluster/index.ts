@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { testbedBinaries, type TestbedBinaries } from './binaries.js';
 import { kubeconfig, startControlPlane, SERVICE_ACCOUNT_ISSUER } from './control-plane.js';
-import { CrioNode, type SignatureConfig } from './crio.js';
+import { CrioNode, type SignatureConfig, type StorageDriver } from './crio.js';
 
 export { COLD_BUILD_TIMEOUT_MS } from './binaries.js';
 export type { TestbedBinaries } from './binaries.js';
@@ -30,6 +30,8 @@ export interface ClusterOptions {
    * big (so disk-full can be tested), and the Node's ephemeral-storage reports it.
    */
   readonly imageStoreBytes?: number;
+  /** containers/storage's driver on every node; default overlay. */
+  readonly storageDriver?: StorageDriver;
   /** CRI-O's `global_auth_file` on every node (its own registry credentials); may be written later. */
   readonly crioAuthFile?: string;
   /** Signature policy every node's CRI-O enforces (files written per node, paths made absolute by the caller). */
@@ -85,7 +87,7 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     const names = roles.map((role, index) => (role === 'control-plane' ? 'master-0' : `worker-${index - 1}`));
     const registries = { mirrors: options.registryMirrors ?? {}, insecure: options.insecureRegistries ?? [] };
     const startCrio = async (name: string) => {
-      const crio = await CrioNode.start({ dir: join(dir, 'nodes', name), binaries, registries, imageStoreBytes: options.imageStoreBytes, authFile: options.crioAuthFile, ...(options.crioSignatures ? { signatures: options.crioSignatures } : {}) });
+      const crio = await CrioNode.start({ dir: join(dir, 'nodes', name), binaries, registries, imageStoreBytes: options.imageStoreBytes, storageDriver: options.storageDriver, authFile: options.crioAuthFile, ...(options.crioSignatures ? { signatures: options.crioSignatures } : {}) });
       stoppers.push(() => crio.stop());
       return crio;
     };

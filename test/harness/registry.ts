@@ -16,6 +16,7 @@ import { promisify } from 'node:util';
 import { dump } from 'js-yaml';
 import { createServerCertificate, type ServerCertificate } from './certificates.js';
 import { freePort } from './free-port.js';
+import { quietGoCollector } from './go-runtime.js';
 import { startTokenIssuer, type TokenIssuerHandle } from './token-issuer.js';
 
 const REGISTRY_BIN = '/usr/bin/docker-registry';
@@ -34,6 +35,8 @@ export interface RegistryOptions {
   tls?: boolean;
   /** Token issuer settings (auth 'token' only); both can also be changed on the handle. */
   token?: { expiresIn?: number; quayMode?: boolean };
+  /** Default quiet (`go-runtime.ts`); the benchmark compares Go's own default. */
+  goCollector?: 'quiet' | 'default';
 }
 
 export interface RegistryHandle {
@@ -94,7 +97,7 @@ export async function startRegistry(options: RegistryOptions = {}): Promise<Regi
         },
       };
     }
-    registry = await launch({ workDir, storageDir, logFile, certificate, authConfig });
+    registry = await launch({ workDir, storageDir, logFile, certificate, authConfig, goCollector: options.goCollector ?? 'quiet' });
     const scheme = certificate ? 'https' : 'http';
     return {
       host: registry.host,
@@ -118,6 +121,7 @@ interface LaunchSettings {
   readonly logFile: string;
   readonly certificate: ServerCertificate | undefined;
   readonly authConfig: object | undefined;
+  readonly goCollector: 'quiet' | 'default';
 }
 
 interface RunningRegistry {
@@ -131,7 +135,7 @@ async function launch(settings: LaunchSettings): Promise<RunningRegistry> {
     const host = `127.0.0.1:${await freePort()}`;
     const configFile = join(settings.workDir, 'config.yml');
     await writeFile(configFile, dump(registryConfig(host, settings)));
-    const child = spawnTracked(REGISTRY_BIN, ['serve', configFile], settings.logFile);
+    const child = spawnTracked(REGISTRY_BIN, ['serve', configFile], settings.logFile, settings.goCollector);
     try {
       await waitUntilServing(child, host, settings.certificate?.caFile);
       return { host, stop: () => terminate(child) };
@@ -225,9 +229,9 @@ function removeOnExit(workDir: string): void {
   workDirs.add(workDir);
 }
 
-function spawnTracked(command: string, args: string[], logFile: string): ChildProcess {
+function spawnTracked(command: string, args: string[], logFile: string, goCollector: 'quiet' | 'default'): ChildProcess {
   const log = openSync(logFile, 'a');
-  const child = spawn(command, args, { stdio: ['ignore', log, log], env: withoutRegistryOverrides(process.env) });
+  const child = spawn(command, args, { stdio: ['ignore', log, log], env: goCollector === 'quiet' ? quietGoCollector(withoutRegistryOverrides(process.env)) : withoutRegistryOverrides(process.env) });
   closeSync(log);
   installExitHook();
   running.add(child);

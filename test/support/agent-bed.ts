@@ -10,6 +10,7 @@ import { CriClient } from '../../src/cri/client.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../../src/install/apply.js';
 import type { TestCluster, TestNode } from '../cluster/index.js';
 import type { Daemon } from '../cluster/processes.js';
+import type { CrioNode } from '../cluster/crio.js';
 import { startPrestageProcess } from './prestage-process.js';
 import { AGENT_NAME } from '../../src/api/names.js';
 import { CRDS } from '../../src/api/prestage-crds.js';
@@ -32,9 +33,9 @@ export async function pinState(node: TestNode, images: readonly string[]): Promi
   }
 }
 
-/** Uncompressed bytes of every layer a test-bed CRI-O's containers/storage (vfs) holds, by its own accounting (diff-size). */
-export function storedLayerBytes(root: string): number {
-  const layers = JSON.parse(readFileSync(join(root, 'vfs-layers', 'layers.json'), 'utf8')) as Array<{ 'diff-size'?: number }>;
+/** Uncompressed bytes of every layer a test-bed CRI-O's containers/storage holds, by its own accounting (diff-size). */
+export function storedLayerBytes(crio: CrioNode): number {
+  const layers = JSON.parse(readFileSync(join(crio.root, `${crio.storageDriver}-layers`, 'layers.json'), 'utf8')) as Array<{ 'diff-size'?: number }>;
   return layers.reduce((total, layer) => total + (layer['diff-size'] ?? 0), 0);
 }
 
