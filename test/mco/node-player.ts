@@ -11,7 +11,7 @@ export interface NodeBehaviour {
   readonly pullMs: number;
   /** Fail with this message (MCO's one error string) ... */
   readonly failWith?: string;
-  /** ... for this long, retrying, then succeed; forever when absent. */
+  /** ... for this long, retrying, then succeed; when absent, until the test behaves the node again. */
   readonly failForMs?: number;
 }
 
@@ -77,15 +77,16 @@ export abstract class NodePlayer {
 
   /** One pull of one generation: after each pull time, fail (and try again) or succeed once. */
   protected pull(node: string, onFailure: (message: string, attempt: number) => void, onSuccess: () => void): void {
-    const behaviour = this.behaviourOf(node);
     const since = Date.now();
+    // The behaviour is read at each attempt: a test ends a failure by behaving again.
     const attempt = (n: number) => {
+      const behaviour = this.behaviourOf(node);
       const failing = behaviour.failWith !== undefined && (behaviour.failForMs === undefined || Date.now() - since < behaviour.failForMs);
       if (!failing) return onSuccess();
       onFailure(behaviour.failWith!, n);
       this.after(behaviour.pullMs, () => attempt(n + 1));
     };
-    this.after(behaviour.pullMs, () => attempt(1));
+    this.after(this.behaviourOf(node).pullMs, () => attempt(1));
   }
 
   private after(ms: number, run: () => void): void {
