@@ -17,7 +17,7 @@ const run = promisify(execFile);
 /**
  * containers/storage's driver on test-bed nodes: overlay, as on RHCOS. With vfs (the first
  * choice), which copies every parent layer into each child, and Go's default collector, pulling
- * the fixture release cost CRI-O 1.6x the CPU (`npm run bench:testbed`).
+ * the fixture release cost CRI-O 1.5x the CPU (`npm run bench:testbed`).
  */
 export type StorageDriver = 'overlay' | 'vfs';
 
@@ -256,7 +256,6 @@ enable_nri = false
   }
 }
 
-/** registries.conf v2: each mirrored registry gets a plain-http `[[registry.mirror]]`. */
 /** Every mount below `dir` (its storage's overlay and shm mounts), deepest first; the image store's tmpfs stays. */
 async function unmountUnder(dir: string): Promise<void> {
   const mountinfo = await readFile('/proc/self/mountinfo', 'utf8');
@@ -266,6 +265,7 @@ async function unmountUnder(dir: string): Promise<void> {
   for (const point of below) await run('umount', ['--lazy', point]).catch(() => undefined);
 }
 
+/** registries.conf v2: each mirrored registry gets a plain-http `[[registry.mirror]]`. */
 export function registriesConf({ mirrors, insecure }: RegistryConfig): string {
   const toml = (value: string) => JSON.stringify(value);
   const plainHttp = new Set([...insecure, ...Object.values(mirrors)]);
