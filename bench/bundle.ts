@@ -38,6 +38,7 @@ import { startFaultProxy, startRegistry, type FaultProxy } from '../test/harness
 import { generateGpgKey, signRelease, startSignatureStore } from '../test/support/release-signing.js';
 import { generateSigstoreKeys, pushAttachments, signAttachment } from '../test/support/sigstore-signing.js';
 import { CURRENT, previousBuild, type Build } from './previous-build.js';
+import { processCpuSeconds } from './process-cpu.js';
 
 const run = promisify(execFile);
 const CAP = Number(process.env.BENCH_CAP_BYTES ?? 8 * 1024 * 1024);
@@ -72,15 +73,9 @@ interface Measured {
 }
 
 /** CPU seconds (user + system) of the registry processes this bench started. */
-const CLOCK_TICKS = 100;
 async function registryCpuS(): Promise<number> {
   const { stdout } = await run('pgrep', ['-P', String(process.pid), '-f', 'docker-registry']).catch(() => ({ stdout: '' }));
-  let ticks = 0;
-  for (const pid of stdout.split('\n').filter(Boolean)) {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    ticks += Number(fields[11]) + Number(fields[12]);
-  }
-  return ticks / CLOCK_TICKS;
+  return stdout.split('\n').filter(Boolean).reduce((seconds, pid) => seconds + processCpuSeconds(pid), 0);
 }
 
 /** Wall time, the CPU times, and the proxy's own first and last body byte times (when the link was in use). */

@@ -14,38 +14,36 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pLimit from 'p-limit';
 import { pushFixture } from '../fixtures/push.js';
 import { buildReleaseFixture, type ComponentTruth } from '../fixtures/release.js';
 import { CriClient } from '../src/cri/client.js';
 import { testbedBinaries } from '../test/cluster/binaries.js';
 import { CrioNode, type StorageDriver } from '../test/cluster/crio.js';
+import type { GoCollector } from '../test/harness/go-runtime.js';
 import { startRegistry } from '../test/harness/index.js';
+import { processCpuSeconds } from './process-cpu.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-type Collector = 'quiet' | 'default';
 
 /** CPU seconds of the processes whose command line names `marker` (children they waited for too). */
 function cpuSeconds(marker: string): number {
-  let ticks = 0;
+  let seconds = 0;
   for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
     try {
-      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker)) continue;
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker)) seconds += processCpuSeconds(pid, { children: true });
     } catch {
       // Gone meanwhile.
     }
   }
-  return ticks / 100;
+  return seconds;
 }
 
+/** `each` over `items`, `width` at a time. */
 async function parallel<T>(items: readonly T[], width: number, each: (item: T) => Promise<void>): Promise<void> {
-  const queue = [...items];
-  await Promise.all(Array.from({ length: width }, async () => {
-    for (let item = queue.shift(); item !== undefined; item = queue.shift()) await each(item);
-  }));
+  const limit = pLimit(width);
+  await Promise.all(items.map((item) => limit(() => each(item))));
 }
 
 console.log(`bench:testbed: ${RUNS} runs, medians; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
@@ -58,7 +56,7 @@ await pushFixture(pushTo.url, fixture);
 await pushTo.stop();
 
 /** Registry CPU ms per request, small requests and whole pulls. */
-async function registryRound(goCollector: Collector): Promise<{ small: number; whole: number }> {
+async function registryRound(goCollector: GoCollector): Promise<{ small: number; whole: number }> {
   const registry = await startRegistry({ storageDir, goCollector });
   const marker = registry.logFile.replace(/registry\.log$/, '');
   const get = async (path: string, accept?: string) => {
@@ -87,7 +85,7 @@ async function registryRound(goCollector: Collector): Promise<{ small: number; w
 }
 
 /** CRI-O CPU seconds to pull the release, 4 pulls at a time as the agent does. */
-async function crioRound(storageDriver: StorageDriver, goCollector: Collector): Promise<number> {
+async function crioRound(storageDriver: StorageDriver, goCollector: GoCollector): Promise<number> {
   const registry = await startRegistry({ storageDir });
   const dir = await mkdtemp(join(tmpdir(), 'prestage-bench-crio-'));
   const crio = await CrioNode.start({ dir, binaries: await testbedBinaries(), registries: { mirrors: { 'quay.io': registry.host }, insecure: [registry.host] }, storageDriver, goCollector });

@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import { CriClient, type RuntimeVersion } from '../../src/cri/client.js';
 import { Daemon, waitFor } from './processes.js';
 import type { TestbedBinaries } from './binaries.js';
-import { quietGoCollector } from '../harness/go-runtime.js';
+import { withGoCollector, type GoCollector } from '../harness/go-runtime.js';
 
 const run = promisify(execFile);
 
@@ -44,7 +44,7 @@ export interface CrioOptions {
   /** Default overlay; the benchmark compares vfs. */
   readonly storageDriver?: StorageDriver;
   /** Default quiet (`harness/go-runtime.ts`); the benchmark compares Go's own default. */
-  readonly goCollector?: 'quiet' | 'default';
+  readonly goCollector?: GoCollector;
 }
 
 /**
@@ -135,9 +135,9 @@ export class CrioNode {
 
   async stop(): Promise<void> {
     await this.daemon?.stop(30_000);
-    // overlay leaves its layer mounts (and containers' roots) behind a stopped CRI-O: off before the directory goes.
+    // overlay leaves its layer mounts (and containers' roots) behind a stopped CRI-O, and the
+    // image store may be a tmpfs: all off before the directory goes.
     await unmountUnder(this.options.dir);
-    if (this.options.imageStoreBytes !== undefined) await run('umount', ['--lazy', this.diskDir]).catch(() => undefined);
   }
 
   private running(): Daemon {
@@ -158,13 +158,13 @@ export class CrioNode {
         '--registries-conf-dir', join(dir, 'registries.conf.d'),
       ],
       logPath: this.logPath,
-      env: (this.options.goCollector === 'default' ? (env: NodeJS.ProcessEnv) => env : quietGoCollector)({
+      env: withGoCollector({
         PATH: process.env.PATH,
         TMPDIR: join(this.diskDir, 'tmp'),
         // containers/storage reads its defaults from here, not from /etc/containers/storage.conf.
         CONTAINERS_STORAGE_CONF: join(dir, 'storage.conf'),
         HOME: join(dir, 'home'),
-      }),
+      }, this.options.goCollector),
     });
     const daemon = this.daemon;
     this.version = await daemon.whileRunning(
@@ -256,12 +256,12 @@ enable_nri = false
   }
 }
 
-/** Every mount below `dir` (its storage's overlay and shm mounts), deepest first; the image store's tmpfs stays. */
+/** Every mount below `dir` (the image store's tmpfs, its overlay and shm mounts), deepest first. */
 async function unmountUnder(dir: string): Promise<void> {
   const mountinfo = await readFile('/proc/self/mountinfo', 'utf8');
   // Field 5 is the mount point, octal-escaped.
   const points = mountinfo.split('\n').map((line) => line.split(' ')[4]?.replace(/\\(\d{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))) ?? '');
-  const below = points.filter((point) => point.startsWith(`${dir}/`) && !point.endsWith('/disk')).sort((a, b) => b.length - a.length);
+  const below = points.filter((point) => point.startsWith(`${dir}/`)).sort((a, b) => b.length - a.length);
   for (const point of below) await run('umount', ['--lazy', point]).catch(() => undefined);
 }
 

@@ -4,8 +4,11 @@
  * (GOGC=100) they collect and hand pages back to the kernel many times a second under the
  * suite's load: distribution gives every blob read a 4 MiB buffer, and CRI-O re-executes itself
  * to unpack every layer. What they do does not change, only the CPU it costs (2 cores run the
- * suite); explicit settings in `env` win. Measured with `bench/test-daemons.ts`.
+ * suite); explicit settings in `env` win. Measured with `npm run bench:testbed`.
  */
-export function quietGoCollector(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  return { GOGC: 'off', GOMEMLIMIT: '256MiB', ...env };
+export type GoCollector = 'quiet' | 'default';
+
+/** `env` for a Go daemon: with the quiet collector's settings, or as it is (Go's default, for benchmarks). */
+export function withGoCollector(env: NodeJS.ProcessEnv, collector: GoCollector = 'quiet'): NodeJS.ProcessEnv {
+  return collector === 'quiet' ? { GOGC: 'off', GOMEMLIMIT: '256MiB', ...env } : env;
 }

@@ -16,7 +16,7 @@ import { promisify } from 'node:util';
 import { dump } from 'js-yaml';
 import { createServerCertificate, type ServerCertificate } from './certificates.js';
 import { freePort } from './free-port.js';
-import { quietGoCollector } from './go-runtime.js';
+import { withGoCollector, type GoCollector } from './go-runtime.js';
 import { startTokenIssuer, type TokenIssuerHandle } from './token-issuer.js';
 
 const REGISTRY_BIN = '/usr/bin/docker-registry';
@@ -36,7 +36,7 @@ export interface RegistryOptions {
   /** Token issuer settings (auth 'token' only); both can also be changed on the handle. */
   token?: { expiresIn?: number; quayMode?: boolean };
   /** Default quiet (`go-runtime.ts`); the benchmark compares Go's own default. */
-  goCollector?: 'quiet' | 'default';
+  goCollector?: GoCollector;
 }
 
 export interface RegistryHandle {
@@ -97,7 +97,7 @@ export async function startRegistry(options: RegistryOptions = {}): Promise<Regi
         },
       };
     }
-    registry = await launch({ workDir, storageDir, logFile, certificate, authConfig, goCollector: options.goCollector ?? 'quiet' });
+    registry = await launch({ workDir, storageDir, logFile, certificate, authConfig, goCollector: options.goCollector });
     const scheme = certificate ? 'https' : 'http';
     return {
       host: registry.host,
@@ -121,7 +121,7 @@ interface LaunchSettings {
   readonly logFile: string;
   readonly certificate: ServerCertificate | undefined;
   readonly authConfig: object | undefined;
-  readonly goCollector: 'quiet' | 'default';
+  readonly goCollector: GoCollector | undefined;
 }
 
 interface RunningRegistry {
@@ -229,9 +229,9 @@ function removeOnExit(workDir: string): void {
   workDirs.add(workDir);
 }
 
-function spawnTracked(command: string, args: string[], logFile: string, goCollector: 'quiet' | 'default'): ChildProcess {
+function spawnTracked(command: string, args: string[], logFile: string, goCollector: GoCollector | undefined): ChildProcess {
   const log = openSync(logFile, 'a');
-  const child = spawn(command, args, { stdio: ['ignore', log, log], env: goCollector === 'quiet' ? quietGoCollector(withoutRegistryOverrides(process.env)) : withoutRegistryOverrides(process.env) });
+  const child = spawn(command, args, { stdio: ['ignore', log, log], env: withGoCollector(withoutRegistryOverrides(process.env), goCollector) });
   closeSync(log);
   installExitHook();
   running.add(child);

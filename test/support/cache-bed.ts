@@ -18,7 +18,7 @@ import type { TestCluster } from '../cluster/index.js';
 import { Daemon, waitFor } from '../cluster/processes.js';
 import type { RequestRecord } from '../harness/fault-proxy.js';
 import { freePort } from '../harness/free-port.js';
-import { quietGoCollector } from '../harness/go-runtime.js';
+import { withGoCollector } from '../harness/go-runtime.js';
 
 const run = promisify(execFile);
 
@@ -87,7 +87,7 @@ export class ProxyCache {
   async restart(): Promise<void> {
     // distribution reads every REGISTRY_* variable as a config override; no OpenTelemetry export, as install --cache sets it.
     // Go's collector quiet, as for the tests' other registries (harness/go-runtime.ts).
-    const env = quietGoCollector({ ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('REGISTRY_'))), OTEL_TRACES_EXPORTER: 'none' });
+    const env = withGoCollector({ ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('REGISTRY_'))), OTEL_TRACES_EXPORTER: 'none' });
     const daemon = Daemon.start({ name: 'distribution registry (proxy cache)', command: this.binary, args: ['serve', this.config], logPath: join(this.dir, `cache-${this.logs++}.log`), env });
     await daemon.whileRunning(waitFor(`the proxy cache on ${this.host}`, () => answers(`http://${this.host}/v2/`), 15_000, 50));
     this.daemon = daemon;
