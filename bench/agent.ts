@@ -39,6 +39,7 @@ interface Variant {
   readonly name: string;
   readonly entry: readonly string[];
   readonly nodeOptions: string;
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** The baseline's tree beside this one (git worktree, this node_modules), built by its own `npm run build`'s tsc. */
@@ -55,16 +56,25 @@ async function baselineEntry(): Promise<{ name: string; entry: string[]; remove:
   return { name: `previous (${commit})`, entry: [join(dir, 'bin/prestage.js')], remove: async () => void (await exec('git', ['worktree', 'remove', '--force', dir], { cwd: ROOT })) };
 }
 
-async function status(pid: number): Promise<{ rss: number; hwm: number }> {
+interface Sample {
+  readonly rss: number;
+  readonly hwm: number;
+  /** RssAnon: the process's own pages, without the node binary's and libraries' file pages. */
+  readonly anon: number;
+  readonly anonPeak: number;
+}
+
+async function status(pid: number, before?: Sample): Promise<Sample> {
   const text = await readFile(`/proc/${pid}/status`, 'utf8');
   const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0) * 1024;
-  return { rss: kib('VmRSS'), hwm: kib('VmHWM') };
+  const anon = kib('RssAnon');
+  return { rss: kib('VmRSS'), hwm: kib('VmHWM'), anon, anonPeak: Math.max(anon, before?.anonPeak ?? 0) };
 }
 
 const fixture = buildReleaseFixture();
 const images = fixture.truth.components.map((component) => component.pullSpec);
 
-async function run(variant: Variant, registryHost: string): Promise<{ peak: number; idle: number; perNode: string }> {
+async function run(variant: Variant, registryHost: string): Promise<{ peak: number; idle: number; anonPeak: number; anonIdle: number; perNode: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'prestage-bench-agent-'));
   let cluster: TestCluster | undefined;
   const agents: Daemon[] = [];
@@ -72,16 +82,16 @@ async function run(variant: Variant, registryHost: string): Promise<{ peak: numb
     cluster = await startCluster({ workers: NODES - 1, registryMirrors: { 'quay.io': registryHost }, insecureRegistries: [registryHost] });
     const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:bench', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
     if (installed.code !== 0) throw new Error(`install: ${installed.stderr}`);
-    const env = { ...process.env, NODE_OPTIONS: `${DAEMONSET_NODE_OPTIONS} ${variant.nodeOptions}`.trim() };
+    const env = { ...process.env, ...variant.env, NODE_OPTIONS: `${DAEMONSET_NODE_OPTIONS} ${variant.nodeOptions}`.trim() };
     for (const node of cluster.nodes) agents.push(await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, env, entry: variant.entry, logName: `agent-${node.name}.log` }));
     const client = new KubeClient(cluster.kubeConfig);
     await client.request('POST', AGENT_PATHS.pinnedImageSets, { body: { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name: 'bench' }, spec: { pinnedImages: images.map((name) => ({ name })) } } });
     const started = Date.now();
     let sampling = true;
-    const last = new Map<number, { rss: number; hwm: number }>();
+    const last = new Map<number, Sample>();
     const sampler = (async () => {
       while (sampling) {
-        for (const agent of agents) last.set(agent.pid, await status(agent.pid));
+        for (const agent of agents) last.set(agent.pid, await status(agent.pid, last.get(agent.pid)));
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     })();
@@ -96,7 +106,7 @@ async function run(variant: Variant, registryHost: string): Promise<{ peak: numb
     await sampler;
     const figures = [...last.values()];
     const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
-    return { peak: Math.max(...figures.map((f) => f.hwm)), idle: Math.max(...figures.map((f) => f.rss)), perNode: figures.map((f) => `${mib(f.hwm)}/${mib(f.rss)}`).join(' ') };
+    return { peak: Math.max(...figures.map((f) => f.hwm)), idle: Math.max(...figures.map((f) => f.rss)), anonPeak: Math.max(...figures.map((f) => f.anonPeak)), anonIdle: Math.max(...figures.map((f) => f.anon)), perNode: figures.map((f) => `${mib(f.hwm)}/${mib(f.rss)}`).join(' ') };
   } finally {
     await Promise.allSettled(agents.map((agent) => agent.stop(30_000)));
     await cluster?.stop();
@@ -108,13 +118,18 @@ const root = await mkdtemp(join(tmpdir(), 'prestage-bench-agent-registry-'));
 const registry = await startRegistry({ storageDir: join(root, 'registry') });
 await pushFixture(registry.url, fixture);
 const baseline = await baselineEntry();
-// The agent's own bundle, as `node dist/agent.cjs agent ...` (bin/prestage.js does not route to it yet).
-const current = [join(ROOT, 'dist/agent.cjs')];
+// As the DaemonSet runs it: bin/prestage.js, which runs the agent's own bundle (dist/agent.cjs).
+const current = [join(ROOT, 'bin/prestage.js')];
+/** `NAME=VALUE` words are the agent's environment, the rest node's own flags (V8 flags NODE_OPTIONS refuses, e.g. --optimize-for-size). */
+function variantOf(words: string): Variant {
+  const env = Object.fromEntries(words.split(' ').filter((w) => /^[A-Z_]+=/.test(w)).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]));
+  const args = words.split(' ').filter((w) => w !== '' && !/^[A-Z_]+=/.test(w));
+  return { name: `this build, ${words}`, entry: [...args, ...current], nodeOptions: '', env };
+}
 const variants: Variant[] = [
   { name: baseline.name, entry: baseline.entry, nodeOptions: '' },
   { name: 'this build', entry: current, nodeOptions: '' },
-  // V8 flags NODE_OPTIONS refuses (--optimize-for-size) go on node's command line.
-  ...(process.env.BENCH_AGENT_NODE_ARGS ?? '--optimize-for-size;--max-old-space-size=48').split(';').filter(Boolean).map((args) => ({ name: `this build, node ${args}`, entry: [...args.split(' '), ...current], nodeOptions: '' })),
+  ...(process.env.BENCH_AGENT_VARIANTS ?? '').split(';').filter(Boolean).map(variantOf),
 ];
 try {
   const results = [];
@@ -122,12 +137,12 @@ try {
   for (const variant of variants) {
     results.push({ variant, ...(await run(variant, registry.host)) });
     const r = results.at(-1)!;
-    console.log(`  (done: ${variant.name}: peak ${mib(r.peak)} MiB, idle ${mib(r.idle)} MiB)`);
+    console.log(`  (done: ${variant.name}: peak ${mib(r.peak)} MiB, idle ${mib(r.idle)} MiB; anonymous ${mib(r.anonPeak)}/${mib(r.anonIdle)})`);
   }
   const base = results[0]!;
   console.log(`bench:agent  ${NODES} nodes (real CRI-O), one set of the fixture release's ${images.length} images; NODE_OPTIONS ${DAEMONSET_NODE_OPTIONS} (the DaemonSet's) + the variant's; MiB, the most of any node; ratio = variant / ${base.variant.name}`);
-  console.log(`  ${'variant'.padEnd(58)}${'peak'.padStart(8)}${'ratio'.padStart(7)}${'idle'.padStart(8)}${'ratio'.padStart(7)}   per node peak/idle`);
-  for (const r of results) console.log(`  ${r.variant.name.padEnd(58)}${mib(r.peak).padStart(8)}${(r.peak / base.peak).toFixed(2).padStart(7)}${mib(r.idle).padStart(8)}${(r.idle / base.idle).toFixed(2).padStart(7)}   ${r.perNode}`);
+  console.log(`  ${'variant'.padEnd(58)}${'peak'.padStart(8)}${'ratio'.padStart(7)}${'idle'.padStart(8)}${'ratio'.padStart(7)}  anon peak/idle   per node peak/idle`);
+  for (const r of results) console.log(`  ${r.variant.name.padEnd(58)}${mib(r.peak).padStart(8)}${(r.peak / base.peak).toFixed(2).padStart(7)}${mib(r.idle).padStart(8)}${(r.idle / base.idle).toFixed(2).padStart(7)}  ${`${mib(r.anonPeak)}/${mib(r.anonIdle)}`.padStart(14)}   ${r.perNode}`);
   console.log('  goals: peak <= 64 MiB, idle <= 48 MiB');
 } finally {
   await registry.stop();

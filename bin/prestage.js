@@ -1,10 +1,15 @@
 #!/usr/bin/env node
-// `agent` runs through the full CLI for now: the agent's own bundle (dist/agent.cjs, measured by
-// npm run bench:agent) does not yet word its flag errors and help as the CLI does (issue #39).
-if (process.argv.length === 3 && process.argv[2] === '--version') {
+import { createRequire } from 'node:module';
+
+const args = process.argv.slice(2);
+if (args.length === 1 && args[0] === '--version') {
   // Nothing but the version: no yargs, logger or command table (as yargs' --version prints it).
   const { buildInfo } = await import('../dist/version.js');
   process.stdout.write(`${buildInfo().version}\n`);
+} else if (args[0] === 'agent') {
+  // The DaemonSet's command, on every node: the agent's own bundle, without the CLI's code (docs/node-agent.md).
+  const { runAgent } = createRequire(import.meta.url)('../dist/agent.cjs');
+  process.exitCode = await runAgent(args.slice(1));
 } else {
   const { runAsBin } = await import('../dist/cli/main.js');
   await runAsBin();

@@ -1,12 +1,15 @@
 /**
- * The node agent's entry of its own (`prestage agent` in the DaemonSet; `scripts/agent-bundle.ts`
- * bundles from here): the agent's code alone, without yargs, the command table or any other
- * command. The flags are the ones `cli/agent.ts` declares (one definition), read here with
- * Node's own `util.parseArgs`; errors are one line and an exit code, as the CLI's are.
+ * The node agent's entry of its own (`prestage agent` in the DaemonSet; bin/prestage.js and the
+ * single executable route `agent` here, `scripts/agent-bundle.ts` bundles from here): the agent's
+ * code alone, without yargs, the command table or any other command. The flags are the ones
+ * `cli/agent.ts` declares (one definition), read here with Node's own `util.parseArgs`. What the
+ * DaemonSet never asks (--help, a flag this reading refuses) goes to the full CLI, loaded then:
+ * its help, its words and exit codes, as for every other command.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ExitCode, PrestageError } from '../errors.js';
 import { printable } from '../terminal-text.js';
+import { formatRate } from '../units.js';
 import { agentCommand } from './agent.js';
 import type { CommandContext } from './context.js';
 
@@ -16,7 +19,6 @@ interface FlagSpec {
   readonly array?: boolean;
   readonly alias?: string;
   readonly default?: unknown;
-  readonly describe?: string;
   readonly choices?: readonly string[];
   readonly coerce?: (value: unknown) => unknown;
 }
@@ -27,7 +29,7 @@ class AgentFlagError extends PrestageError {
 
 /** The agent's flags: its builder's, recorded, and the CLI's global `--log-level`. */
 function agentFlags(ctx: CommandContext): Map<string, FlagSpec> {
-  const flags = new Map<string, FlagSpec>([['log-level', { type: 'string', default: 'warn', choices: ['debug', 'info', 'warn', 'error', 'silent'], describe: 'Log level (logs go to stderr)' }]]);
+  const flags = new Map<string, FlagSpec>([['log-level', { type: 'string', default: 'warn', choices: ['debug', 'info', 'warn', 'error', 'silent'] }]]);
   const recorder = {
     option(name: string, spec: FlagSpec) {
       flags.set(name, spec);
@@ -69,33 +71,48 @@ export function parseAgentArgs(argv: readonly string[], flags: ReadonlyMap<strin
   return args;
 }
 
-function help(flags: ReadonlyMap<string, FlagSpec>): string {
-  const lines = [...flags].map(([name, spec]) => `  --${name}${spec.alias ? `, --${spec.alias}` : ''}\n      ${spec.describe ?? ''}${spec.default !== undefined && spec.default !== '' ? ` [default: ${JSON.stringify(spec.default)}]` : ''}`);
-  return `prestage agent [flags]\n\nThe per-node daemon the DaemonSet runs.\n\n${lines.join('\n')}\n`;
+/** The full CLI's `prestage agent ARGV`: yargs' help and words for what the lean reading does not answer. */
+async function fullCli(argv: readonly string[], io: AgentIO): Promise<number> {
+  const { main } = await import('./main.js');
+  return main(['agent', ...argv], io);
 }
 
-/** Runs the agent with `argv` (the words after `agent`); resolves with the exit code. */
-export async function runAgent(argv: readonly string[], io: { stdout?: NodeJS.WritableStream; stderr?: NodeJS.WritableStream } = {}): Promise<number> {
+export interface AgentIO {
+  readonly stdout?: NodeJS.WritableStream;
+  readonly stderr?: NodeJS.WritableStream;
+}
+
+/**
+ * Runs the agent with `argv` (the words after `agent`); resolves with the exit code. `cli` answers
+ * --help and the flags this reading refuses (the full CLI by default; it refuses them in its words,
+ * or runs the agent when yargs reads what parseArgs does not, e.g. `--set-status false`).
+ */
+export async function runAgent(argv: readonly string[], io: AgentIO = {}, cli: (argv: readonly string[], io: AgentIO) => Promise<number> = fullCli): Promise<number> {
   const stdout = io.stdout ?? process.stdout;
   const stderr = io.stderr ?? process.stderr;
   // The handler makes its own JSON logger; this one is never used before it.
   const ctx = { stdout, stderr, log: undefined } as unknown as CommandContext;
+  let args: Record<string, unknown>;
   try {
-    const flags = agentFlags(ctx);
-    const args = parseAgentArgs(argv, flags);
-    if (args.help) {
-      stdout.write(help(flags));
-      return ExitCode.ok;
-    }
+    args = parseAgentArgs(argv, agentFlags(ctx));
+  } catch (err) {
+    // A flag this reading or the flag's own check refuses: the CLI's words for it.
+    if (err instanceof PrestageError) return cli(argv, io);
+    throw err;
+  }
+  if (args.help) return cli(argv, io);
+  try {
+    // As the CLI says it for every command: the cap as understood, in both units.
+    if (typeof args['link-rate'] === 'number') stderr.write(`link cap: ${formatRate(args['link-rate'])}\n`);
     await agentCommand(ctx).handler({ _: [], $0: 'prestage agent', ...args });
     return ExitCode.ok;
   } catch (err) {
     if (err instanceof PrestageError) {
-      stderr.write(`prestage agent: error: ${printable(err.message)}\n`);
+      stderr.write(`prestage: error: ${printable(err.message)}\n`);
       return err.exitCode;
     }
     const message = err instanceof Error ? err.message : String(err);
-    stderr.write(`prestage agent: internal error: ${printable(message)}${process.env.PRESTAGE_DEBUG ? `\n${(err as Error).stack ?? ''}` : ' (set PRESTAGE_DEBUG=1 for a stack trace)'}\n`);
+    stderr.write(`prestage: internal error: ${printable(message)}${process.env.PRESTAGE_DEBUG ? `\n${(err as Error).stack ?? ''}` : ' (set PRESTAGE_DEBUG=1 for a stack trace)'}\n`);
     return ExitCode.internal;
   }
 }
