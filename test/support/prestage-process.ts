@@ -24,12 +24,14 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
-/** The sources whose build output is missing or older than they are. */
+/** The sources whose build output is missing or older than they are (tsc's file, or the agent's bundle, which holds most of them). */
 export function staleBuildOutputs(): string[] {
   const src = join(ROOT, 'src');
+  const agentBundle = join(ROOT, 'dist', 'agent.cjs');
+  const bundled = existsSync(agentBundle) ? statSync(agentBundle).mtimeMs : 0;
   return sourceFiles(src).filter((file) => {
     const built = join(ROOT, 'dist', relative(src, file).replace(/\.ts$/, '.js'));
-    return !existsSync(built) || statSync(built).mtimeMs < statSync(file).mtimeMs;
+    return !existsSync(built) || statSync(built).mtimeMs < statSync(file).mtimeMs || bundled < statSync(file).mtimeMs;
   });
 }
 
