@@ -1,6 +1,5 @@
 #!/usr/bin/env node
 import { createRequire } from 'node:module';
-import { setFlagsFromString } from 'node:v8';
 
 const args = process.argv.slice(2);
 if (args.length === 1 && args[0] === '--version') {
@@ -9,9 +8,10 @@ if (args.length === 1 && args[0] === '--version') {
   process.stdout.write(`${buildInfo().version}\n`);
 } else if (args[0] === 'agent') {
   // The DaemonSet's command, on every node: the agent's own bundle, without the CLI's code (docs/node-agent.md).
-  // A small resident daemon: V8 collects and sizes its heap for memory, not speed (npm run bench:agent).
-  setFlagsFromString('--optimize-for-size');
-  const { runAgent } = createRequire(import.meta.url)('../dist/agent.cjs');
+  // As the CLI's runAsBin: a closed stderr leaves no one to tell.
+  process.stderr.on('error', () => undefined);
+  const { runAgent, tuneV8ForAgent } = createRequire(import.meta.url)('../dist/agent.cjs');
+  tuneV8ForAgent();
   process.exitCode = await runAgent(args.slice(1));
 } else {
   const { runAsBin } = await import('../dist/cli/main.js');
