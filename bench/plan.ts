@@ -65,17 +65,21 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; bytes: numb
   return { ms: performance.now() - started, bytes: proxy.stats.bytesSent, requests: proxy.stats.requests, value };
 }
 
-/** This checkout's single executable (`npm run dist`, the host's target), run beside `node bin/prestage.js`. */
-const EXECUTABLE = await (async () => {
+/** A checkout's single executable (`npm run dist`, the host's target), built into this run's temp dir; undefined when that checkout has none. */
+async function executableOf(root: string, name: string): Promise<string | undefined> {
+  if (!existsSync(join(root, 'scripts/dist.ts'))) return undefined;
   const target = `linux-${process.arch === 'x64' ? 'amd64' : process.arch}`;
-  const out = join(storageDir, 'dist');
-  await run(process.execPath, [join(dirname(CURRENT.bin), '..', 'node_modules/tsx/dist/cli.mjs'), join(dirname(CURRENT.bin), '..', 'scripts/dist.ts'), '--out', out, '--targets', target]);
+  const out = join(storageDir, name);
+  await run(process.execPath, [join(root, 'node_modules/tsx/dist/cli.mjs'), join(root, 'scripts/dist.ts'), '--out', out, '--targets', target], { cwd: root });
   return join(out, target, 'prestage');
-})();
+}
+const rootOf = (build: Build) => join(dirname(build.bin), '..');
+/** This checkout's single executable, run beside `node bin/prestage.js`. */
+const EXECUTABLE = (await executableOf(rootOf(CURRENT), 'dist'))!;
 
-/** One plan by `build` (or this checkout's executable) as a child process; its CPU seconds (user + system) from /usr/bin/time. */
-async function prestage(build: Build = CURRENT, executable = false): Promise<number> {
-  const command = executable ? [EXECUTABLE] : [process.execPath, build.bin];
+/** One plan by `build` (or an executable of it) as a child process; its CPU seconds (user + system) from /usr/bin/time. */
+async function prestage(build: Build = CURRENT, executable: boolean | string = false): Promise<number> {
+  const command = typeof executable === 'string' ? [executable] : executable ? [EXECUTABLE] : [process.execPath, build.bin];
   const { stdout, stderr } = await run('/usr/bin/time', ['-f', 'cpu %U %S', ...command, 'plan', release, '--mirror', `quay.io=${proxy.host}`, ...build.insecure(proxy.host), '-o', 'json'], { maxBuffer: 256 * 1024 * 1024 });
   JSON.parse(stdout);
   const m = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(stderr);
@@ -190,22 +194,40 @@ function minimumBytes(): number {
     + truth.components.reduce((a, c) => a + c.manifestSize, 0) + 4 * layers.size;
 }
 
-/** The critical-path lower bound for prestage's own requests at each RTT, against its wall time. */
-async function criticalPath(): Promise<void> {
+/**
+ * The critical-path lower bound for prestage's own requests at each RTT, against the wall time
+ * of this build and the previous one (node bin/prestage.js and, where the build has one, its
+ * single executable), runs interleaved so that a busy machine weighs on both alike.
+ */
+async function criticalPath(previous: Build): Promise<void> {
+  const previousExecutable = await executableOf(rootOf(previous), 'dist-previous').catch(() => undefined);
+  const runners: Array<{ label: string; build: Build; executable: boolean | string }> = [
+    { label: 'node', build: previous, executable: false },
+    { label: 'node', build: CURRENT, executable: false },
+    ...(previousExecutable ? [{ label: 'executable', build: previous, executable: previousExecutable }] : []),
+    { label: 'executable', build: CURRENT, executable: true },
+  ];
   const start = async (command: string[]) => median(await Promise.all([0, 1, 2].map(async () => (await timed(() => run(command[0]!, [...command.slice(1), '--version']))).ms)));
   const [startup, startupExecutable] = [await start([process.execPath, CURRENT.bin]), await start([EXECUTABLE])];
   console.log(`critical path  bound = RTT x (${DEPENDENT_ROUND_TRIPS} dependent + 1 handshake + other requests / ${CONCURRENCY}) + bytes / ${BANDWIDTH ? `${BANDWIDTH} B/s` : 'uncapped bandwidth'}; process start (--version): node bin/prestage.js ${startup.toFixed(0)} ms, executable ${startupExecutable.toFixed(0)} ms`);
-  console.log(`  ${'RTT'.padEnd(8)} ${'run as'.padEnd(11)} ${'prestage'.padStart(10)} ${'bound'.padStart(8)} ${'ratio'.padStart(6)} ${'requests'.padStart(9)} ${'bytes'.padStart(9)}   (target ratio <= 1.5)`);
+  console.log(`  ${previous.name} beside this build, ${RUNS} runs each, interleaved; medians; vs previous = this build's median / the previous build's, run the same way`);
+  console.log(`  ${'RTT'.padEnd(8)} ${'run as'.padEnd(11)} ${'build'.padEnd(11)} ${'prestage'.padStart(10)} ${'CPU s'.padStart(6)} ${'bound'.padStart(8)} ${'ratio'.padStart(6)} ${'vs previous'.padStart(12)} ${'requests'.padStart(9)} ${'bytes'.padStart(9)}   (target ratio <= 1.5)`);
   for (const rtt of BOUND_RTTS) {
     proxy.setLatency(rtt);
-    for (const executable of [false, true]) {
-      const runs: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
-      for (let i = 0; i < RUNS; i++) runs.push(await timed(() => prestage(CURRENT, executable)));
-      const ms = median(runs.map((r) => r.ms));
-      const { requests, bytes } = runs[0]!;
+    const runs = runners.map(() => [] as Array<Awaited<ReturnType<typeof timed<number>>>>);
+    for (let i = 0; i < RUNS; i++) {
+      for (const [j, r] of runners.entries()) runs[j]!.push(await timed(() => prestage(r.build, r.executable)));
+    }
+    const medians = runs.map((list) => median(list.map((r) => r.ms)));
+    for (const [j, r] of runners.entries()) {
+      const { requests, bytes } = runs[j]!.at(-1)!;
       const roundTrips = DEPENDENT_ROUND_TRIPS + 1 + Math.ceil((requests - DEPENDENT_ROUND_TRIPS) / CONCURRENCY);
       const bound = rtt * roundTrips + (BANDWIDTH ? (bytes / BANDWIDTH) * 1000 : 0);
-      console.log(`  ${`${rtt} ms`.padEnd(8)} ${(executable ? 'executable' : 'node').padEnd(11)} ${`${ms.toFixed(0)} ms`.padStart(10)} ${`${bound.toFixed(0)} ms`.padStart(8)} ${(ms / bound).toFixed(2).padStart(6)} ${String(requests).padStart(9)} ${String(bytes).padStart(9)}`);
+      const ms = medians[j]!;
+      const cpu = median(runs[j]!.map((x) => x.value));
+      const before = r.build === CURRENT ? runners.findIndex((p) => p.build === previous && p.label === r.label) : -1;
+      const vs = before >= 0 ? (ms / medians[before]!).toFixed(2) : '';
+      console.log(`  ${`${rtt} ms`.padEnd(8)} ${r.label.padEnd(11)} ${(r.build === CURRENT ? 'this' : 'previous').padEnd(11)} ${`${ms.toFixed(0)} ms`.padStart(10)} ${cpu.toFixed(2).padStart(6)} ${`${bound.toFixed(0)} ms`.padStart(8)} ${(ms / bound).toFixed(2).padStart(6)} ${vs.padStart(12)} ${String(requests).padStart(9)} ${String(bytes).padStart(9)}`);
     }
   }
   proxy.setLatency(RTT_MS);
@@ -213,10 +235,23 @@ async function criticalPath(): Promise<void> {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const previous = await previousBuild();
+/** BENCH_SECTIONS=critical (comma-separated: previous, agent, skopeo, critical) runs only those; default all. */
+const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'previous,agent,skopeo,critical').split(','));
 try {
   await prestage(); // warm the registry's own caches so neither side pays for them
-  await againstPrevious(previous);
-  await agentSizes(previous);
+  if (SECTIONS.has('previous')) await againstPrevious(previous);
+  if (SECTIONS.has('agent')) await agentSizes(previous);
+  if (SECTIONS.has('skopeo')) await skopeoSection();
+  if (SECTIONS.has('critical')) await criticalPath(previous);
+} finally {
+  await previous.remove();
+  await proxy.stop();
+  await registry.stop();
+  await rm(storageDir, { recursive: true, force: true });
+}
+
+/** prestage (node and executable) beside skopeo, and prestage's bytes against the minimum. */
+async function skopeoSection(): Promise<void> {
   const ours: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
   const oursExecutable: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
   const theirs: Array<Awaited<ReturnType<typeof timed<number>>>> = [];
@@ -239,10 +274,4 @@ try {
   for (const r of rows) console.log(`  ${r[0]!.padEnd(16)} ${r[1]!.padStart(14)} ${r[2]!.padStart(9)} ${r[3]!.padStart(12)}`);
   console.log(`  speed-up (baseline / prestage wall time): node bin/prestage.js ${(theirsMs / oursMs).toFixed(1)}x, executable ${(theirsMs / executableMs).toFixed(1)}x   (target >= 10x)`);
   console.log(`  prestage bytes / minimum bytes (${minimum}): ${(ours[0]!.bytes / minimum).toFixed(3)}   (target <= 1.05)`);
-  await criticalPath();
-} finally {
-  await previous.remove();
-  await proxy.stop();
-  await registry.stop();
-  await rm(storageDir, { recursive: true, force: true });
 }

@@ -43,8 +43,8 @@ export async function previousBuild(): Promise<Build> {
   return {
     name: `previous (${commit.trim()})`,
     bin: join(dir, 'bin/prestage.js'),
-    // Before --insecure-registry, one switch for every registry.
-    insecure: () => ['--tls-verify=false'],
+    // Before --insecure-registry, one switch for every registry (a later BENCH_BASELINE has the flag).
+    insecure: existsSync(join(dir, 'src/registry/scheme.ts')) ? (host) => ['--insecure-registry', host] : () => ['--tls-verify=false'],
     remove: async () => {
       await run('git', ['worktree', 'remove', '--force', dir], { cwd: ROOT });
     },

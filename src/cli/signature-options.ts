@@ -10,8 +10,9 @@ import { connectCluster, type ClusterClient } from '../cluster/connect.js';
 import { BadInputError } from '../errors.js';
 import { registryDispatcher } from '../registry/transport.js';
 import type { PlanRelease } from '../plan/types.js';
-import { gatherReleaseSignatures, type GatheredSignatures, type TrustedKeys } from '../signatures/gather.js';
-import { readVerificationKeys } from '../signatures/release-gpg.js';
+// gather.js and release-gpg.js load openpgp (a sixth of a plan's CPU in its start): imported
+// where a signature is judged, so plan and stage without --signatures-from never load them.
+import type { GatheredSignatures, TrustedKeys } from '../signatures/gather.js';
 import { dispatcherFetch, parseSignatureStore, RED_HAT_SIGNATURE_STORES } from '../signatures/release-stores.js';
 import { signatureConfigMap } from '../signatures/configmap.js';
 import { readSigstoreKey, SIGNED_IDENTITY_RULES, type SignedIdentityRule } from '../signatures/sigstore.js';
@@ -68,6 +69,7 @@ export function withCreateSignatureOptions<T>(y: Argv<T>): Argv<T & Omit<CreateS
 export async function keysFromFiles(files: readonly string[]): Promise<TrustedKeys | undefined> {
   if (files.length === 0) return undefined;
   const inputs = await Promise.all(files.map(async (file) => ({ text: await readBytes(file, '--verification-key'), where: `--verification-key ${file}` })));
+  const { readVerificationKeys } = await import('../signatures/release-gpg.js');
   const keys = await readVerificationKeys(inputs);
   return { keys, text: keys.armored, where: `--verification-key ${files.join(', ')}` };
 }
@@ -75,6 +77,7 @@ export async function keysFromFiles(files: readonly string[]): Promise<TrustedKe
 /** The keys (and stores) of the verifier ConfigMap the cluster's current release carries. */
 async function keysFromCluster(client: ClusterClient): Promise<{ trusted: TrustedKeys; stores: readonly string[] }> {
   const cluster = await clusterVerification(client);
+  const { readVerificationKeys } = await import('../signatures/release-gpg.js');
   const keys = await readVerificationKeys(cluster.keys);
   const trusted = { keys, text: keys.armored, where: `the cluster's ${cluster.configMaps.join(', ')}` };
   return { trusted, stores: cluster.stores.map((store) => parseSignatureStore(store.url, store.where)) };
@@ -117,6 +120,7 @@ export async function signatureInputs(flags: CreateSignatureFlags): Promise<{ tr
 
 /** The release's signatures for the bundle, through the same proxy and CA settings as the registries. */
 export async function releaseSignaturesFor(release: PlanRelease, flags: CreateSignatureFlags, inputs: { trusted?: TrustedKeys; stores: string[] }, warn: (line: string) => void): Promise<GatheredSignatures> {
+  const { gatherReleaseSignatures } = await import('../signatures/gather.js');
   const dispatcher = registryDispatcher(transportOptionsFrom(flags, undefined, () => undefined));
   try {
     return await gatherReleaseSignatures({
@@ -169,6 +173,7 @@ export async function signatureConfigMapFrom(release: PlanRelease, flags: Signat
   if (dir === undefined) return undefined;
   const trusted = (await keysFromFiles(flags['verification-key'])) ?? (cluster ? (await keysFromCluster(await cluster())).trusted : undefined);
   if (!trusted) throw new BadInputError('--signatures-from: no key to verify the signatures with: pass --verification-key FILE, or --kubeconfig to use the keys the cluster trusts now');
+  const { gatherReleaseSignatures } = await import('../signatures/gather.js');
   const gathered = await gatherReleaseSignatures({
     digest: release.digest,
     release: `${release.version} (${release.digest})`,

@@ -58,6 +58,12 @@ describe('parseDocuments', () => {
     ['a digest in the spec (parsed whole)', `${CRD}  image: quay.io/a/b@sha256:${'a'.repeat(64)}\n`],
     ['a ConfigMap', 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: b\n'],
     ['an end marker', `${CRD}...\n`],
+    ['a marker as the last line, no newline after it', `${CRD}---`],
+    ['a marker first, blank lines and markers with trailing blanks', `---\n\n${CRD}--- \t\n\n${CRD}`],
+    ['a leading newline and no newline at the end', `\n${CRD.trimEnd()}`],
+    ['CRLF line ends', CRD.replaceAll('\n', '\r\n') + '---\r\n' + CRD.replaceAll('\n', '\r\n')],
+    ['content on a marker line', `${CRD}--- # next\n${CRD}`],
+    ['a head that is no object (parsed whole)', 'kind: A\nmetadata: x\n? [a]\n: b\nspec: 1\n'],
   ])('matches a full parse: %s', (_what, text) => {
     const file = text.startsWith('{') ? 'x.json' : 'x.yaml';
     const files = new Map([[file, text]]);

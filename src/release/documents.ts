@@ -69,9 +69,15 @@ function isObject(doc: unknown): doc is Record<string, unknown> {
   return doc !== null && typeof doc === 'object' && !Array.isArray(doc);
 }
 
-const DOCUMENT_MARKER = /^---[ \t]*$/;
-/** A top-level key: a line at column 0 that is not a comment, a sequence entry or a flow/scalar continuation. */
-const TOP_LEVEL_KEY = /^([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]|$)/;
+/** Syntax a line split would get wrong: a directive, an end marker, content on a `---` line. */
+const BEYOND_BARE_MARKERS = /(?:^|\n)(?:%|\.\.\.|---(?![ \t]*(?:\n|$)))/;
+/**
+ * The lines planning looks at, found in one pass over the text (a file is mostly CRD schema, so
+ * a regex scan costs a fraction of splitting it into lines): a bare `---` document marker, or
+ * a top-level key (a line at column 0 that is not a comment, a sequence entry or a flow/scalar
+ * continuation). `$` without the `m` flag is the end of the text, so a line ends only at `\n`.
+ */
+const MARKER_OR_KEY = /(?:^|\n)(?:---[ \t]*(?=\n|$)|([A-Za-z_][\w.-]*)[ \t]*:(?=[ \t]|\n|$))/g;
 /** What planning reads of a document that names no image lives under these keys. */
 const HEAD_KEYS = new Set(['apiVersion', 'kind', 'metadata']);
 
@@ -89,37 +95,39 @@ const HEAD_KEYS = new Set(['apiVersion', 'kind', 'metadata']);
  * from it).
  */
 function headsOnly(file: string, text: string): unknown[] | undefined {
-  if (!/\.ya?ml$/.test(file) || text.includes('sha256') || text.includes('ConfigMap') || text.includes('FeatureGate')) return undefined;
-  const lines = text.split('\n');
-  if (lines.some((line) => line.startsWith('%') || line.startsWith('...') || (line.startsWith('---') && !DOCUMENT_MARKER.test(line)))) return undefined;
+  if (!/\.ya?ml$/.test(file) || text.includes('sha256') || text.includes('ConfigMap') || text.includes('FeatureGate') || BEYOND_BARE_MARKERS.test(text)) return undefined;
   const docs: unknown[] = [];
+  // The document being read: where its text starts, the head keys seen, and once a key past
+  // the head came, its head (cut there) or 'whole'.
   let start = 0;
-  while (start <= lines.length) {
-    let end = start;
-    while (end < lines.length && !DOCUMENT_MARKER.test(lines[end]!)) end++;
-    docs.push(parseHead(lines, start, end));
-    start = end + 1;
+  let seen = new Set<string>();
+  let head: { doc: unknown } | 'whole' | undefined;
+  // A document's text runs to the `\n` before its marker (none when the marker follows at once).
+  const close = (end: number) => docs.push(typeof head === 'object' ? head.doc : yaml.load(end > start ? text.slice(start, end) : ''));
+  for (const m of text.matchAll(MARKER_OR_KEY)) {
+    const lineStart = text[m.index] === '\n' ? m.index + 1 : m.index;
+    const key = m[1];
+    if (key === undefined) {
+      close(lineStart - 1);
+      const next = text.indexOf('\n', lineStart);
+      start = next === -1 ? text.length + 1 : next + 1;
+      seen = new Set();
+      head = undefined;
+    } else if (head === undefined) {
+      if (HEAD_KEYS.has(key)) seen.add(key);
+      else head = seen.has('kind') && seen.has('metadata') ? cutAt(text.slice(start, lineStart - 1)) : 'whole';
+    }
   }
+  close(text.length);
   return docs;
 }
 
-/** One document (lines [start, end)), parsed down to kind and metadata when it can be cut there. */
-function parseHead(lines: readonly string[], start: number, end: number): unknown {
-  const seen = new Set<string>();
-  for (let i = start; i < end; i++) {
-    const key = TOP_LEVEL_KEY.exec(lines[i]!)?.[1];
-    if (key === undefined) continue;
-    if (!HEAD_KEYS.has(key)) {
-      if (!seen.has('kind') || !seen.has('metadata')) break;
-      try {
-        const head = yaml.load(lines.slice(start, i).join('\n'));
-        if (isObject(head) && head.kind !== undefined) return head;
-      } catch {
-        // parsed whole below
-      }
-      break;
-    }
-    seen.add(key);
+/** A document's head parsed on its own, when it is an object with a kind; else the document is parsed whole. */
+function cutAt(text: string): { doc: unknown } | 'whole' {
+  try {
+    const doc = yaml.load(text);
+    return isObject(doc) && doc.kind !== undefined ? { doc } : 'whole';
+  } catch {
+    return 'whole';
   }
-  return yaml.load(lines.slice(start, end).join('\n'));
 }
