@@ -30,6 +30,9 @@ type Target = keyof typeof TARGETS;
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 /** oc and kubectl find plugins by these names, and kubectl (1.26+) a plugin's completion by the last two. */
 const PLUGIN_NAMES = ['oc-prestage', 'kubectl-prestage', 'kubectl_complete-prestage', 'oc_complete-prestage'];
+/** The SEA assets src/cli/sea-main.ts reads: the application, and V8's code cache of it. */
+const APP_ASSET = 'app.cjs';
+const CACHE_ASSET = 'app.cache';
 const CACHE = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'prestage-dist', 'v1');
 
 function flag(name: string): string | undefined {
@@ -64,9 +67,14 @@ const yargsInternals: Plugin = {
   },
 };
 
-async function bundle(out: string): Promise<void> {
+/**
+ * The application (src/cli/sea-app.ts) as the `app.cjs` asset, wrapped as Node.js wraps a CommonJS
+ * module (sea-main.ts compiles it as it is), and the SEA's main script (src/cli/sea-main.ts).
+ */
+async function bundle(work: string): Promise<void> {
   const info = buildInfo();
-  await build(nodeBundleOptions('src/cli/sea-main.ts', out, {
+  const bundled = join(work, 'app.bundle.cjs');
+  await build(nodeBundleOptions('src/cli/sea-app.ts', bundled, {
     plugins: [yargsInternals],
     define: {
       __PRESTAGE_BUILD__: JSON.stringify(JSON.stringify(info)),
@@ -80,6 +88,8 @@ async function bundle(out: string): Promise<void> {
     },
     banner: 'const __prestage_import_meta_resolve = undefined;',
   }));
+  writeFileSync(join(work, APP_ASSET), `(function (exports, require, module, __filename, __dirname) { ${readFileSync(bundled, 'utf8')}\n})`);
+  await build(nodeBundleOptions('src/cli/sea-main.ts', join(work, 'prestage.cjs'), { define: { __PRESTAGE_BUILD__: JSON.stringify(JSON.stringify(info)) } }));
 }
 
 /** docs/*.md as `{ topic: text }`. */
@@ -103,6 +113,13 @@ function nodeBinary(arch: 'x64' | 'arm64'): string {
   return binary;
 }
 
+/** V8's code cache of the application after a run of help and completion (scripts/sea-warm.cjs), with no V8 flags. */
+function warmCodeCache(work: string): void {
+  const env = { ...process.env };
+  delete env.NODE_OPTIONS;
+  execFileSync(process.execPath, [join(ROOT, 'scripts/sea-warm.cjs'), join(work, APP_ASSET), join(work, CACHE_ASSET)], { cwd: work, env, stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
 function sha256(file: string): string {
   return createHash('sha256').update(readFileSync(file)).digest('hex');
 }
@@ -118,15 +135,18 @@ async function main(): Promise<void> {
   const work = join(tmpdir(), `prestage-dist-${process.pid}`);
   mkdirSync(work, { recursive: true });
   try {
-    const bundled = join(work, 'prestage.cjs');
-    await bundle(bundled);
+    await bundle(work);
+    // The code cache is V8's own: of this very Node.js, so of the host's architecture only.
+    const cached = codeCache && targets.some((t) => TARGETS[t] === process.arch);
+    if (cached) warmCodeCache(work);
     const sums: string[] = [];
     for (const target of targets) {
       const arch = TARGETS[target];
       const blob = join(work, `${target}.blob`);
       const config = join(work, `${target}.sea.json`);
       // Paths relative to the work directory: the blob records the main script's name.
-      writeFileSync(config, JSON.stringify({ main: 'prestage.cjs', output: `${target}.blob`, disableExperimentalSEAWarning: true, useCodeCache: codeCache && arch === process.arch }));
+      const assets = { [APP_ASSET]: APP_ASSET, ...(cached && arch === process.arch ? { [CACHE_ASSET]: CACHE_ASSET } : {}) };
+      writeFileSync(config, JSON.stringify({ main: 'prestage.cjs', output: `${target}.blob`, disableExperimentalSEAWarning: true, useCodeCache: false, assets }));
       execFileSync(process.execPath, ['--experimental-sea-config', config], { cwd: work, stdio: ['ignore', 'ignore', 'inherit'] });
       const dir = join(outDir, target);
       mkdirSync(dir);
@@ -136,7 +156,7 @@ async function main(): Promise<void> {
       execFileSync(process.execPath, [join(ROOT, 'node_modules/postject/dist/cli.js'), executable, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE], { stdio: ['ignore', 'ignore', 'inherit'] });
       for (const plugin of PLUGIN_NAMES) symlinkSync('prestage', join(dir, plugin));
       sums.push(`${sha256(executable)}  ${relative(outDir, executable)}`);
-      process.stderr.write(`dist: ${relative(ROOT, executable)} (${target}, Node.js ${process.versions.node}${codeCache && arch === process.arch ? ', code cache' : ''})\n`);
+      process.stderr.write(`dist: ${relative(ROOT, executable)} (${target}, Node.js ${process.versions.node}${cached && arch === process.arch ? ', code cache' : ''})\n`);
     }
     writeFileSync(join(outDir, 'SHA256SUMS'), `${sums.join('\n')}\n`);
   } finally {
