@@ -68,6 +68,32 @@ const yargsInternals: Plugin = {
 };
 
 /**
+ * Every `string-width` (yargs', cliui's, wrap-ansi's) answers one-column text itself
+ * (src/cli/narrow-width.ts) and loads the package, with its segmenter and emoji sets, only for
+ * text that needs it: help renders without them.
+ */
+const narrowStringWidth: Plugin = {
+  name: 'narrow-string-width',
+  setup(b) {
+    b.onResolve({ filter: /^string-width$/ }, async (args) => {
+      if (args.pluginData === 'narrow-string-width') return undefined;
+      const real = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: 'narrow-string-width' });
+      if (real.errors.length) return { errors: real.errors };
+      return { path: real.path, namespace: 'narrow-string-width' };
+    });
+    b.onLoad({ filter: /.*/, namespace: 'narrow-string-width' }, (args) => ({
+      contents: `import { narrowWidth } from ${JSON.stringify(join(ROOT, 'src/cli/narrow-width.ts'))};
+let width;
+export default function stringWidth(text, options) {
+  return narrowWidth(text, options) ?? (width ??= require(${JSON.stringify(args.path)}).default)(text, options);
+}`,
+      loader: 'js',
+      resolveDir: ROOT,
+    }));
+  },
+};
+
+/**
  * The application (src/cli/sea-app.ts) as the `app.cjs` asset, wrapped as Node.js wraps a CommonJS
  * module (sea-main.ts compiles it as it is), and the SEA's main script (src/cli/sea-main.ts).
  */
@@ -75,7 +101,7 @@ async function bundle(work: string): Promise<void> {
   const info = buildInfo();
   const bundled = join(work, 'app.bundle.cjs');
   await build(nodeBundleOptions('src/cli/sea-app.ts', bundled, {
-    plugins: [yargsInternals],
+    plugins: [yargsInternals, narrowStringWidth],
     define: {
       __PRESTAGE_BUILD__: JSON.stringify(JSON.stringify(info)),
       // `prestage docs TOPIC` on a host that has only the executable.
