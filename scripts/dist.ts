@@ -2,19 +2,22 @@
  * `npm run dist [-- --out DIR] [--targets linux-amd64,linux-arm64] [--reproducible]`: prestage as one
  * self-contained executable per target, with Node.js's single executable application support.
  *
- * 1. esbuild bundles the CLI (src/cli/sea-main.ts) into one CommonJS file with the build's
- *    identity (version, commit) and the CRI proto (as protobufjs JSON) inlined;
- * 2. per target, the Node.js binary of this very Node version (this one for the host's
- *    architecture, else the `node-linux-<arch>` npm package, cached under
- *    ~/.cache/prestage-dist/) gets the bundle injected as its SEA blob (postject). The host's
- *    blob carries V8's code cache; a code cache is tied to its architecture, so other targets
+ * 1. esbuild bundles the application (src/cli/sea-app.ts: the CLI and the agent's own entry) into
+ *    one CommonJS file with the build's identity (version, commit), the docs pages and the CRI
+ *    proto (as protobufjs JSON) inlined, and the SEA's main script (src/cli/sea-main.ts), which
+ *    answers `--version` and compiles the application, a SEA asset, only when needed;
+ * 2. on the host, V8's code cache of the application after running help and completion
+ *    (scripts/sea-warm.cjs): a code cache is tied to its V8 and architecture, so other targets
  *    start without one;
- * 3. DIR/<target>/prestage, with `oc-prestage`, `kubectl-prestage` (the plugin names oc and
+ * 3. per target, the Node.js binary of this very Node version (this one for the host's
+ *    architecture, else the `node-linux-<arch>` npm package, cached under
+ *    ~/.cache/prestage-dist/) gets its SEA blob (the main script and the assets) injected (postject);
+ * 4. DIR/<target>/prestage, with `oc-prestage`, `kubectl-prestage` (the plugin names oc and
  *    kubectl look for) and `kubectl_complete-prestage`, `oc_complete-prestage` (their plugin
  *    completion) as links to it, and DIR/SHA256SUMS.
  * Same checkout, same Node version: the same bytes, but for V8's code cache in the host's blob,
  * which V8 does not write the same twice; `--reproducible` leaves it out (start-up then compiles
- * the bundle: about 30 ms more). The test builds twice and compares.
+ * what it runs as it goes). The test builds twice and compares.
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -153,7 +156,7 @@ function sha256(file: string): string {
 async function main(): Promise<void> {
   const outDir = resolve(flag('out') ?? join(ROOT, 'dist-bin'));
   const targets = (flag('targets') ?? Object.keys(TARGETS).join(',')).split(',') as Target[];
-  // V8's code cache halves the start-up but is not the same bytes twice: --reproducible leaves it out.
+  // V8's code cache saves compiling what help and completion run, but is not the same bytes twice: --reproducible leaves it out.
   const codeCache = !process.argv.includes('--reproducible');
   for (const t of targets) if (!(t in TARGETS)) throw new Error(`--targets: unknown target ${t}; known: ${Object.keys(TARGETS).join(', ')}`);
   rmSync(outDir, { recursive: true, force: true });

@@ -33,8 +33,10 @@ async function run(): Promise<void> {
     return;
   }
   const app = loadApp();
-  // The agent's own entry (no yargs, no command table); kubectl's plugin completion of `agent ...` is the CLI's.
-  if (args[0] === 'agent' && !basename(process.argv[1] ?? '').includes('_complete-')) process.exitCode = await (await app.agent()).runAgent(args.slice(1));
+  // The agent's own entry (no yargs, no command table) runs the DaemonSet's agent; its help, and
+  // kubectl's plugin completion of `agent ...`, are the CLI's words.
+  const agentRun = args[0] === 'agent' && !args.some((a) => a === '-h' || a.startsWith('--help')) && !basename(process.argv[1] ?? '').includes('_complete-');
+  if (agentRun) process.exitCode = await (await app.agent()).runAgent(args.slice(1));
   else await (await app.cli()).runAsBin();
 }
 
