@@ -71,6 +71,20 @@ const yargsInternals: Plugin = {
 };
 
 /**
+ * yargs looks for a package.json up from its main file to guess a version and read parser
+ * settings (its "yargs" key); in the executable that file is the user's working directory, so it
+ * walked up from there and let a stranger's package.json change how flags parse. prestage names
+ * its version itself: nothing is found.
+ */
+const noPackageLookup: Plugin = {
+  name: 'no-package-lookup',
+  setup(b) {
+    b.onResolve({ filter: /^escalade\/sync$/ }, () => ({ path: 'escalade-sync', namespace: 'no-package-lookup' }));
+    b.onLoad({ filter: /.*/, namespace: 'no-package-lookup' }, () => ({ contents: 'export default function findUp() { return undefined; }', loader: 'js' }));
+  },
+};
+
+/**
  * Every `string-width` (yargs', cliui's, wrap-ansi's) answers one-column text itself
  * (src/cli/narrow-width.ts) and loads the package, with its segmenter and emoji sets, only for
  * text that needs it: help renders without them.
@@ -104,7 +118,7 @@ async function bundle(work: string): Promise<void> {
   const info = buildInfo();
   const bundled = join(work, 'app.bundle.cjs');
   await build(nodeBundleOptions('src/cli/sea-app.ts', bundled, {
-    plugins: [yargsInternals, narrowStringWidth],
+    plugins: [yargsInternals, narrowStringWidth, noPackageLookup],
     define: {
       __PRESTAGE_BUILD__: JSON.stringify(JSON.stringify(info)),
       // `prestage docs TOPIC` on a host that has only the executable.
