@@ -97,7 +97,7 @@ describe('npm run dist', () => {
     [['completion', 'bash']],
     [['completion', 'fish']],
     [['--get-yargs-completions', 'prestage', 'pl']],
-    [['--get-yargs-completions', 'prestage', 'plan', '--o']],
+    [['--get-yargs-completions', 'prestage', 'plan', '--']],
     [['agent', '--help']],
     [['docs']],
   ])('answers %j as node bin/prestage.js does', async (args) => {
