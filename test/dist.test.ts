@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
-import { runCli, type CliResult } from './support/cli.js';
+import { runBin, runCli, type CliResult } from './support/cli.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const truth = inject('fixtureTruth');
@@ -85,6 +85,32 @@ describe('npm run dist', () => {
     expect((await run('kubectl_complete-prestage', ['st'])).stdout).toBe('status\nstage\n:4\n');
     expect((await run('kubectl_complete-prestage', ['plan', '--outp'])).stdout).toBe('--output\n--output-dir\n:4\n');
     expect((await run('oc_complete-prestage', [''])).stdout.split('\n')).toEqual(expect.arrayContaining(['plan', 'stage', 'version', ':4']));
+  });
+
+  // The executable answers these without the CLI (--version), from a code cache recorded after
+  // running them, or with string-width's one-column answers (help): the words stay node's.
+  it.each([
+    [['--version']],
+    [['--help']],
+    [['help', 'plan']],
+    [['stage', '--help']],
+    [['completion', 'bash']],
+    [['completion', 'fish']],
+    [['--get-yargs-completions', 'prestage', 'pl']],
+    [['--get-yargs-completions', 'prestage', 'plan', '--']],
+    [['agent', '--help']],
+    [['docs']],
+  ])('answers %j as node bin/prestage.js does', async (args) => {
+    const [built, node] = await Promise.all([run('prestage', args), runBin('prestage', args, { PATH: process.env.PATH, HOME: dir })]);
+    expect(node.stdout).not.toBe('');
+    expect([built.code, built.stdout, built.stderr]).toEqual([node.code, node.stdout, node.stderr]);
+  });
+
+  it('runs `agent` with its flags checked: a wrong one is one line naming it, exit 2', async () => {
+    const result = await run('prestage', ['agent', '--no-such-flag']);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/^prestage( agent)?: error: .*no-such-flag.*\n$/);
   });
 
   it('plans the release from the real registry exactly as the TypeScript does', async () => {

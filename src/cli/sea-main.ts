@@ -1,11 +1,43 @@
 /**
- * The single executable's entry (scripts/dist.ts bundles from here): the bin files' one call.
- * `--version` alone answers from the inlined build identity before the CLI is even evaluated
- * (esbuild initialises a dynamically imported module only when it is imported): no yargs, no
- * logger, no command table, as `oc version --client` does no work it does not need.
+ * The single executable's entry (scripts/dist.ts): the SEA main script, kept tiny because Node.js
+ * compiles it whole before it runs. `--version` answers from the inlined build identity; anything
+ * else compiles the application (sea-app.ts, bundled as the `app.cjs` asset: one function, the
+ * CommonJS wrapper around the bundle) with the V8 code cache the build recorded after running
+ * help and completion (the `app.cache` asset, when there is one; scripts/sea-warm.cjs), so that
+ * the code those run is deserialized rather than compiled.
  */
+import { basename, dirname } from 'node:path';
+import { getAsset } from 'node:sea';
+import { Script } from 'node:vm';
 import { buildInfo } from '../version.js';
+import type * as App from './sea-app.js';
 
-const args = process.argv.slice(2);
-if (args.length === 1 && args[0] === '--version') process.stdout.write(`${buildInfo().version}\n`);
-else void import('./main.js').then(({ runAsBin }) => runAsBin());
+function loadApp(): typeof App {
+  let cachedData: Buffer | undefined;
+  try {
+    cachedData = Buffer.from(getAsset('app.cache'));
+  } catch {
+    // --reproducible, or another architecture's executable: V8 compiles as it goes.
+  }
+  const script = new Script(getAsset('app.cjs', 'utf8'), { filename: process.execPath, cachedData });
+  const module = { exports: {} as typeof App };
+  // The bundle requires nothing but Node.js's built-ins, which the SEA's own require resolves.
+  (script.runInThisContext() as (...args: unknown[]) => void)(module.exports, require, module, process.execPath, dirname(process.execPath));
+  return module.exports;
+}
+
+async function run(): Promise<void> {
+  const args = process.argv.slice(2);
+  if (args.length === 1 && args[0] === '--version') {
+    process.stdout.write(`${buildInfo().version}\n`);
+    return;
+  }
+  const app = loadApp();
+  // The agent's own entry (no yargs, no command table) runs the DaemonSet's agent; its help, and
+  // kubectl's plugin completion of `agent ...`, are the CLI's words.
+  const agentRun = args[0] === 'agent' && !args.some((a) => a === '-h' || a.startsWith('--help')) && !basename(process.argv[1] ?? '').includes('_complete-');
+  if (agentRun) process.exitCode = await (await app.agent()).runAgent(args.slice(1));
+  else await (await app.cli()).runAsBin();
+}
+
+void run();
