@@ -36,7 +36,11 @@ async function run(): Promise<void> {
   // The agent's own entry (no yargs, no command table) runs the DaemonSet's agent; its help, and
   // kubectl's plugin completion of `agent ...`, are the CLI's words.
   const agentRun = args[0] === 'agent' && !args.some((a) => a === '-h' || a.startsWith('--help')) && !basename(process.argv[1] ?? '').includes('_complete-');
-  if (agentRun) process.exitCode = await (await app.agent()).runAgent(args.slice(1));
+  if (agentRun) {
+    const { runAgent, tuneV8ForAgent } = await app.agent();
+    tuneV8ForAgent();
+    process.exitCode = await runAgent(args.slice(1));
+  }
   else await (await app.cli()).runAsBin();
 }
 
