@@ -17,6 +17,7 @@
 import type { Logger } from 'pino';
 import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
 import { LINK_WINDOW_MS, SYSTEM_CLOCK, WindowLedger, type Clock, type LedgerEntry } from '../net/link-rate.js';
+import type { LinkCharge, LinkLedger } from '../net/link-meter.js';
 import { hasLayers, type SizeResult } from './image-sizes.js';
 
 export { LINK_LEASE } from '../api/names.js';
@@ -57,21 +58,7 @@ export function linkCharges(
   return charges;
 }
 
-/** A charge on the ledger: counted until a window after `end` (or after its deadline, if it never ends). */
-export interface LinkCharge {
-  /** Its bytes stopped crossing now, `bytes` of them (default: what was charged). Never throws. */
-  end(bytes?: number): Promise<void>;
-}
-
-/** Where pulls (and reads over the link) charge the link before they start. */
-export interface LinkLedger {
-  /**
-   * Waits until `bytes` fit the cap's window, then charges them: the transfer may start. It is
-   * counted until a window after its `end`, or after `openMs` from now if it does not end by
-   * then (0: a transfer over at once, counted a window from now).
-   */
-  start(bytes: number, capBytesPerSecond: number, signal?: AbortSignal, openMs?: number): Promise<LinkCharge>;
-}
+export type { LinkCharge, LinkLedger } from '../net/link-meter.js';
 
 let charges = 0;
 /** Names a charge so its end can find it: this process and a counter. */

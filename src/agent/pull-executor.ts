@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { Gate } from '../api/staging.js';
 import type { PullAuth } from '../cri/client.js';
 import { SYSTEM_CLOCK, type Clock } from '../net/link-rate.js';
+import { LedgerMeter } from '../net/link-meter.js';
 import type { CacheWarmer } from './cache-warm.js';
 import type { AgentMetrics } from './metrics.js';
 import { MemoryLinkLedger, type LinkCharge, type LinkLedger } from './link-share.js';
@@ -134,6 +135,11 @@ export class PullExecutor {
   linkCap(round: Pick<PullRound, 'linkRate'>): number | undefined {
     const caps = [this.options.linkRate, round.linkRate].filter((rate): rate is number => rate !== undefined && rate > 0);
     return caps.length ? Math.min(...caps) : undefined;
+  }
+
+  /** Under a cap: a meter on the ledger the pulls charge, for this agent's own reads over the link (its size reads). */
+  linkMeter(cap: number | undefined): LedgerMeter | undefined {
+    return cap === undefined ? undefined : new LedgerMeter(this.linkLedger, cap);
   }
 
   /** The image's pull history, for the status. */
