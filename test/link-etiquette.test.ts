@@ -9,7 +9,8 @@
  *   wall clock is moved by the test (`support/clock-shift.mjs`), not waited for;
  * - pause and resume mid-stage: nothing pulled is lost, nothing is pulled twice;
  * - windows shut: no request crosses the link at all (the agents size and charge at the opening);
- * - `stage --link-rate`: the link never carries more than the cap averaged over any 5 s.
+ * - `stage --link-rate`, the plan's own reads over the link too, three times: the link never
+ *   carries more than the cap averaged over any 5 s.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -98,6 +99,22 @@ async function reset(): Promise<void> {
   expect(Object.values(await storedCounts())).toEqual([0, 0, 0]);
 }
 
+/**
+ * Every prestage set deleted, then until no pull is under way any more (the images each node
+ * stores unchanged over 8 s): after a stage that gave up waiting, its pulls end before the nodes
+ * are emptied, or one ending after the removal would store its image again.
+ */
+async function stopStaging(): Promise<void> {
+  const sets = (await client.get<{ items: PinnedImageSet[] }>(AGENT_PATHS.pinnedImageSets)).items;
+  for (const set of sets) await client.request('DELETE', `${AGENT_PATHS.pinnedImageSets}/${set.metadata.name}`);
+  for (let before = JSON.stringify(await storedCounts()); ; ) {
+    await sleep(8_000);
+    const now = JSON.stringify(await storedCounts());
+    if (now === before) return;
+    before = now;
+  }
+}
+
 /** `pulled` log lines per node and image since `offsets` (the agents' log lengths then). */
 function pullsSince(offsets: ReadonlyMap<string, number>): Map<string, Map<string, number>> {
   const pulls = new Map<string, Map<string, number>>();
@@ -168,6 +185,7 @@ describe('sharing the slow link', () => {
   it('pauses and resumes mid-stage: what was pulled stays, nothing is pulled twice, and the stage completes', async () => {
     await reset();
     const offsets = logOffsets();
+    link.resetStats();
     const applied = await runCli(['apply', truth.release.pullSpec, ...registryFlags.slice(0, 4), '--link-rate', '1MiB/s', ...kube]);
     expect([applied.code, applied.stderr]).toEqual([0, 'link cap: 1 MiB/s = 1.05 MB/s (8.39 Mbit/s)\n']);
     await waitFor('some pulls', async () => (Object.values(await storedCounts()).reduce((a, b) => a + b, 0) >= 20 ? true : undefined), 60_000, 250);
@@ -193,35 +211,58 @@ describe('sharing the slow link', () => {
     const twice = [...pulls].flatMap(([node, counts]) => [...counts].filter(([, count]) => count > 1).map(([image]) => `${node} ${image}`));
     console.log(`pause/resume: images per node at the pause ${JSON.stringify(atPause)}, at the end ${JSON.stringify(after)}; pulls per node ${JSON.stringify(Object.fromEntries([...pulls].map(([node, counts]) => [node, counts.size])))}, pulled twice: ${twice.length}`);
     expect(twice).toEqual([]);
-  }, 300_000);
+    // The whole stage, its pause and resume included, under the cap: no 5 s above it.
+    const windows = linkWindows(link.stats.perSecond, 5);
+    console.log(`pause/resume at --link-rate 1MiB/s: ${formatBytes(link.stats.bytesSent)} in ${windows.seconds} s; max over 5 s ${(windows.maxBytesPerSecond / MiB).toFixed(3)} of the cap, mean ${(windows.meanBytesPerSecond / MiB).toFixed(3)}`);
+    expect(windows.maxBytesPerSecond).toBeLessThanOrEqual(MiB * 1.05);
+  }, 420_000);
 
-  it('holds the link to the cap: stage --link-rate 2MiB/s never carries more than 2 MiB/s averaged over any 5 s, where the same stage uncapped does', async () => {
-    const cap = 2 * MiB;
+  it("holds the link to the cap for every byte, every time: stage --link-rate 1MiB/s with the plan's own reads over the link too, three times, never carries more than the cap over any 5 s, where the same stage uncapped does", async () => {
+    const cap = MiB;
+    // The CLI reads the release over the link as well: its manifests, configs, layer tails and payload are the stage's first bytes there.
+    const overLink = ['--mirror', `quay.io=${link.host}`, '--insecure-registry', link.host, '--no-cluster'];
+    // Bytes count as they reach the clients (a 64 KiB TCP window), not as the kernel buffers them on loopback.
+    link.setWindow(64 * 1024);
+    // Each stage runs its first 40 s (the plan's reads, the agents' sizing and the first pulls,
+    // where the most crossed in a window) and gives up waiting (exit 124); the sets are then
+    // deleted and the nodes emptied, the link still counted: the pulls under way finish in the
+    // count. A whole capped stage is the pause test's (it checks the cap too); here, each full
+    // one would take minutes of CRI-O pulling one image at a time per node.
     const run = async (extra: readonly string[]) => {
-      await reset();
       link.resetStats();
-      const started = Date.now();
-      const staged = await runCli(['stage', truth.release.pullSpec, ...registryFlags, ...extra, '--timeout', '10m', ...kube]);
-      const seconds = (Date.now() - started) / 1000;
-      // A capped stage's one stderr line is the cap it understood.
-      expect([staged.code, staged.stderr.replace(/^link cap: \S+ MiB\/s = .*\n/, '')]).toEqual([0, '']);
+      const staged = await runCli(['stage', truth.release.pullSpec, ...overLink, ...extra, '--timeout', '40s', ...kube]);
+      // The cap it understood, and the wait's one line that it gave up.
+      expect(staged.code).toBe(124);
+      expect(staged.stderr.replace(/^link cap: \S+ MiB\/s = .*\n/, '').trim().split('\n')).toHaveLength(1);
+      await stopStaging();
+      await reset();
       const windows = linkWindows(link.stats.perSecond, 5);
       const first = Math.min(...link.stats.perSecond.keys());
       console.log(
-        `$ prestage stage ${truth.release.pullSpec} ${extra.join(' ')} ...  (exit ${staged.code}, ${seconds.toFixed(1)} s)\n` +
-          `${staged.stdout.split('\n').filter((line) => /^link:/.test(line)).slice(-3).join('\n')}\n` +
-          `link: ${formatBytes(link.stats.bytesSent)} in ${windows.seconds} s; max over 5 s ${formatBytes(windows.maxBytesPerSecond)}/s (${(windows.maxBytesPerSecond / cap).toFixed(3)} of 2 MiB/s), mean ${formatBytes(windows.meanBytesPerSecond)}/s (${(windows.meanBytesPerSecond / cap).toFixed(3)})\n` +
+        `$ prestage stage ${truth.release.pullSpec} ${extra.join(' ')} --timeout 40s ...  (exit ${staged.code})\n` +
+          `${staged.stdout.split('\n').filter((line) => /^link:/.test(line)).slice(-1).join('\n')}\n` +
+          `link: ${formatBytes(link.stats.bytesSent)} in ${windows.seconds} s; max over 5 s ${formatBytes(windows.maxBytesPerSecond)}/s (${(windows.maxBytesPerSecond / cap).toFixed(3)} of the cap), mean ${formatBytes(windows.meanBytesPerSecond)}/s (${(windows.meanBytesPerSecond / cap).toFixed(3)})\n` +
           `per second (KiB): ${[...link.stats.perSecond].sort((a, b) => a[0] - b[0]).map(([second, bytes]) => `${second - first}:${Math.round(bytes / 1024)}`).join(' ')}`,
       );
       return { staged, windows };
     };
-    // The same stage without a cap: the link carries more than 2 MiB/s over some 5 s (so the check below can fail).
-    const uncapped = await run([]);
-    expect(uncapped.windows.maxBytesPerSecond).toBeGreaterThan(cap);
-    const capped = await run(['--link-rate', '2MiB/s']);
-    expect(capped.staged.stdout).toMatch(/^link: .* of the 2\.0 MiB\/s cap/m);
-    // The ledger holds the charges to the cap over any 5 s exactly; the link sees a pull's bytes
-    // up to its duration after its charge, counted in whole seconds: 5 % for that, no more.
-    expect(capped.windows.maxBytesPerSecond).toBeLessThanOrEqual(cap * 1.05);
+    try {
+      await reset();
+      // The same stage without a cap: the link carries more than the cap over some 5 s (so the check below can fail).
+      const uncapped = await run([]);
+      expect(uncapped.windows.maxBytesPerSecond).toBeGreaterThan(cap * 1.05);
+      const ratios: number[] = [];
+      for (let repeat = 0; repeat < 3; repeat++) {
+        const capped = await run(['--link-rate', '1MiB/s']);
+        expect(capped.staged.stdout).toMatch(/^link: .* of the 1\.0 MiB\/s cap/m);
+        ratios.push(capped.windows.maxBytesPerSecond / cap);
+      }
+      console.log(`max over any 5 s / cap, per capped stage: ${ratios.map((ratio) => ratio.toFixed(3)).join(', ')}`);
+      // Every byte (the plan's reads, the agents' size reads, the pulls) is charged on the ledger
+      // before it crosses, and counted until 5 s after it stopped crossing.
+      for (const ratio of ratios) expect(ratio).toBeLessThanOrEqual(1.05);
+    } finally {
+      link.setWindow(null);
+    }
   }, 600_000);
 });

@@ -4,6 +4,7 @@
  * It also keeps what it learnt of those layers, for the bytes the status reports.
  */
 import type { Logger } from 'pino';
+import type { LedgerMeter } from '../net/link-meter.js';
 import type { PinnedImageSet } from '../api/prestage.js';
 import { COMPRESSED_BYTES_ANNOTATION, DISK_BYTES_ANNOTATION } from '../api/set-metadata.js';
 import type { PullSecret } from '../registry/credentials.js';
@@ -56,7 +57,7 @@ export class DiskAdmission {
     freeBytes: number,
     pullSecrets: readonly PullSecret[],
     arch: string,
-    { shut = [] }: { readonly shut?: readonly PinnedImageSet[] } = {},
+    { shut = [], meter }: { readonly shut?: readonly PinnedImageSet[]; readonly meter?: () => LedgerMeter | undefined } = {},
   ): Promise<Admission> {
     const { imageSizes, log } = this.options;
     const wanted = new Set(sets.flatMap((set) => set.spec.pinnedImages.map((entry) => entry.name)));
@@ -69,11 +70,11 @@ export class DiskAdmission {
       // Nothing missing, nothing to check. Only the status's bytes may still lack sizes (after a
       // restart): look those up once; in the steady state there is no registry traffic.
       const unknown = [...wanted].filter((image) => !this.knownLayers.has(image) && (this.sizesRetryAt.get(image) ?? 0) <= this.now());
-      if (imageSizes && unknown.length > 0) this.remember(await imageSizes.layers(unknown, { arch, pullSecrets }));
+      if (imageSizes && unknown.length > 0) this.remember(await imageSizes.layers(unknown, { arch, pullSecrets, ...withMeter(meter?.()) }));
       return { admitted: new Map(), failures: new Map(), linkBytes: new Map() };
     }
     // Stored images are looked up too: their layers are on the node already.
-    const sizes: Map<string, SizeResult> = imageSizes ? await imageSizes.layers([...wanted], { arch, pullSecrets }) : new Map();
+    const sizes: Map<string, SizeResult> = imageSizes ? await imageSizes.layers([...wanted], { arch, pullSecrets, ...withMeter(meter?.()) }) : new Map();
     this.remember(sizes);
     const { admitted, failures, notExact } = checkDisk({
       sets: sets.map((set) => ({ name: set.metadata.name, images: set.spec.pinnedImages.map((entry) => entry.name), annotationBytes: annotationBytes(set) })),
@@ -140,4 +141,8 @@ export function annotationBytes(set: PinnedImageSet, annotation: string = DISK_B
 
 function sum(values: readonly number[]): number {
   return values.reduce((total, value) => total + value, 0);
+}
+
+function withMeter(meter: LedgerMeter | undefined): { meter?: LedgerMeter } {
+  return meter ? { meter } : {};
 }

@@ -14,6 +14,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
+import { LedgerMeter, type LinkMeter, type MeteredRead } from '../net/link-meter.js';
 import { measureImage, type LayerSize, type LayerSizeCache } from '../plan/sizes.js';
 import { RegistryClient } from '../registry/client.js';
 import type { PullSecret } from '../registry/credentials.js';
@@ -50,6 +51,8 @@ export interface SizeLookupOptions {
   readonly arch: string;
   /** The node's pull secret, as CRI-O would use it for each endpoint. */
   readonly pullSecrets: readonly PullSecret[];
+  /** Under a link cap: where this batch's reads pay before they cross (the cluster's ledger); finished with the batch. */
+  readonly meter?: LedgerMeter;
 }
 
 export interface ImageSizeSource {
@@ -85,6 +88,9 @@ const MAX_CACHED_LAYERS = 50_000;
 /** Network-level failures: the host, not the image, is the problem. */
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'ECONNRESET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_SOCKET']);
 
+/** A read outside a capped batch: nothing to pay. */
+const UNMETERED: MeteredRead = { arrived: () => undefined, close: () => undefined };
+
 interface Clients {
   readonly fingerprint: string;
   readonly secure: RegistryClient;
@@ -102,13 +108,28 @@ export class RegistryImageSizes implements ImageSizeSource {
   private readonly limit;
   private clients: Clients | undefined;
   private closed = false;
+  /** The batch's meter (one batch at a time: the agent's passes never overlap). */
+  private meter: LedgerMeter | undefined;
+  /** What the clients pay through: the meter of the batch under way, if any. */
+  private readonly linkMeter: LinkMeter = { open: (expected, signal) => this.meter?.open(expected, signal) ?? Promise.resolve(UNMETERED) };
 
   constructor(options: RegistryImageSizesOptions) {
     this.options = { ...DEFAULTS, ...options };
     this.limit = pLimit(this.options.concurrency);
   }
 
-  async layers(images: readonly string[], { arch, pullSecrets }: SizeLookupOptions): Promise<Map<string, SizeResult>> {
+  async layers(images: readonly string[], { arch, pullSecrets, meter }: SizeLookupOptions): Promise<Map<string, SizeResult>> {
+    this.meter = meter;
+    try {
+      return await this.lookupAll(images, arch, pullSecrets);
+    } finally {
+      // Reads past the budget keep their slices until they close; the rest of the batch is ended now.
+      this.meter = undefined;
+      await meter?.finish();
+    }
+  }
+
+  private async lookupAll(images: readonly string[], arch: string, pullSecrets: readonly PullSecret[]): Promise<Map<string, SizeResult>> {
     const unique = [...new Set(images)];
     const results = new Map<string, SizeResult>();
     let conf: RegistriesConf;
@@ -250,6 +271,7 @@ export class RegistryImageSizes implements ImageSizeSource {
       concurrency: REQUESTS_PER_REGISTRY,
       stallTimeoutMs: requestTimeoutMs,
       connectTimeoutMs: requestTimeoutMs,
+      linkMeter: this.linkMeter,
     };
     this.clients = { fingerprint, secure: new RegistryClient({ ...common, insecureRegistries: [] }), insecure: new RegistryClient({ ...common, insecureRegistries: 'all' }) };
     // Lookups still using the old clients fail and are retried on the next pass.

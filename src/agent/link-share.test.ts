@@ -33,6 +33,42 @@ describe('MemoryLinkLedger', () => {
   });
 });
 
+describe('MemoryLinkLedger, transfers whose bytes cross any time until they end', () => {
+  // Three nodes, each pulling one image after another; each pull's bytes cross all at once at
+  // its very end (the worst case for a ledger: CRI-O reports nothing while it pulls).
+  async function stage(openMs: number): Promise<Array<[number, number]>> {
+    const clock = virtualClock();
+    const ledger = new MemoryLinkLedger(clock);
+    const cap = 1_000;
+    const crossed: Array<[number, number]> = [];
+    const node = async (pulls: ReadonlyArray<readonly [bytes: number, ms: number]>) => {
+      for (const [bytes, ms] of pulls) {
+        const charge = await ledger.start(bytes, cap, undefined, openMs);
+        await clock.sleep(ms);
+        crossed.push([clock.now(), bytes]);
+        await charge.end();
+      }
+    };
+    // Slow pulls beside fast ones: a slow pull's bytes fall in a later window than its start's.
+    await Promise.all([
+      node([[2_000, 4_000], [1_500, 100], [2_500, 3_000], [1_000, 50]]),
+      node([[1_000, 50], [2_000, 4_500], [500, 10], [2_000, 2_000]]),
+      node([[1_500, 3_500], [1_000, 20], [2_000, 100], [1_500, 4_000]]),
+    ]);
+    return crossed;
+  }
+  const most = (crossed: ReadonlyArray<readonly [number, number]>) =>
+    Math.max(...crossed.map(([start]) => crossed.filter(([at]) => at >= start && at < start + 5_000).reduce((total, [, bytes]) => total + bytes, 0)));
+
+  it('counts each charge until a window after its end: no 5 s holds more than the cap, however long each pull takes', async () => {
+    expect(most(await stage(60_000))).toBeLessThanOrEqual(5_000);
+  });
+
+  it('where charges counted a window from their start (the earlier rule), the same pulls overshoot', async () => {
+    expect(most(await stage(0))).toBeGreaterThan(5_000);
+  });
+});
+
 describe('LeaseLinkLedger', () => {
   it('counts an entry from a clock a little ahead of ours from now, and drops one hours ahead', async () => {
     const clock = virtualClock();
@@ -50,5 +86,27 @@ describe('LeaseLinkLedger', () => {
     expect(clock.now() - t0).toBeGreaterThanOrEqual(5_000);
     expect(clock.now() - t0).toBeLessThanOrEqual(7_001);
     expect(writes).toHaveLength(1);
+  });
+});
+
+describe('LeaseLinkLedger, ends', () => {
+  it("writes a charge open until its deadline, then its end and the bytes that crossed; reads an older agent's [at, bytes] entries too", async () => {
+    const clock = virtualClock();
+    let lease = { metadata: { name: 'prestage-link', namespace: 'prestage', resourceVersion: '1', annotations: { [LINK_LEDGER_ANNOTATION]: JSON.stringify([[clock.now() - 1_000, 9_000]]) } }, spec: {} };
+    const client = {
+      find: async () => lease,
+      request: async (_method: string, _path: string, options: { body: typeof lease }) => void (lease = options.body),
+    } as unknown as KubeClient;
+    const ledger = new LeaseLinkLedger(client, { namespace: 'prestage', holder: 'node-a', log: createLogger('silent'), clock });
+    const entries = () => JSON.parse(lease.metadata.annotations[LINK_LEDGER_ANNOTATION]) as unknown[][];
+    const t0 = clock.now();
+    // The older agent's 9 kB leave the 10 kB window 4 s on: then 2 kB fit.
+    const charge = await ledger.start(2_000, 2_000, undefined, 60_000);
+    expect(clock.now() - t0).toBeGreaterThanOrEqual(4_000);
+    const started = clock.now();
+    expect(entries().at(-1)).toEqual([started, 2_000, started + 60_000, expect.any(String)]);
+    await clock.sleep(3_000);
+    await charge.end(1_500);
+    expect(entries().at(-1)).toEqual([started, 1_500, started + 3_000, expect.any(String)]);
   });
 });

@@ -17,6 +17,7 @@
 import type { Logger } from 'pino';
 import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
 import { LINK_WINDOW_MS, SYSTEM_CLOCK, WindowLedger, type Clock, type LedgerEntry } from '../net/link-rate.js';
+import type { LinkCharge, LinkLedger } from '../net/link-meter.js';
 import { hasLayers, type SizeResult } from './image-sizes.js';
 
 export { LINK_LEASE } from '../api/names.js';
@@ -57,10 +58,12 @@ export function linkCharges(
   return charges;
 }
 
-/** Where pulls charge the link before they start. */
-export interface LinkLedger {
-  /** Waits until `bytes` fit the cap's last 5 s, then charges them: the pull may start. */
-  start(bytes: number, capBytesPerSecond: number, signal?: AbortSignal): Promise<void>;
+export type { LinkCharge, LinkLedger } from '../net/link-meter.js';
+
+let charges = 0;
+/** Names a charge so its end can find it: this process and a counter. */
+function chargeId(): string {
+  return `${process.pid.toString(36)}.${Math.random().toString(36).slice(2, 6)}.${(charges++).toString(36)}`;
 }
 
 /** One process's ledger (tests, and an agent with nothing to share it with). */
@@ -70,14 +73,21 @@ export class MemoryLinkLedger implements LinkLedger {
 
   constructor(private readonly clock: Clock = SYSTEM_CLOCK) {}
 
-  start(bytes: number, capBytesPerSecond: number, signal?: AbortSignal): Promise<void> {
+  start(bytes: number, capBytesPerSecond: number, signal?: AbortSignal, openMs = 0): Promise<LinkCharge> {
+    const id = openMs > 0 ? chargeId() : undefined;
     const turn = this.queue.then(async () => {
       const ledger = windowLedger(capBytesPerSecond, this.entries, this.clock);
-      await ledger.start(bytes, signal);
+      await ledger.start(bytes, signal, openMs, id);
       this.entries = ledger.recent();
     });
     this.queue = turn.catch(() => undefined);
-    return turn;
+    return turn.then(() => ({
+      end: async (used?: number) => {
+        if (id === undefined) return;
+        const now = this.clock.now();
+        this.entries = this.entries.map((entry) => (entry[3] === id ? ([entry[0], used ?? entry[1], now, id] as const) : entry));
+      },
+    }));
   }
 }
 
@@ -105,13 +115,14 @@ export class LeaseLinkLedger implements LinkLedger {
     this.clock = options.clock ?? SYSTEM_CLOCK;
   }
 
-  start(bytes: number, capBytesPerSecond: number, signal?: AbortSignal): Promise<void> {
-    const turn = this.queue.then(() => this.charge(bytes, capBytesPerSecond, signal));
+  start(bytes: number, capBytesPerSecond: number, signal?: AbortSignal, openMs = 0): Promise<LinkCharge> {
+    const id = openMs > 0 ? chargeId() : undefined;
+    const turn = this.queue.then(() => this.charge(bytes, capBytesPerSecond, signal, openMs, id));
     this.queue = turn.catch(() => undefined);
-    return turn;
+    return turn.then(() => ({ end: (used?: number) => (id === undefined ? Promise.resolve() : this.end(id, used)) }));
   }
 
-  private async charge(bytes: number, cap: number, signal?: AbortSignal): Promise<void> {
+  private async charge(bytes: number, cap: number, signal: AbortSignal | undefined, openMs: number, id: string | undefined): Promise<void> {
     for (let conflicts = 0; ; ) {
       signal?.throwIfAborted();
       const lease = await this.client.find<Lease>(`${this.path}/${LINK_LEASE}`);
@@ -122,19 +133,44 @@ export class LeaseLinkLedger implements LinkLedger {
         await this.clock.sleep(Math.min(wait, 1_000), signal);
         continue;
       }
-      const entries = [...ledger.recent(), [this.clock.now(), bytes] as const].slice(-MAX_ENTRIES);
-      const annotations = { ...lease?.metadata.annotations, [LINK_LEDGER_ANNOTATION]: JSON.stringify(entries) };
-      const spec = { holderIdentity: this.options.holder, renewTime: new Date(this.clock.now()).toISOString().replace(/Z$/, '000Z') };
-      try {
-        if (lease) await this.client.request('PUT', `${this.path}/${LINK_LEASE}`, { body: { ...lease, metadata: { ...lease.metadata, annotations }, spec: { ...lease.spec, ...spec } } });
-        else await this.client.request('POST', this.path, { body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: LINK_LEASE, namespace: this.options.namespace, annotations }, spec } });
-        return;
-      } catch (error) {
-        // Another node charged first (409), or created it first: read again and recount.
-        if (!(error instanceof KubeApiError && (error.status === 409 || error.status === 422))) throw error;
-        if (++conflicts % 20 === 0) this.options.log.warn({ conflicts }, 'link ledger: many conflicting writes; retrying');
-        await this.clock.sleep(Math.random() * 50, signal);
+      const now = this.clock.now();
+      const entry: LedgerEntry = id === undefined ? [now, bytes] : [now, bytes, now + openMs, id];
+      if (await this.write(lease, [...ledger.recent(), entry])) return;
+      if (++conflicts % 20 === 0) this.options.log.warn({ conflicts }, 'link ledger: many conflicting writes; retrying');
+      await this.clock.sleep(Math.random() * 50, signal);
+    }
+  }
+
+  /** Writes the charge's end: it counts a window from now. A failure leaves it counted until its deadline (more than needed, never less). */
+  private async end(id: string, used: number | undefined): Promise<void> {
+    // Not behind this node's starts: one waiting for room may be waiting for this very end.
+    try {
+      for (let attempt = 0; attempt < 20; attempt++) {
+        const lease = await this.client.find<Lease>(`${this.path}/${LINK_LEASE}`);
+        const entries = readLedger(lease?.metadata.annotations?.[LINK_LEDGER_ANNOTATION]);
+        if (!lease || !entries.some((entry) => entry[3] === id)) return;
+        const now = this.clock.now();
+        if (await this.write(lease, entries.map((entry) => (entry[3] === id ? ([entry[0], used ?? entry[1], now, id] as const) : entry)))) return;
+        await this.clock.sleep(Math.random() * 50);
       }
+      this.options.log.warn({ id }, 'link ledger: could not write the end of a charge (conflicts); it counts until its deadline');
+    } catch (error) {
+      this.options.log.warn({ id, err: (error as Error).message }, 'link ledger: could not write the end of a charge; it counts until its deadline');
+    }
+  }
+
+  /** Writes `entries` with the resourceVersion read; false on a conflict (another node wrote first). */
+  private async write(lease: Lease | undefined, entries: readonly LedgerEntry[]): Promise<boolean> {
+    const annotations = { ...lease?.metadata.annotations, [LINK_LEDGER_ANNOTATION]: JSON.stringify(entries.slice(-MAX_ENTRIES)) };
+    const spec = { holderIdentity: this.options.holder, renewTime: new Date(this.clock.now()).toISOString().replace(/Z$/, '000Z') };
+    try {
+      if (lease) await this.client.request('PUT', `${this.path}/${LINK_LEASE}`, { body: { ...lease, metadata: { ...lease.metadata, annotations }, spec: { ...lease.spec, ...spec } } });
+      else await this.client.request('POST', this.path, { body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: LINK_LEASE, namespace: this.options.namespace, annotations }, spec } });
+      return true;
+    } catch (error) {
+      // Another node charged first (409), or created it first: read again and recount.
+      if (error instanceof KubeApiError && (error.status === 409 || error.status === 422)) return false;
+      throw error;
     }
   }
 }
@@ -145,7 +181,7 @@ function windowLedger(capBytesPerSecond: number, entries: readonly LedgerEntry[]
   // more than a window ahead is a clock gone wrong (or set by hand) and is dropped: kept, it would
   // fill the ledger until our clock caught up with it, hours maybe, and no node would pull.
   const now = clock.now();
-  ledger.absorb(entries.filter(([at]) => at <= now + LINK_WINDOW_MS).map(([at, bytes]) => [Math.min(at, now), bytes] as const));
+  ledger.absorb(entries.filter(([at]) => at <= now + LINK_WINDOW_MS).map(([at, ...rest]) => [Math.min(at, now), ...rest] as const));
   return ledger;
 }
 
@@ -154,7 +190,11 @@ function readLedger(text: string | undefined): LedgerEntry[] {
   try {
     const parsed: unknown = JSON.parse(text);
     if (!Array.isArray(parsed)) return [];
-    return parsed.filter((entry): entry is [number, number] => Array.isArray(entry) && entry.length === 2 && entry.every((n) => typeof n === 'number'));
+    // [at, bytes] (a charge over at once, as agents before 0.x wrote them) or [at, bytes, until, id].
+    return parsed.filter(
+      (entry): entry is LedgerEntry =>
+        Array.isArray(entry) && typeof entry[0] === 'number' && typeof entry[1] === 'number' && (entry.length === 2 || (entry.length === 4 && typeof entry[2] === 'number' && typeof entry[3] === 'string')),
+    );
   } catch {
     return [];
   }

@@ -10,9 +10,10 @@ import type { Logger } from 'pino';
 import type { Gate } from '../api/staging.js';
 import type { PullAuth } from '../cri/client.js';
 import { SYSTEM_CLOCK, type Clock } from '../net/link-rate.js';
+import { LedgerMeter } from '../net/link-meter.js';
 import type { CacheWarmer } from './cache-warm.js';
 import type { AgentMetrics } from './metrics.js';
-import { MemoryLinkLedger, type LinkLedger } from './link-share.js';
+import { MemoryLinkLedger, type LinkCharge, type LinkLedger } from './link-share.js';
 import { oneLine } from './one-line.js';
 import type { PullPacer, PullSlot } from './pacing.js';
 import { explainPullError, isPermanentPullError } from './pull-errors.js';
@@ -136,6 +137,11 @@ export class PullExecutor {
     return caps.length ? Math.min(...caps) : undefined;
   }
 
+  /** Under a cap: a meter on the ledger the pulls charge, for this agent's own reads over the link (its size reads). */
+  linkMeter(cap: number | undefined): LedgerMeter | undefined {
+    return cap === undefined ? undefined : new LedgerMeter(this.linkLedger, cap);
+  }
+
   /** The image's pull history, for the status. */
   history(image: string): Readonly<PullRecord> | undefined {
     return this.records.get(image);
@@ -183,33 +189,44 @@ export class PullExecutor {
       if (slot && !slot.held()) return round.onSlotLost();
       if (!this.open(image, gate)) return progress.poke();
       // Room under the cap; the gate may shut while waiting for it (the room then goes unused).
+      // The charge counts until a window after the pull ends (its bytes cross any time until
+      // then), or after its deadline if this agent never says it ended.
+      let charged: LinkCharge | undefined;
       if (cap !== undefined && charge(image) > 0) {
         // Waiting for room is progress, not a hang (a big image at a low cap waits minutes).
         const heartbeat = setInterval(() => this.options.progressed(), 10_000);
         try {
-          await this.linkLedger.start(charge(image), cap);
+          charged = await this.linkLedger.start(charge(image), cap, undefined, this.pullTimeoutMs(bytes) + PULL_DEADLINE_GRACE_MS);
         } finally {
           clearInterval(heartbeat);
         }
       }
-      const now = gate(image);
-      if (!now.open) {
-        this.heldBack.set(image, now);
-        return progress.poke();
-      }
-      if (cap !== undefined) this.linkBytesStarted += charge(image);
-      record.pulling = true;
-      progress.poke();
-      // A strict window stops the pull at its close; it is started again in the next window.
-      const signal = now.strict && now.closesAt !== undefined ? AbortSignal.timeout(Math.max(now.closesAt - this.clock.now(), 1)) : undefined;
-      // Each failed attempt is published at once: the error shows while retries go on.
-      await this.pull(image, bytes, round.auth(image), () => progress.poke(), signal);
-      if (signal?.aborted) {
-        // The timer may fire a few ms before the wall clock reaches the close (libuv's loop time lags it).
-        const early = (now.closesAt ?? 0) - this.clock.now();
-        if (early > 0) await this.clock.sleep(early);
-        const shut = gate(image);
-        if (!shut.open) this.heldBack.set(image, shut);
+      try {
+        const now = gate(image);
+        if (!now.open) {
+          this.heldBack.set(image, now);
+          await charged?.end(0);
+          charged = undefined;
+          return progress.poke();
+        }
+        if (cap !== undefined) this.linkBytesStarted += charge(image);
+        record.pulling = true;
+        progress.poke();
+        // A strict window stops the pull at its close; it is started again in the next window.
+        const signal = now.strict && now.closesAt !== undefined ? AbortSignal.timeout(Math.max(now.closesAt - this.clock.now(), 1)) : undefined;
+        // Each failed attempt is published at once: the error shows while retries go on.
+        await this.pull(image, bytes, round.auth(image), () => progress.poke(), signal);
+        await charged?.end();
+        charged = undefined;
+        if (signal?.aborted) {
+          // The timer may fire a few ms before the wall clock reaches the close (libuv's loop time lags it).
+          const early = (now.closesAt ?? 0) - this.clock.now();
+          if (early > 0) await this.clock.sleep(early);
+          const shut = gate(image);
+          if (!shut.open) this.heldBack.set(image, shut);
+        }
+      } finally {
+        await charged?.end();
       }
       progress.poke();
     };
@@ -239,6 +256,14 @@ export class PullExecutor {
     }
   }
 
+  /** One attempt's deadline: from the image's size at the minimum throughput, never under the minimum. */
+  private pullTimeoutMs(bytes: number | undefined): number {
+    return Math.max(
+      this.options.minPullTimeoutMs ?? DEFAULT_MIN_PULL_TIMEOUT_MS,
+      bytes === undefined ? 0 : (bytes / (this.options.minThroughputBytesPerSecond ?? DEFAULT_MIN_THROUGHPUT)) * 1000,
+    );
+  }
+
   /** Whether the gate lets the image start now; when not, it is held back with the reason. */
   private open(image: string, gate: (image: string) => Gate): boolean {
     const state = gate(image);
@@ -253,10 +278,7 @@ export class PullExecutor {
   async pull(image: string, bytes: number | undefined, auth: PullAuth | undefined, onRetry: () => void, signal?: AbortSignal): Promise<void> {
     const { runtime, log, metrics } = this.options;
     const record = this.record(image);
-    const timeoutMs = Math.max(
-      this.options.minPullTimeoutMs ?? DEFAULT_MIN_PULL_TIMEOUT_MS,
-      bytes === undefined ? 0 : (bytes / (this.options.minThroughputBytesPerSecond ?? DEFAULT_MIN_THROUGHPUT)) * 1000,
-    );
+    const timeoutMs = this.pullTimeoutMs(bytes);
     let delay = this.retry.initialDelayMs;
     /** Set while this image is pulled past the cache. */
     let detour: (() => Promise<void>) | undefined;

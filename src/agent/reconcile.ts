@@ -211,7 +211,7 @@ export class NodeAgent {
     // Outside its windows (or paused) a set costs the link nothing: it is sized and charged at its opening.
     const shut = shutNow(pullable);
     const open = pullable.filter((set) => !shut.includes(set));
-    const { admitted, failures, linkBytes } = await this.admission.admit(open, present, filesystem.freeBytes, [...allSetSecrets, ...nodeSecrets], arch, { shut });
+    const { admitted, failures, linkBytes } = await this.admission.admit(open, present, filesystem.freeBytes, [...allSetSecrets, ...nodeSecrets], arch, { shut, meter: () => this.pulls.linkMeter(this.pulls.linkCap(rateOf(open))) });
     for (const [name, error] of failures) this.setErrors.set(name, error);
     // The shut sets' missing images are handed on unsized, held for this pass: the status says why they wait.
     const sized = new Set(open.flatMap((set) => set.spec.pinnedImages.map((entry) => entry.name)));

@@ -19,6 +19,7 @@ import { planOptionsFrom, withPlanOptions, type PlanFlags } from './plan-options
 import { registryClientFrom, withRegistryOptions, type RegistryFlags } from './registry-options.js';
 import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
 import { linkRate } from './flag-values.js';
+import type { LinkMeter } from '../net/link-meter.js';
 import { LINK_RATE_ANNOTATION } from '../api/staging.js';
 import { backendDryRun, dryRunClosing, dryRunSuffix, withDryRun, type DryRun } from './dry-run.js';
 import { count } from '../plural.js';
@@ -28,8 +29,9 @@ export function withReleasePlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags & Regi
   return withRegistryOptions(withPlanOptions(y));
 }
 
-export async function planRelease(release: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext, live?: LiveCluster): Promise<Plan> {
-  const client = registryClientFrom(flags, (line) => ctx.log.warn(line), (line) => ctx.log.warn(line));
+/** `linkMeter`: under a cap, where the plan's reads pay before they cross the link. */
+export async function planRelease(release: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext, live?: LiveCluster, linkMeter?: LinkMeter): Promise<Plan> {
+  const client = registryClientFrom(flags, (line) => ctx.log.warn(line), (line) => ctx.log.warn(line), linkMeter);
   try {
     return await buildPlan(client, planOptionsFrom(flags, release, live));
   } finally {

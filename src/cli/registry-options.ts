@@ -6,6 +6,7 @@ import { parseMirrorRule } from '../registry/mirrors.js';
 import { DEFAULT_RETRY } from '../registry/retry.js';
 import type { InsecureRegistries } from '../registry/scheme.js';
 import type { RetryEvent, TransportOptions } from '../registry/transport.js';
+import type { LinkMeter } from '../net/link-meter.js';
 import { integerAtLeast, positiveSeconds } from './flag-values.js';
 
 export interface RegistryFlags {
@@ -83,9 +84,10 @@ export function transportOptionsFrom(flags: RegistryFlags, onEvent: TransportOpt
 }
 
 /** `onRetry` sees each retry as a line and as an event (a RetrySummary collapses them); `warn` prints flag warnings. */
-export function registryClientFrom(flags: RegistryFlags, onRetry: ((line: string, event: RetryEvent) => void) | undefined, warn: (line: string) => void): RegistryClient {
+export function registryClientFrom(flags: RegistryFlags, onRetry: ((line: string, event: RetryEvent) => void) | undefined, warn: (line: string) => void, linkMeter?: LinkMeter): RegistryClient {
   return new RegistryClient({
     ...transportOptionsFrom(flags, onRetry ? (e) => { if (e.kind === 'retry') onRetry(retryLine(e), e); } : undefined, warn),
+    ...(linkMeter ? { linkMeter } : {}),
     mirrors: flags.mirror.map(parseMirrorRule),
   });
 }

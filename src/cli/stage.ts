@@ -24,6 +24,9 @@ import { backendDryRun, dryRunClosing, withDryRunOption, type DryRun } from './d
 import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
 import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
 import { AGENT_NAME } from '../api/names.js';
+import { MemoryLinkLedger } from '../agent/link-share.js';
+import { planLinkMeter } from '../agent/plan-link-meter.js';
+import { LedgerMeter } from '../net/link-meter.js';
 
 export function stageCommand(ctx: CommandContext, scriptName: string) {
   return typedCommand({
@@ -45,7 +48,17 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       const observed = args.cluster === false ? undefined : await liveClusterFrom(args as KubeFlags, args.cluster === true, (line) => ctx.log.warn(line));
       // What earlier stages pinned is on the nodes' disks too: not new bytes.
       const live = observed && { ...observed, pinned: await pinnedOnNodes(client, backend) };
-      const plan = await planRelease(release, args, ctx, live);
+      const dryRun = args['dry-run'] as DryRun;
+      // Under a cap the plan's own reads cross the link too: charged on the agents' ledger before they cross (a dry run's on its own).
+      const rate = backend.kind === 'agent' ? args['link-rate'] : undefined;
+      const linkMeter = rate === undefined ? undefined : dryRun === 'none' ? await planLinkMeter(client, rate, (line) => ctx.log.warn(line), ctx.log) : new LedgerMeter(new MemoryLinkLedger(), rate);
+      let plan;
+      try {
+        plan = await planRelease(release, args, ctx, live, linkMeter);
+      } finally {
+        // Its last reads' end on the ledger: the pulls then count them.
+        await linkMeter?.finish();
+      }
       const sets = withStaging(desiredSetsFromPlan(plan), schedule, args['link-rate'], backend.kind, (line) => ctx.log.warn(line));
       // Progress goes to stdout; with -o json|yaml only the events do, so the table goes to stderr.
       (args.output !== 'text' ? ctx.stderr : ctx.stdout).write(renderPlanTable(plan));
@@ -56,7 +69,6 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       }
       await checkNodeDisks(client, backend, sets, plan.nodes);
       await checkMcoPreflight(client, backend, sets, { version: observed?.release.version, force: args.force === true, warn: (line) => ctx.log.warn(line) });
-      const dryRun = args['dry-run'] as DryRun;
       const out = args.output !== 'text' ? ctx.stderr : ctx.stdout;
       // The release's signatures for the CVO (a mirror's cluster), verified with the keys it trusts now.
       const signed = await signatureConfigMapFrom(plan.release, args, async () => client);

@@ -6,10 +6,14 @@
  *   the reader sleeping off its debt before reading on, so TCP's window holds the sender back.
  * - `WindowLedger`: transfers prestage starts but cannot slow once started (a CRI pull is one
  *   unary call; CRI-O reports no progress and has no per-pull rate). Each start is charged its
- *   whole size up front and waits until the charges of the last `windowMs` leave room for it,
- *   so no window of that length holds more than `bytesPerWindow`. A transfer larger than a
- *   window's worth goes alone and holds the ledger for as long as it takes at the rate, so the
- *   long-run rate holds for big images too.
+ *   whole size up front and waits until the charges still counted leave room for it. A charge
+ *   counts until a window after its transfer ENDED (`until`; while it runs, until its deadline),
+ *   not a window after it started: a transfer's bytes may cross any time between its start and
+ *   its end, so any window that sees bytes of two transfers overlaps both, and the later one
+ *   was started with the earlier one counted. Counting from the start only let a slow pull's
+ *   tail and a fast pull after it share a window (1.37x the cap, measured). A transfer larger
+ *   than a window's worth goes alone and holds the ledger for as long as it takes at the rate,
+ *   so the long-run rate holds for big images too.
  *
  * Both take the clock and the sleep as parameters, so tests run them without waiting.
  */
@@ -79,8 +83,12 @@ export async function* pacedRead<T extends { length: number }>(source: AsyncIter
   }
 }
 
-/** One start: when (ms since epoch) and how many bytes it was charged. */
-export type LedgerEntry = readonly [at: number, bytes: number];
+/**
+ * One charge: when it started (ms since epoch), its bytes, and `until`: when its bytes stopped
+ * crossing, or while it runs, the latest they may (its deadline); absent, the same as `at` (a
+ * transfer over at once). `id` names it, so its end can be written.
+ */
+export type LedgerEntry = readonly [at: number, bytes: number, until?: number, id?: string];
 
 export class WindowLedger {
   private entries: LedgerEntry[] = [];
@@ -102,7 +110,7 @@ export class WindowLedger {
 
   /** Takes over charges made elsewhere. */
   absorb(entries: readonly LedgerEntry[]): void {
-    this.entries.push(...entries.filter(([at, bytes]) => Number.isFinite(at) && bytes > 0));
+    this.entries.push(...entries.filter(([at, bytes, until]) => Number.isFinite(at) && bytes > 0 && (until === undefined || Number.isFinite(until))));
     this.entries.sort((a, b) => a[0] - b[0]);
   }
 
@@ -122,20 +130,32 @@ export class WindowLedger {
     return 0;
   }
 
-  /** Waits for room, then charges `bytes` as started now. Callers sharing a ledger are served in turn. */
-  async start(bytes: number, signal?: AbortSignal): Promise<void> {
+  /**
+   * Waits for room, then charges `bytes` as started now, open for at most `openMs` (0: over at
+   * once); `end` closes it. Callers sharing a ledger are served in turn.
+   */
+  async start(bytes: number, signal?: AbortSignal, openMs = 0, id?: string): Promise<LedgerEntry> {
     const turn = this.queue.then(async () => {
       signal?.throwIfAborted();
       for (let wait = this.waitFor(bytes); wait > 0; wait = this.waitFor(bytes)) await this.clock.sleep(wait, signal);
-      this.entries.push([this.clock.now(), bytes]);
+      const now = this.clock.now();
+      const entry: LedgerEntry = openMs > 0 || id !== undefined ? [now, bytes, now + openMs, id] : [now, bytes];
+      this.entries.push(entry);
+      return entry;
     });
-    this.queue = turn.catch(() => undefined);
-    await turn;
+    this.queue = turn.then(() => undefined, () => undefined);
+    return turn;
   }
 
-  /** A charge counts for the window, or for as long as it takes at the rate when that is longer. */
-  private leavesAt([at, bytes]: LedgerEntry): number {
-    return at + Math.max(this.windowMs, (bytes / this.bytesPerWindow) * this.windowMs);
+  /** The charge `id` is over now, having moved `bytes` (default: what it was charged). */
+  end(id: string, bytes?: number): void {
+    const now = this.clock.now();
+    this.entries = this.entries.map((entry) => (entry[3] === id ? ([entry[0], bytes ?? entry[1], Math.min(entry[2] ?? now, now), id] as const) : entry));
+  }
+
+  /** A charge counts for a window after its bytes stopped crossing, or for as long as it takes at the rate when that is longer. */
+  private leavesAt([at, bytes, until]: LedgerEntry): number {
+    return Math.max((until ?? at) + this.windowMs, at + (bytes / this.bytesPerWindow) * this.windowMs);
   }
 
   private queue: Promise<void> = Promise.resolve();

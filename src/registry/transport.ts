@@ -8,6 +8,7 @@ import { Readable } from 'node:stream';
 import { RegistryError } from '../errors.js';
 import { createDispatcher, dispatchRequest, dumpBody, type Dispatcher, type DispatcherOptions, type RequestInit, type ResponseHeaders } from '../net/dispatcher.js';
 import { READ_BOUNDS, readBounded, readPrefix } from '../net/read-bounded.js';
+import { expectedResponseBytes, type LinkMeter, type MeteredRead } from '../net/link-meter.js';
 import { redactUrl } from '../net/redact.js';
 import { pickChallenge, type Challenge } from './challenge.js';
 import { findCredential, type Credential, type PullSecret } from './credentials.js';
@@ -27,6 +28,8 @@ export interface TransportOptions extends Omit<DispatcherOptions, 'insecureOrigi
   readonly concurrency: number;
   /** Reports retries and token fetches; never sees credentials. */
   readonly onEvent?: (event: TransportEvent) => void;
+  /** Under a link cap: every request pays before it is sent, its body the rest as it arrives (`net/link-meter.ts`). */
+  readonly linkMeter?: LinkMeter;
 }
 
 /** The dispatcher registry traffic goes through: certificates unchecked only for the registries named insecure. */
@@ -103,14 +106,20 @@ export class RegistryTransport {
    * and `accept` becomes an error.
    */
   async request(repository: string, path: string, ro: RequestOptions = {}): Promise<RegistryResponse> {
-    const release = await this.slots.acquire();
+    const metered = await this.opts.linkMeter?.open(expectedResponseBytes(ro.method ?? 'GET', ro.headers), ro.signal);
+    const release = await this.slots.acquire().catch((err: unknown) => {
+      metered?.close();
+      throw err;
+    });
     try {
-      const res = ro.once ? await this.send(repository, path, ro) : await retrying(this.retryHooks(path), () => this.send(repository, path, ro));
+      const sent = ro.once ? await this.send(repository, path, ro) : await retrying(this.retryHooks(path), () => this.send(repository, path, ro));
+      const res = metered ? { ...sent, body: meteredBody(sent.body, metered, ro.signal) } : sent;
       let released = false;
       const done = (): void => {
         if (!released) {
           released = true;
           release();
+          metered?.close();
         }
       };
       res.body.once('end', done);
@@ -119,6 +128,7 @@ export class RegistryTransport {
       return res;
     } catch (err) {
       release();
+      metered?.close();
       throw err;
     }
   }
@@ -307,4 +317,19 @@ async function readErrorDetail(body: Readable): Promise<string> {
     // not JSON
   }
   return '';
+}
+
+/** The body, each chunk counted as it arrives and read on only once paid; destroying it (read or not) closes the response under it. */
+function meteredBody(body: Readable, metered: MeteredRead, signal?: AbortSignal): Readable {
+  async function* chunks(): AsyncGenerator<Buffer> {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      await metered.arrived(chunk.length, signal);
+      yield chunk;
+    }
+  }
+  const paced = Readable.from(chunks(), { objectMode: false });
+  paced.once('close', () => {
+    if (!body.readableEnded) body.destroy();
+  });
+  return paced;
 }
