@@ -9,7 +9,7 @@
  *
  * The baseline is BENCH_BASELINE (a git ref), default the commit before the agent's own entry.
  *
- * BENCH_IMAGES=100,1000: this build only, one run per N with a set of N tiny synthetic images
+ * BENCH_IMAGES=100,1000: this build only, one run per N with N tiny synthetic images (sets of 500)
  * (bench/synthetic-images.ts) instead of the release, on BENCH_NODES nodes (default 1: each
  * agent sees only its own node, so one is enough); reports each N's figures and their ratio to
  * the first N's (goal: memory flat, within ±5 %, from 100 to 1000 images).
@@ -24,7 +24,7 @@ import { promisify } from 'node:util';
 import { pushFixture } from '../fixtures/push.js';
 import { buildReleaseFixture } from '../fixtures/release.js';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
-import { API_VERSION } from '../src/api/prestage.js';
+import { API_VERSION, MAX_PINNED_IMAGES as SET_MAX_IMAGES } from '../src/api/prestage.js';
 import { KubeClient } from '../src/kube/client.js';
 import { startCluster, type TestCluster } from '../test/cluster/index.js';
 import type { Daemon } from '../test/cluster/processes.js';
@@ -95,7 +95,11 @@ async function run(variant: Variant, registryHost: string, images: readonly stri
     const env = { ...process.env, ...variant.env, NODE_OPTIONS: `${DAEMONSET_NODE_OPTIONS} ${variant.nodeOptions}`.trim() };
     for (const node of cluster.nodes) agents.push(await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, env, entry: variant.entry, logName: `agent-${node.name}.log` }));
     const client = new KubeClient(cluster.kubeConfig);
-    await client.request('POST', AGENT_PATHS.pinnedImageSets, { body: { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name: 'bench' }, spec: { pinnedImages: images.map((name) => ({ name })) } } });
+    // The CRD takes at most MAX_PINNED_IMAGES a set: more images, more sets (bench-0, bench-1, ...).
+    for (let i = 0; i * SET_MAX_IMAGES < images.length; i++) {
+      const part = images.slice(i * SET_MAX_IMAGES, (i + 1) * SET_MAX_IMAGES);
+      await client.request('POST', AGENT_PATHS.pinnedImageSets, { body: { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name: i === 0 ? 'bench' : `bench-${i}` }, spec: { pinnedImages: part.map((name) => ({ name })) } } });
+    }
     const started = Date.now();
     let sampling = true;
     const last = new Map<number, Sample>();
@@ -187,7 +191,7 @@ async function byImageCount(counts: readonly number[]): Promise<void> {
   }
   const base = results[0]!;
   const ratio = (value: number, of: number) => (value / of).toFixed(3).padStart(7);
-  console.log(`bench:agent  this build, ${NODES} node(s) (real CRI-O), one set of N tiny synthetic images (one unique layer each); NODE_OPTIONS ${DAEMONSET_NODE_OPTIONS} (the DaemonSet's); MiB, the most of any node; ratio = N's / ${base.count}'s`);
+  console.log(`bench:agent  this build, ${NODES} node(s) (real CRI-O), N tiny synthetic images (one unique layer each) in sets of at most ${SET_MAX_IMAGES}; NODE_OPTIONS ${DAEMONSET_NODE_OPTIONS} (the DaemonSet's); MiB, the most of any node; ratio = N's / ${base.count}'s`);
   console.log(`  ${'images'.padStart(7)}${'peak'.padStart(8)}${'ratio'.padStart(7)}${'idle'.padStart(8)}${'ratio'.padStart(7)}${'anon peak'.padStart(11)}${'ratio'.padStart(7)}${'anon idle'.padStart(11)}${'ratio'.padStart(7)}  cpu s`);
   for (const r of results) console.log(`  ${String(r.count).padStart(7)}${mib(r.peak).padStart(8)}${ratio(r.peak, base.peak)}${mib(r.idle).padStart(8)}${ratio(r.idle, base.idle)}${mib(r.anonPeak).padStart(11)}${ratio(r.anonPeak, base.anonPeak)}${mib(r.anonIdle).padStart(11)}${ratio(r.anonIdle, base.anonIdle)}${r.cpu.toFixed(1).padStart(7)}`);
   console.log('  goal: memory flat (ratio within 0.95..1.05) from the fewest images to the most');
