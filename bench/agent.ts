@@ -180,7 +180,8 @@ try {
 /** This build, one run per count of synthetic images; ratios to the first count's run. */
 async function byImageCount(counts: readonly number[]): Promise<void> {
   const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
-  const variant: Variant = { name: 'this build', entry: [join(ROOT, 'bin/prestage.js')], nodeOptions: '' };
+  // BENCH_AGENT_NODE_OPTIONS: e.g. --heapsnapshot-signal=SIGUSR2, to see what the agent holds.
+  const variant: Variant = { name: 'this build', entry: [join(ROOT, 'bin/prestage.js')], nodeOptions: process.env.BENCH_AGENT_NODE_OPTIONS ?? '' };
   const results = [];
   for (const count of counts) {
     const synthetic = syntheticImages(count);
