@@ -8,6 +8,11 @@
  * Reported: peak RSS (VmHWM) and idle RSS (VmRSS at the end), the most of any node, in MiB.
  *
  * The baseline is BENCH_BASELINE (a git ref), default the commit before the agent's own entry.
+ *
+ * BENCH_IMAGES=100,1000: this build only, one run per N with N tiny synthetic images (sets of 500)
+ * (bench/synthetic-images.ts) instead of the release, on BENCH_NODES nodes (default 1: each
+ * agent sees only its own node, so one is enough); reports each N's figures and their ratio to
+ * the first N's (goal: memory flat, within ±5 %, from 100 to 1000 images).
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -19,7 +24,7 @@ import { promisify } from 'node:util';
 import { pushFixture } from '../fixtures/push.js';
 import { buildReleaseFixture } from '../fixtures/release.js';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
-import { API_VERSION } from '../src/api/prestage.js';
+import { API_VERSION, MAX_PINNED_IMAGES as SET_MAX_IMAGES } from '../src/api/prestage.js';
 import { KubeClient } from '../src/kube/client.js';
 import { startCluster, type TestCluster } from '../test/cluster/index.js';
 import type { Daemon } from '../test/cluster/processes.js';
@@ -27,10 +32,17 @@ import { startRegistry } from '../test/harness/index.js';
 import { pinState, startNodeAgent } from '../test/support/agent-bed.js';
 import { runCli } from '../test/support/cli.js';
 import { processCpuSeconds } from './process-cpu.js';
+import { syntheticImages } from './synthetic-images.js';
 
 const exec = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const NODES = Number(process.env.BENCH_NODES ?? 3);
+/** BENCH_IMAGES: counts of synthetic images, one run each (empty: the fixture release, against the baseline). */
+const IMAGE_COUNTS = (process.env.BENCH_IMAGES ?? '').split(',').filter(Boolean).map(Number);
+if (IMAGE_COUNTS.some((n) => !Number.isInteger(n) || n < 1)) {
+  console.error(`BENCH_IMAGES=${process.env.BENCH_IMAGES}: want positive image counts separated by commas, e.g. BENCH_IMAGES=100,1000`);
+  process.exit(2);
+}
+const NODES = Number(process.env.BENCH_NODES ?? (IMAGE_COUNTS.length > 0 ? 1 : 3));
 const IDLE_S = Number(process.env.BENCH_IDLE_S ?? 30);
 const NAMESPACE = 'prestage';
 /** What the DaemonSet sets (src/install/manifests.ts). */
@@ -72,10 +84,7 @@ async function status(pid: number, before?: Sample): Promise<Sample> {
   return { rss: kib('VmRSS'), hwm: kib('VmHWM'), anon, anonPeak: Math.max(anon, before?.anonPeak ?? 0) };
 }
 
-const fixture = buildReleaseFixture();
-const images = fixture.truth.components.map((component) => component.pullSpec);
-
-async function run(variant: Variant, registryHost: string): Promise<{ peak: number; idle: number; anonPeak: number; anonIdle: number; cpu: number; perNode: string }> {
+async function run(variant: Variant, registryHost: string, images: readonly string[]): Promise<{ peak: number; idle: number; anonPeak: number; anonIdle: number; cpu: number; perNode: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'prestage-bench-agent-'));
   let cluster: TestCluster | undefined;
   const agents: Daemon[] = [];
@@ -86,7 +95,11 @@ async function run(variant: Variant, registryHost: string): Promise<{ peak: numb
     const env = { ...process.env, ...variant.env, NODE_OPTIONS: `${DAEMONSET_NODE_OPTIONS} ${variant.nodeOptions}`.trim() };
     for (const node of cluster.nodes) agents.push(await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, env, entry: variant.entry, logName: `agent-${node.name}.log` }));
     const client = new KubeClient(cluster.kubeConfig);
-    await client.request('POST', AGENT_PATHS.pinnedImageSets, { body: { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name: 'bench' }, spec: { pinnedImages: images.map((name) => ({ name })) } } });
+    // The CRD takes at most MAX_PINNED_IMAGES a set: more images, more sets (bench-0, bench-1, ...).
+    for (let i = 0; i * SET_MAX_IMAGES < images.length; i++) {
+      const part = images.slice(i * SET_MAX_IMAGES, (i + 1) * SET_MAX_IMAGES);
+      await client.request('POST', AGENT_PATHS.pinnedImageSets, { body: { apiVersion: API_VERSION, kind: 'PinnedImageSet', metadata: { name: i === 0 ? 'bench' : `bench-${i}` }, spec: { pinnedImages: part.map((name) => ({ name })) } } });
+    }
     const started = Date.now();
     let sampling = true;
     const last = new Map<number, Sample>();
@@ -119,6 +132,17 @@ async function run(variant: Variant, registryHost: string): Promise<{ peak: numb
 
 const root = await mkdtemp(join(tmpdir(), 'prestage-bench-agent-registry-'));
 const registry = await startRegistry({ storageDir: join(root, 'registry') });
+if (IMAGE_COUNTS.length > 0) {
+  try {
+    await byImageCount(IMAGE_COUNTS);
+  } finally {
+    await registry.stop();
+    await rm(root, { recursive: true, force: true });
+  }
+  process.exit(0);
+}
+const fixture = buildReleaseFixture();
+const images = fixture.truth.components.map((component) => component.pullSpec);
 await pushFixture(registry.url, fixture);
 const baseline = await baselineEntry();
 // As the DaemonSet runs it: bin/prestage.js, which runs the agent's own bundle (dist/agent.cjs).
@@ -138,7 +162,7 @@ try {
   const results = [];
   const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
   for (const variant of variants) {
-    results.push({ variant, ...(await run(variant, registry.host)) });
+    results.push({ variant, ...(await run(variant, registry.host, images)) });
     const r = results.at(-1)!;
     console.log(`  (done: ${variant.name}: peak ${mib(r.peak)} MiB, idle ${mib(r.idle)} MiB; anonymous ${mib(r.anonPeak)}/${mib(r.anonIdle)}; CPU ${r.cpu.toFixed(1)} s an agent)`);
   }
@@ -151,4 +175,25 @@ try {
   await registry.stop();
   await rm(root, { recursive: true, force: true });
   if (!process.env.BENCH_KEEP_BASELINE) await baseline.remove().catch(() => undefined);
+}
+
+/** This build, one run per count of synthetic images; ratios to the first count's run. */
+async function byImageCount(counts: readonly number[]): Promise<void> {
+  const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
+  // BENCH_AGENT_NODE_OPTIONS: e.g. --heapsnapshot-signal=SIGUSR2, to see what the agent holds.
+  const variant: Variant = { name: 'this build', entry: [join(ROOT, 'bin/prestage.js')], nodeOptions: process.env.BENCH_AGENT_NODE_OPTIONS ?? '' };
+  const results = [];
+  for (const count of counts) {
+    const synthetic = syntheticImages(count);
+    await pushFixture(registry.url, synthetic.fixture);
+    results.push({ count, ...(await run(variant, registry.host, synthetic.pullSpecs)) });
+    const r = results.at(-1)!;
+    console.log(`  (done: ${count} images: peak ${mib(r.peak)} MiB, idle ${mib(r.idle)} MiB; anonymous ${mib(r.anonPeak)}/${mib(r.anonIdle)}; CPU ${r.cpu.toFixed(1)} s an agent)`);
+  }
+  const base = results[0]!;
+  const ratio = (value: number, of: number) => (value / of).toFixed(3).padStart(7);
+  console.log(`bench:agent  this build, ${NODES} node(s) (real CRI-O), N tiny synthetic images (one unique layer each) in sets of at most ${SET_MAX_IMAGES}; NODE_OPTIONS ${DAEMONSET_NODE_OPTIONS} (the DaemonSet's); MiB, the most of any node; ratio = N's / ${base.count}'s`);
+  console.log(`  ${'images'.padStart(7)}${'peak'.padStart(8)}${'ratio'.padStart(7)}${'idle'.padStart(8)}${'ratio'.padStart(7)}${'anon peak'.padStart(11)}${'ratio'.padStart(7)}${'anon idle'.padStart(11)}${'ratio'.padStart(7)}  cpu s`);
+  for (const r of results) console.log(`  ${String(r.count).padStart(7)}${mib(r.peak).padStart(8)}${ratio(r.peak, base.peak)}${mib(r.idle).padStart(8)}${ratio(r.idle, base.idle)}${mib(r.anonPeak).padStart(11)}${ratio(r.anonPeak, base.anonPeak)}${mib(r.anonIdle).padStart(11)}${ratio(r.anonIdle, base.anonIdle)}${r.cpu.toFixed(1).padStart(7)}`);
+  console.log('  goal: memory flat (ratio within 0.95..1.05) from the fewest images to the most');
 }
