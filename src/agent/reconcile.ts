@@ -28,7 +28,7 @@ import { pullAuthForSets, readNodePullSecret, readSetPullSecrets } from './pull-
 import { PullExecutor, type PullExecutorOptions } from './pull-executor.js';
 import { presentNames, type ImageRuntime } from './runtime.js';
 import { isControlPlane, selectingSets } from './selector.js';
-import { FailureEvents, ProgressPublisher, StatusWriter } from './status-publishing.js';
+import { FailureEvents, progressIntervalMs, ProgressPublisher, StatusWriter } from './status-publishing.js';
 import { VerifyAnswers } from './verify-answers.js';
 import { capOf, gateFor, holdUnsized, rateOf, shutNow, waitingSets } from './staging-gate.js';
 
@@ -217,10 +217,13 @@ export class NodeAgent {
     const sized = new Set(open.flatMap((set) => set.spec.pinnedImages.map((entry) => entry.name)));
     const unsized = new Set(shut.flatMap((set) => set.spec.pinnedImages.map((entry) => entry.name)).filter((image) => !present.has(image) && !sized.has(image)));
     for (const image of unsized) admitted.set(image, undefined);
-    const progress = new ProgressPublisher(async () => {
-      await this.writer.write(await this.snapshot());
-      this.progressed();
-    });
+    const progress = new ProgressPublisher(
+      async () => {
+        await this.writer.write(await this.snapshot());
+        this.progressed();
+      },
+      progressIntervalMs(sets.reduce((images, set) => images + set.spec.pinnedImages.length, 0)),
+    );
     await this.pulls.pullAll({
       admitted,
       arch,

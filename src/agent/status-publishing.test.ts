@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { NodePinnedImagesStatus, NodeVerification } from '../api/prestage.js';
 import { createLogger } from '../telemetry/log.js';
-import { FailureEvents, ProgressPublisher, StatusWriter } from './status-publishing.js';
+import { FailureEvents, ProgressPublisher, StatusWriter, progressIntervalMs } from './status-publishing.js';
 
 const answer = (request: string): NodeVerification => ({ time: '2026-01-01T00:00:00Z', sets: [{ name: 'a', request, images: 1, missingCount: 0, missing: [], unpinnedCount: 0, unpinned: [] }] });
 const failed = (name: string, generation: number, error: string): NodePinnedImagesStatus => ({
@@ -45,6 +45,12 @@ describe('StatusWriter', () => {
     await writer.write({});
     await writer.drained();
     expect(calls).toBe(2);
+  });
+});
+
+describe('progressIntervalMs', () => {
+  it('writes a status of up to 100 images once a second, a bigger one as often as its size allows', () => {
+    expect([0, 1, 100, 101, 500, 1000, 2000].map(progressIntervalMs)).toEqual([1_000, 1_000, 1_000, 2_000, 5_000, 10_000, 20_000]);
   });
 });
 

@@ -1,6 +1,6 @@
 /**
  * Status publishing: every write of the node's NodePinnedImages status in order, each with the
- * latest verify answer; progress while pulls run, at most one write a second; one Warning Event
+ * latest verify answer; progress while pulls run, at most one write a second (more apart for big statuses: progressIntervalMs); one Warning Event
  * per set per new failure.
  */
 import type { Logger } from 'pino';
@@ -10,6 +10,18 @@ import { failuresOf } from './node-status.js';
 
 /** The node's status is written at most this often while pulls run (1000 nodes: 1000 writes/s at most). */
 export const PROGRESS_WRITE_INTERVAL_MS = 1_000;
+/** Images per second of interval beyond the first: a status of N images is written at most every N/100 s. */
+const IMAGES_PER_PROGRESS_SECOND = 100;
+
+/**
+ * How often progress is written for a status of `images` entries. Each write sends, and each
+ * watcher of NodePinnedImages parses, the whole status: at one a second, a set of 1000 images
+ * cost the agent 19x the CPU of 100 images, mostly JSON and collection (npm run bench:agent,
+ * BENCH_IMAGES). Spaced with the size, the bytes written a second stay those of 100 images.
+ */
+export function progressIntervalMs(images: number): number {
+  return Math.max(PROGRESS_WRITE_INTERVAL_MS, Math.ceil(images / IMAGES_PER_PROGRESS_SECOND) * 1_000);
+}
 
 /** Status writes, one at a time, so a write never lands over a newer one that carries the latest answer. */
 export class StatusWriter {
