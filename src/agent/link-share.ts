@@ -16,7 +16,7 @@
  */
 import type { Logger } from 'pino';
 import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
-import { LINK_WINDOW_MS, SYSTEM_CLOCK, WindowLedger, type Clock, type LedgerEntry } from '../net/link-rate.js';
+import { endCharge, LINK_WINDOW_MS, SYSTEM_CLOCK, WindowLedger, type Clock, type LedgerEntry } from '../net/link-rate.js';
 import type { LinkCharge, LinkLedger } from '../net/link-meter.js';
 import { hasLayers, type SizeResult } from './image-sizes.js';
 
@@ -84,8 +84,7 @@ export class MemoryLinkLedger implements LinkLedger {
     return turn.then(() => ({
       end: async (used?: number) => {
         if (id === undefined) return;
-        const now = this.clock.now();
-        this.entries = this.entries.map((entry) => (entry[3] === id ? ([entry[0], used ?? entry[1], now, id] as const) : entry));
+        this.entries = endCharge(this.entries, id, this.clock.now(), used);
       },
     }));
   }
@@ -149,8 +148,7 @@ export class LeaseLinkLedger implements LinkLedger {
         const lease = await this.client.find<Lease>(`${this.path}/${LINK_LEASE}`);
         const entries = readLedger(lease?.metadata.annotations?.[LINK_LEDGER_ANNOTATION]);
         if (!lease || !entries.some((entry) => entry[3] === id)) return;
-        const now = this.clock.now();
-        if (await this.write(lease, entries.map((entry) => (entry[3] === id ? ([entry[0], used ?? entry[1], now, id] as const) : entry)))) return;
+        if (await this.write(lease, endCharge(entries, id, this.clock.now(), used))) return;
         await this.clock.sleep(Math.random() * 50);
       }
       this.options.log.warn({ id }, 'link ledger: could not write the end of a charge (conflicts); it counts until its deadline');

@@ -90,6 +90,11 @@ export async function* pacedRead<T extends { length: number }>(source: AsyncIter
  */
 export type LedgerEntry = readonly [at: number, bytes: number, until?: number, id?: string];
 
+/** `entries` with the charge `id` over at `now`, having moved `bytes` (default: what it was charged): it counts a window from now. */
+export function endCharge(entries: readonly LedgerEntry[], id: string, now: number, bytes?: number): LedgerEntry[] {
+  return entries.map((entry) => (entry[3] === id ? ([entry[0], bytes ?? entry[1], now, id] as const) : entry));
+}
+
 export class WindowLedger {
   private entries: LedgerEntry[] = [];
 
@@ -134,23 +139,15 @@ export class WindowLedger {
    * Waits for room, then charges `bytes` as started now, open for at most `openMs` (0: over at
    * once); `end` closes it. Callers sharing a ledger are served in turn.
    */
-  async start(bytes: number, signal?: AbortSignal, openMs = 0, id?: string): Promise<LedgerEntry> {
+  async start(bytes: number, signal?: AbortSignal, openMs = 0, id?: string): Promise<void> {
     const turn = this.queue.then(async () => {
       signal?.throwIfAborted();
       for (let wait = this.waitFor(bytes); wait > 0; wait = this.waitFor(bytes)) await this.clock.sleep(wait, signal);
       const now = this.clock.now();
-      const entry: LedgerEntry = openMs > 0 || id !== undefined ? [now, bytes, now + openMs, id] : [now, bytes];
-      this.entries.push(entry);
-      return entry;
+      this.entries.push(openMs > 0 || id !== undefined ? [now, bytes, now + openMs, id] : [now, bytes]);
     });
-    this.queue = turn.then(() => undefined, () => undefined);
-    return turn;
-  }
-
-  /** The charge `id` is over now, having moved `bytes` (default: what it was charged). */
-  end(id: string, bytes?: number): void {
-    const now = this.clock.now();
-    this.entries = this.entries.map((entry) => (entry[3] === id ? ([entry[0], bytes ?? entry[1], Math.min(entry[2] ?? now, now), id] as const) : entry));
+    this.queue = turn.catch(() => undefined);
+    await turn;
   }
 
   /** A charge counts for a window after its bytes stopped crossing, or for as long as it takes at the rate when that is longer. */
