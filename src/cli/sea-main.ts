@@ -33,15 +33,13 @@ async function run(): Promise<void> {
     return;
   }
   const app = loadApp();
-  // The agent's own entry (no yargs, no command table) runs the DaemonSet's agent; its help, and
-  // kubectl's plugin completion of `agent ...`, are the CLI's words.
-  const agentRun = args[0] === 'agent' && !args.some((a) => a === '-h' || a.startsWith('--help')) && !basename(process.argv[1] ?? '').includes('_complete-');
-  if (agentRun) {
+  // The agent's own entry (no yargs, no command table) runs the DaemonSet's agent, and hands its
+  // help and refused flags to the CLI itself; kubectl's plugin completion of `agent ...` is the CLI's.
+  if (args[0] === 'agent' && !basename(process.argv[1] ?? '').includes('_complete-')) {
     const { runAgent, tuneV8ForAgent } = await app.agent();
     tuneV8ForAgent();
     process.exitCode = await runAgent(args.slice(1));
-  }
-  else await (await app.cli()).runAsBin();
+  } else await (await app.cli()).runAsBin();
 }
 
 void run();
