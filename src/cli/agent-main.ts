@@ -9,9 +9,9 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import { ExitCode, PrestageError } from '../errors.js';
-import { printable } from '../terminal-text.js';
 import { formatRate } from '../units.js';
 import { agentCommand } from './agent.js';
+import { reportError } from './error-line.js';
 import type { CommandContext } from './context.js';
 
 /** What `cli/agent.ts`'s builder declares of a flag, as yargs would read it. */
@@ -119,12 +119,6 @@ export async function runAgent(argv: readonly string[], io: AgentIO = {}, cli: (
     await agentCommand(ctx).handler({ _: [], $0: 'prestage agent', ...args });
     return ExitCode.ok;
   } catch (err) {
-    if (err instanceof PrestageError) {
-      stderr.write(`prestage: error: ${printable(err.message)}\n`);
-      return err.exitCode;
-    }
-    const message = err instanceof Error ? err.message : String(err);
-    stderr.write(`prestage: internal error: ${printable(message)}${process.env.PRESTAGE_DEBUG ? `\n${(err as Error).stack ?? ''}` : ' (set PRESTAGE_DEBUG=1 for a stack trace)'}\n`);
-    return ExitCode.internal;
+    return reportError(err, stderr, 'prestage');
   }
 }

@@ -11,7 +11,7 @@ import { inspect } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import type { Argv } from 'yargs';
 import { BadInputError, EXIT_CODES_HELP, ExitCode, OutputError, PrestageError, systemErrorText } from '../errors.js';
-import { printable } from '../terminal-text.js';
+import { reportError } from './error-line.js';
 import { createCliLogger, type LogLevel } from '../telemetry/log.js';
 import { buildInfo } from '../version.js';
 import { COMMANDS } from './commands.js';
@@ -228,14 +228,7 @@ export async function completePlugin(words: readonly string[], scriptName: strin
 
 function report(err: unknown, stderr: NodeJS.WritableStream, scriptName: string): number {
   if (err instanceof StdoutClosed) return err.exitCode;
-  if (err instanceof PrestageError) {
-    stderr.write(`${scriptName}: error: ${printable(err.message)}\n`);
-    return err.exitCode;
-  }
-  // Anything else is a bug in prestage: still one line, the stack only on request.
-  const message = err instanceof Error ? err.message : String(err);
-  stderr.write(`${scriptName}: internal error: ${printable(message)}${process.env.PRESTAGE_DEBUG ? `\n${(err as Error).stack ?? ''}` : ' (set PRESTAGE_DEBUG=1 for a stack trace)'}\n`);
-  return ExitCode.internal;
+  return reportError(err, stderr, scriptName);
 }
 
 type Yargs = typeof import('yargs').default;
