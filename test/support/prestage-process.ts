@@ -31,7 +31,8 @@ export function staleBuildOutputs(): string[] {
   const bundled = existsSync(agentBundle) ? statSync(agentBundle).mtimeMs : 0;
   return sourceFiles(src).filter((file) => {
     const built = join(ROOT, 'dist', relative(src, file).replace(/\.ts$/, '.js'));
-    return !existsSync(built) || statSync(built).mtimeMs < statSync(file).mtimeMs || bundled < statSync(file).mtimeMs;
+    const changed = statSync(file).mtimeMs;
+    return !existsSync(built) || statSync(built).mtimeMs < changed || bundled < changed;
   });
 }
 
