@@ -231,9 +231,12 @@ describe('sharing the slow link', () => {
     const run = async (extra: readonly string[]) => {
       link.resetStats();
       const staged = await runCli(['stage', truth.release.pullSpec, ...overLink, ...extra, '--timeout', '40s', ...kube]);
-      // The cap it understood, and the wait's one line that it gave up.
-      expect(staged.code).toBe(124);
-      expect(staged.stderr.replace(/^link cap: \S+ MiB\/s = .*\n/, '').trim().split('\n')).toHaveLength(1);
+      // Capped, the release (about 41 MiB) cannot cross in 40 s: the cap it understood, and the
+      // wait's one line that it gave up. Uncapped, a quiet host may stage it all within them.
+      if (extra.length > 0 || staged.code !== 0) {
+        expect(staged.code).toBe(124);
+        expect(staged.stderr.replace(/^link cap: \S+ MiB\/s = .*\n/, '').trim().split('\n')).toHaveLength(1);
+      }
       await stopStaging();
       await reset();
       const windows = linkWindows(link.stats.perSecond, 5);
