@@ -139,7 +139,7 @@ describe('bodies that break the rules', () => {
     expect(hostile.seen.filter((s) => RELEASE_MANIFEST.test(s.target))).toHaveLength(2);
   });
 
-  it('gives up on the same trickle through a forward proxy (undici, not Node\'s client)', async () => {
+  it('gives up on the same trickle forwarded through a proxy (the request goes to the proxy, the stall comes through it)', async () => {
     const proxy = await startForwardProxy();
     handles.push(proxy);
     hostile.on(RELEASE_MANIFEST, trickle(Buffer.alloc(4096, ' '), 1500));

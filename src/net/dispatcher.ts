@@ -1,24 +1,23 @@
 /**
- * The HTTP dispatcher registry traffic goes through: one keep-alive pool per origin, direct
- * (node:http and node:https agents) or through the proxy the environment names for it
- * (src/net/proxy.ts; undici's ProxyAgent, loaded only then). Trust is the OS store plus
- * --ca-file, for registries and an HTTPS proxy alike; certificates go unchecked only for the
- * origins of registries the user named insecure.
+ * The HTTP dispatcher registry traffic goes through: one keep-alive pool per origin, on Node's own
+ * client (node:http and node:https agents), direct or through the proxy the environment names for
+ * it (src/net/proxy.ts; a CONNECT tunnel for https, forwarding for plain HTTP: net/proxy-agents.ts).
+ * Trust is the OS store plus --ca-file, for registries and an HTTPS proxy alike; certificates go
+ * unchecked only for the origins of registries the user named insecure.
  *
- * Direct requests use Node's own HTTP client: its parser is native, where undici compiles its
- * WebAssembly parser (and warms up its JavaScript) in every process, which cost a plan about a
- * sixth of its CPU. Stalls and connect timeouts fail with undici's error codes, so the retry
- * policy (registry/retry.ts) reads both paths alike.
+ * Node's parser is native, where undici compiles a WebAssembly parser (and warms up its
+ * JavaScript) in every process: that cost a plan about a sixth of its CPU, and WebAssembly is
+ * missing where V8 runs without its compilers (the agent's --jitless). Stalls and connect timeouts
+ * fail with undici's error codes, which the retry policy (registry/retry.ts) reads.
  */
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { createSecureContext, type ConnectionOptions } from 'node:tls';
-import type { Dispatcher as UndiciDispatcher, ProxyAgent as ProxyAgentClass } from 'undici';
+import { forwardAgent, proxyAuthorization, TunnelAgent, type ProxyRoute } from './proxy-agents.js';
 import { proxyFor } from './proxy.js';
-import { floorError, RateFloor, underRateFloor } from './rate-floor.js';
+import { floorError, RateFloor } from './rate-floor.js';
 import { readBundle, systemTrust } from './trust.js';
 
 export interface DispatcherOptions {
@@ -51,17 +50,21 @@ export interface HttpResponse {
   readonly body: Readable;
 }
 
-type Route = { readonly proxy: ProxyAgentClass } | { readonly https: boolean; readonly agent: HttpAgent };
+/**
+ * How an origin is reached: over `https` or not to the first hop, through `agent`; `forward` is
+ * the proxy a plain-HTTP request is sent to (absolute URL, its Proxy-Authorization).
+ */
+interface Route {
+  readonly https: boolean;
+  readonly agent: HttpAgent;
+  readonly forward?: { readonly proxy: URL; readonly authorization: string | undefined };
+}
 
 /** Connections per origin: enough for parallel blobs and ranged parts of big ones. */
 const CONNECTIONS_PER_ORIGIN = 32;
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 /** A body dumped (not read) longer than this closes its connection instead of being drained. */
 const DUMP_LIMIT = 128 * 1024;
-
-/** undici's ProxyAgent and its request(); undici's index loads only when a proxy is configured. */
-const load = createRequire(import.meta.url);
-const undici = (): typeof import('undici') => load('undici') as typeof import('undici');
 
 export class Dispatcher {
   private readonly http: HttpAgent;
@@ -97,32 +100,23 @@ export class Dispatcher {
   /** Through the proxy the environment names for the origin, else direct with the origin's trust. */
   private route(url: URL): Route {
     const proxy = proxyFor(url);
-    if (!proxy) {
-      const https = url.protocol === 'https:';
-      return { https, agent: https ? (this.opts.insecureOrigin?.(url.href) === true ? this.unchecked : this.verifiedAgent()) : this.http };
-    }
-    const timeout = { timeout: this.connectTimeoutMs };
-    const tls = this.opts.insecureOrigin?.(url.href) === true ? { rejectUnauthorized: false, ...timeout } : { ...this.verifiedTls(), ...timeout };
+    const https = url.protocol === 'https:';
+    const insecure = this.opts.insecureOrigin?.(url.href) === true;
+    if (!proxy) return { https, agent: https ? (insecure ? this.unchecked : this.verifiedAgent()) : this.http };
+    // The proxy itself is always verified.
+    const via: ProxyRoute = { proxy, proxyTls: this.verifiedTls(), connectTimeoutMs: this.connectTimeoutMs };
+    const pool = { keepAlive: true, maxSockets: CONNECTIONS_PER_ORIGIN };
     // Plain-HTTP origins are forwarded (GET http://...), not tunnelled, as curl does: proxies
-    // often allow CONNECT only to port 443. The proxy itself is always verified.
-    const agent = new (undici().ProxyAgent)({
-      headersTimeout: this.opts.stallTimeoutMs,
-      bodyTimeout: this.opts.stallTimeoutMs,
-      connections: CONNECTIONS_PER_ORIGIN,
-      uri: proxy.href,
-      requestTls: tls,
-      ...(proxy.protocol === 'https:' ? { proxyTls: { ...this.verifiedTls(), ...timeout } } : {}),
-      proxyTunnel: false,
-    });
-    return { proxy: agent };
+    // often allow CONNECT only to port 443.
+    if (!https) return { https: proxy.protocol === 'https:', agent: forwardAgent(via, CONNECTIONS_PER_ORIGIN), forward: { proxy, authorization: proxyAuthorization(proxy) } };
+    return { https: true, agent: new TunnelAgent(via, { ...pool, ...(insecure ? { rejectUnauthorized: false } : this.verifiedTls()) }) };
   }
 
   request(url: string, init: RequestInit = {}): Promise<HttpResponse> {
     const at = new URL(url);
     let route = this.routes.get(at.origin);
     if (!route) this.routes.set(at.origin, (route = this.route(at)));
-    if ('proxy' in route) return proxied(route.proxy, at, init, this.opts.stallTimeoutMs);
-    return direct(route.https, route.agent, at, init, this.opts.stallTimeoutMs, this.connectTimeoutMs);
+    return direct(route, at, init, this.opts.stallTimeoutMs, this.connectTimeoutMs);
   }
 
   /** Ends every connection now: requests in flight fail. */
@@ -130,7 +124,7 @@ export class Dispatcher {
     this.http.destroy();
     this.unchecked.destroy();
     this.verified?.destroy();
-    await Promise.all([...this.routes.values()].map((r) => ('proxy' in r ? r.proxy.destroy() : undefined)));
+    for (const route of this.routes.values()) route.agent.destroy();
   }
 
   /** For a client whose requests are all done: the same as destroy. */
@@ -158,16 +152,20 @@ function timeoutError(code: string, message: string): Error {
  * of `stallMs` once the request is sent (rate-floor.ts), fails with UND_ERR_HEADERS_TIMEOUT
  * before the headers and UND_ERR_BODY_TIMEOUT after them, unless the reader holds the body back.
  */
-function direct(https: boolean, agent: HttpAgent, at: URL, init: RequestInit, stallMs: number, connectMs: number): Promise<HttpResponse> {
+function direct(route: Route, at: URL, init: RequestInit, stallMs: number, connectMs: number): Promise<HttpResponse> {
+  const { https, agent, forward } = route;
   return new Promise<HttpResponse>((resolve, reject) => {
+    const headers = (init.headers ?? {}) as OutgoingHttpHeaders;
+    const firstHop = forward?.proxy ?? at;
     const options = {
       agent,
-      protocol: at.protocol,
-      hostname: at.hostname.replace(/^\[|\]$/g, ''),
-      port: at.port,
-      path: `${at.pathname}${at.search}`,
+      protocol: https ? 'https:' : 'http:',
+      hostname: firstHop.hostname.replace(/^\[|\]$/g, ''),
+      port: firstHop.port,
+      // Forwarded: the absolute URL, and the origin as Host.
+      path: forward ? at.href : `${at.pathname}${at.search}`,
       method: init.method ?? 'GET',
-      headers: (init.headers ?? {}) as OutgoingHttpHeaders,
+      headers: forward ? { ...headers, host: at.host, ...(forward.authorization ? { 'proxy-authorization': forward.authorization } : {}) } : headers,
       ...(init.signal ? { signal: init.signal } : {}),
     };
     const req: ClientRequest = https ? httpsRequest(options) : httpRequest(options);
@@ -244,7 +242,7 @@ function direct(https: boolean, agent: HttpAgent, at: URL, init: RequestInit, st
   });
 }
 
-/** Header names lower-cased; repeated headers as arrays, as undici gives them. */
+/** Header names lower-cased; repeated headers as arrays (every WWW-Authenticate). */
 function headersOf(raw: readonly string[]): ResponseHeaders {
   const headers: ResponseHeaders = {};
   for (let i = 0; i < raw.length; i += 2) {
@@ -254,19 +252,6 @@ function headersOf(raw: readonly string[]): ResponseHeaders {
     headers[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
   }
   return headers;
-}
-
-/** Through undici's ProxyAgent, with undici's request(); its body under the rate floor (undici has none). */
-async function proxied(agent: ProxyAgentClass, at: URL, init: RequestInit, stallMs: number): Promise<HttpResponse> {
-  const res = await (agent as unknown as UndiciDispatcher).request({
-    origin: at.origin,
-    path: `${at.pathname}${at.search}`,
-    method: init.method ?? 'GET',
-    ...(init.headers ? { headers: init.headers } : {}),
-    ...(init.body !== undefined ? { body: init.body } : {}),
-    ...(init.signal ? { signal: init.signal } : {}),
-  });
-  return { statusCode: res.statusCode, headers: res.headers, body: underRateFloor(res.body, stallMs) };
 }
 
 /**

@@ -4,7 +4,7 @@
  * for either, the lower-case name first; `no_proxy` / `NO_PROXY` lists hosts reached directly:
  * `*` for all, a name for itself and its subdomains (a leading `.` or `*.` is the same),
  * `:port` to limit an entry to one port, IP addresses and CIDR ranges. Used for registries
- * (undici) and the Kubernetes API (node:https), so both take the same route.
+ * (net/dispatcher.ts) and the Kubernetes API (kube/client.ts), so both take the same route.
  */
 import { BlockList, isIP } from 'node:net';
 import { BadInputError } from '../errors.js';

@@ -13,8 +13,6 @@
  * buffer is full: the link-rate cap's paced reads, a slow consumer) is not the server's stall,
  * so the link-rate cap never trips the floor by itself.
  */
-import { pipeline, Transform, type Readable, type TransformCallback } from 'node:stream';
-
 /** Bytes a second a transfer must keep over each window; see above for the figure. */
 export const MIN_BYTES_PER_SECOND = 1024;
 
@@ -59,31 +57,4 @@ export class RateFloor {
 /** A transfer below the floor, with the code of the stall it is (the retry policy reads it so). */
 export function floorError(code: 'UND_ERR_HEADERS_TIMEOUT' | 'UND_ERR_BODY_TIMEOUT', stallMs: number): Error {
   return Object.assign(new Error(`Transfer below ${MIN_BYTES_PER_SECOND} bytes/s over ${stallMs} ms`), { code });
-}
-
-/**
- * `source` through a meter that fails it with UND_ERR_BODY_TIMEOUT when a window of `stallMs`
- * brings less than the rate floor while the reader wants bytes (its buffer is not full).
- */
-export function underRateFloor(source: Readable, stallMs: number): Readable {
-  const floor = new RateFloor(stallMs);
-  let sourceDone = false;
-  const meter = new Transform({
-    transform(chunk: Buffer, _encoding, done: TransformCallback) {
-      this.push(chunk);
-      floor.arrived(chunk.length, this.readableLength >= this.readableHighWaterMark);
-      done();
-    },
-  });
-  const timer = setInterval(() => {
-    if (sourceDone || meter.destroyed) return void clearInterval(timer);
-    if (floor.tooSlow(meter.readableLength >= meter.readableHighWaterMark)) {
-      meter.destroy(floorError('UND_ERR_BODY_TIMEOUT', stallMs));
-    }
-  }, stallMs).unref();
-  source.once('end', () => (sourceDone = true));
-  meter.once('close', () => clearInterval(timer));
-  // Errors travel both ways: the source's to the reader, the meter's (and a reader's destroy) to the source.
-  pipeline(source, meter, () => undefined);
-  return meter;
 }

@@ -97,7 +97,7 @@ export async function fetchStoreSignatures(store: string, digest: string, get: S
 
 const TLS_TRUST_CODES = /^(UNABLE_TO_|SELF_SIGNED_CERT|DEPTH_ZERO_SELF_SIGNED|CERT_|ERR_TLS_CERT_ALTNAME_INVALID)/;
 
-/** What failed, in a few words: the codes of Node, undici and the dispatcher's timers. */
+/** What failed, in a few words: the codes of Node and the dispatcher's timers (named as undici names them). */
 function networkReason(err: unknown): string {
   const chain: Error[] = [];
   for (let e: unknown = err; e instanceof Error && chain.length < 8; e = e.cause) chain.push(e);
