@@ -25,6 +25,7 @@ import { pushFixture } from '../fixtures/push.js';
 import { buildReleaseFixture } from '../fixtures/release.js';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
 import { API_VERSION, MAX_PINNED_IMAGES as SET_MAX_IMAGES } from '../src/api/prestage.js';
+import { AGENT_NODE_OPTIONS } from '../src/install/manifests.js';
 import { KubeClient } from '../src/kube/client.js';
 import { startCluster, type TestCluster } from '../test/cluster/index.js';
 import type { Daemon } from '../test/cluster/processes.js';
@@ -45,8 +46,8 @@ if (IMAGE_COUNTS.some((n) => !Number.isInteger(n) || n < 1)) {
 const NODES = Number(process.env.BENCH_NODES ?? (IMAGE_COUNTS.length > 0 ? 1 : 3));
 const IDLE_S = Number(process.env.BENCH_IDLE_S ?? 30);
 const NAMESPACE = 'prestage';
-/** What the DaemonSet sets (src/install/manifests.ts). */
-const DAEMONSET_NODE_OPTIONS = '--max-semi-space-size=1';
+/** What the DaemonSet sets. */
+const DAEMONSET_NODE_OPTIONS = AGENT_NODE_OPTIONS;
 
 interface Variant {
   readonly name: string;

@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { NodePinnedImages, PinnedImageSet } from '../src/api/prestage.js';
 import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
+import { AGENT_NODE_OPTIONS } from '../src/install/manifests.js';
 import { KubeClient } from '../src/kube/client.js';
 import { formatBytes } from '../src/units.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
@@ -57,7 +58,8 @@ beforeAll(async () => {
   registryFlags = ['--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host, '--no-cluster'];
   const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', '--apply', ...kube]);
   expect([installed.code, installed.stderr]).toEqual([0, '']);
-  const env = { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${CLOCK_SHIFT}`.trim(), PRESTAGE_TEST_CLOCK_FILE: clockFile };
+  // Node as the DaemonSet runs it, and the shifted clock.
+  const env = { ...process.env, NODE_OPTIONS: `${AGENT_NODE_OPTIONS} --import=${CLOCK_SHIFT}`, PRESTAGE_TEST_CLOCK_FILE: clockFile };
   for (const node of cluster.nodes) agents.set(node.name, await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, env, args: ['--concurrency', '4', '--control-plane-concurrency', '4'] }));
 }, COLD_BUILD_TIMEOUT_MS);
 

@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { CriClient } from '../../src/cri/client.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../../src/install/apply.js';
+import { AGENT_NODE_OPTIONS } from '../../src/install/manifests.js';
 import type { TestCluster, TestNode } from '../cluster/index.js';
 import type { Daemon } from '../cluster/processes.js';
 import type { CrioNode } from '../cluster/crio.js';
@@ -47,7 +48,7 @@ export interface NodeAgentOptions {
   /** Flags on top of the common ones (concurrency, --cache-mirror, ...). */
   readonly args?: readonly string[];
   readonly logName?: string;
-  /** The process's environment (default: this one's). */
+  /** The process's environment (default: this one's, with the DaemonSet's NODE_OPTIONS). */
   readonly env?: NodeJS.ProcessEnv;
   /** Node arguments that start prestage (default: this checkout's, `prestageEntry()`): a bench's other build. */
   readonly entry?: readonly string[];
@@ -84,7 +85,8 @@ export async function startNodeAgent(cluster: TestCluster, node: TestNode, optio
     ],
     logPath: join(options.dir, options.logName ?? `agent-${node.name}.log`),
     readyWhen: '"msg":"agent started"',
-    ...(options.env ? { env: options.env } : {}),
+    // Node as the DaemonSet runs it (--jitless: no WebAssembly), unless the caller says otherwise.
+    env: options.env ?? { ...process.env, NODE_OPTIONS: AGENT_NODE_OPTIONS },
     ...(options.entry ? { entry: options.entry } : {}),
   });
 }
