@@ -26,7 +26,7 @@ export function nodeBundleOptions(entry: string, out: string, extra: Pick<BuildO
     logLevel: 'warning',
     plugins: extra.plugins ?? [],
     define: {
-      // The CRI proto parsed here (field names camel-cased, as proto-loader's loadSync would), loaded with fromJSON there.
+      // The CRI proto parsed here (field names camel-cased by protobufjs' loadSync), loaded with fromJSON there.
       __PRESTAGE_CRI_PROTO_JSON__: JSON.stringify(JSON.stringify(protobuf.loadSync(join(ROOT, 'proto/cri.proto')).toJSON())),
       'import.meta.url': '__prestage_import_meta_url',
       ...extra.define,

@@ -508,6 +508,8 @@ describe('node agent faults', () => {
 
   it('restores the previous drop-in when the reload fails, and reports why', async () => {
     const master = node('master-0');
+    // The earlier tests' sets done on master-0 first: its pin list is then what the failed reload must restore.
+    await waitFor('master-0 done with the sets before', async () => ((await nodeStatus('master-0'))?.status?.pinnedImageSets?.every(isSetDone) ? true : undefined), 60_000, 250);
     const before = await dropIn(master);
     failReload.set('master-0', true);
     try {

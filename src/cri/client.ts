@@ -2,22 +2,29 @@
  * A minimal CRI client: the image half of the Kubernetes Container Runtime Interface plus
  * `RuntimeService/Version`, spoken over gRPC on the runtime's unix socket (CRI-O, containerd).
  * The node agent uses it to pull, inspect and count images; it never talks to a registry itself.
+ * Messages are encoded by protobufjs from proto/cri.proto; the calls are unary gRPC on Node's
+ * http2 (grpc-unary.ts).
  */
+import { createRequire } from 'node:module';
 import { connect as connectSocket } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import protobuf from 'protobufjs/light.js';
 import { ClusterError } from '../errors.js';
+import { GrpcCallError, GrpcStatus, UnaryChannel, type GrpcStatusCode } from './grpc-unary.js';
+
+export { GrpcStatus, type GrpcStatusCode } from './grpc-unary.js';
 
 /**
- * The CRI proto as protobufjs JSON, inlined in the single executable (scripts/dist.ts), which has
- * no proto file to read and may run on a read-only root; the package's proto/ file otherwise.
+ * The CRI proto as protobufjs JSON, inlined in the bundles (scripts/node-bundle.ts), which have
+ * no proto file to read and may run on a read-only root; the package's proto/ file otherwise,
+ * parsed by protobufjs' full build (loaded only then).
  */
 declare const __PRESTAGE_CRI_PROTO_JSON__: string | undefined;
 
-function loadProto(options: protoLoader.Options): protoLoader.PackageDefinition {
-  if (typeof __PRESTAGE_CRI_PROTO_JSON__ === 'string') return protoLoader.fromJSON(JSON.parse(__PRESTAGE_CRI_PROTO_JSON__) as Parameters<typeof protoLoader.fromJSON>[0], options);
-  return protoLoader.loadSync(fileURLToPath(new URL('../../proto/cri.proto', import.meta.url)), options);
+function loadProto(): protobuf.Root {
+  if (typeof __PRESTAGE_CRI_PROTO_JSON__ === 'string') return protobuf.Root.fromJSON(JSON.parse(__PRESTAGE_CRI_PROTO_JSON__) as protobuf.INamespace);
+  const full = createRequire(import.meta.url)('protobufjs') as typeof import('protobufjs');
+  return full.loadSync(fileURLToPath(new URL('../../proto/cri.proto', import.meta.url)));
 }
 
 /** Ordinary calls answer in milliseconds; a runtime that takes this long is stuck. */
@@ -26,25 +33,14 @@ const DEFAULT_CALL_TIMEOUT_MS = 30_000;
 const DEFAULT_PULL_TIMEOUT_MS = 30 * 60_000;
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
-/** Options of the channel to the runtime's socket. */
-export const CRI_CHANNEL_OPTIONS: Readonly<grpc.ChannelOptions> = {
-  // Image lists on a node with hundreds of images can exceed the 4 MiB default.
-  'grpc.max_receive_message_length': 64 * 1024 * 1024,
-  // A private subchannel, so close() really closes the socket: the runtime's graceful stop
-  // (systemctl restart crio) waits for every open connection to go away.
-  'grpc.use_local_subchannel_pool': 1,
-  // grpc-js backs off reconnects 1.6x per failure up to 120 s: after a long runtime outage
-  // (CRI-O restarted, upgraded, crashed) the agent would sit idle for minutes once it is back.
-  // A local socket is cheap to retry, so reconnect at least every 5 s.
-  'grpc.initial_reconnect_backoff_ms': 500,
-  'grpc.max_reconnect_backoff_ms': 5_000,
-};
+/** Image lists on a node with hundreds of images can exceed gRPC's usual 4 MiB. */
+export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
 
-/** A CRI call failed; `code` is the gRPC status (e.g. `grpc.status.NOT_FOUND`). */
+/** A CRI call failed; `code` is the gRPC status (e.g. `GrpcStatus.NOT_FOUND`). */
 export class CriError extends ClusterError {
   constructor(
     message: string,
-    readonly code: grpc.status,
+    readonly code: GrpcStatusCode,
     options?: { cause?: unknown },
   ) {
     super(message, options);
@@ -109,7 +105,7 @@ export interface ConnectOptions {
   readonly callTimeoutMs?: number;
 }
 
-// Wire shapes as @grpc/proto-loader decodes them (camelCase, int64 as string, defaults filled).
+// Wire shapes as DECODED gives them (camelCase, int64 as string, defaults filled).
 interface WireImage {
   id: string;
   repoTags: string[];
@@ -123,72 +119,69 @@ interface WireFilesystemUsage {
   inodesUsed: { value: string } | null;
 }
 
-type Callback<Res> = (error: grpc.ServiceError | null, response?: Res) => void;
-type UnaryMethod = (request: object, options: grpc.CallOptions, callback: Callback<unknown>) => grpc.ClientUnaryCall;
-interface ServiceClientConstructor {
-  new (address: string, credentials: grpc.ChannelCredentials, options?: grpc.ClientOptions): grpc.Client;
+/** Each call's request and answer types (proto/cri.proto) and its path. */
+const METHODS = {
+  version: ['RuntimeService', 'Version'],
+  pullImage: ['ImageService', 'PullImage'],
+  imageStatus: ['ImageService', 'ImageStatus'],
+  listImages: ['ImageService', 'ListImages'],
+  removeImage: ['ImageService', 'RemoveImage'],
+  imageFsInfo: ['ImageService', 'ImageFsInfo'],
+} as const;
+type Method = keyof typeof METHODS;
+
+interface Codec {
+  readonly path: string;
+  readonly request: protobuf.Type;
+  readonly response: protobuf.Type;
 }
 
-let services: { runtime: ServiceClientConstructor; image: ServiceClientConstructor } | undefined;
+let codecs: Record<Method, Codec> | undefined;
 
-function loadServices(): NonNullable<typeof services> {
-  if (!services) {
-    const definition = loadProto({
-      keepCase: false,
-      longs: String,
-      enums: String,
-      defaults: true,
-      oneofs: false,
-    });
-    const v1 = (grpc.loadPackageDefinition(definition) as unknown as {
-      runtime: { v1: { RuntimeService: ServiceClientConstructor; ImageService: ServiceClientConstructor } };
-    }).runtime.v1;
-    services = { runtime: v1.RuntimeService, image: v1.ImageService };
+function loadCodecs(): Record<Method, Codec> {
+  if (!codecs) {
+    const root = loadProto();
+    const codec = ([service, name]: readonly [string, string]): Codec => {
+      const method = root.lookupService(`runtime.v1.${service}`).methods[name]!;
+      return { path: `/runtime.v1.${service}/${name}`, request: root.lookupType(method.requestType), response: root.lookupType(method.responseType) };
+    };
+    codecs = Object.fromEntries(Object.entries(METHODS).map(([method, at]) => [method, codec(at)])) as Record<Method, Codec>;
   }
-  return services;
+  return codecs;
 }
+
+/** Answers as objects: int64 as strings, enums by name, defaults filled (null for an absent message). */
+const DECODED: protobuf.IConversionOptions = { longs: String, enums: String, defaults: true };
 
 export class CriClient {
   private constructor(
     readonly socketPath: string,
-    private readonly runtime: grpc.Client,
-    private readonly images: grpc.Client,
+    private readonly channel: UnaryChannel,
     private readonly callTimeoutMs: number,
   ) {}
 
-  /** Connects to a runtime socket (`/var/run/crio/crio.sock`) and waits until the channel is ready. */
+  /** Connects to a runtime socket (`/var/run/crio/crio.sock`) and waits until the runtime speaks HTTP/2. */
   static async connect(socketPath: string, options: ConnectOptions = {}): Promise<CriClient> {
     const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     const unreachable = (error: unknown) =>
-      new CriError(`cannot reach the container runtime at ${socketPath}: ${(error as Error).message}`, grpc.status.UNAVAILABLE, { cause: error });
-    // Probe with a plain socket first: a grpc-js channel closed while it is still failing to
-    // connect keeps retrying in the background and later holds an idle connection open, which
-    // blocks the runtime's graceful shutdown.
+      new CriError(`cannot reach the container runtime at ${socketPath}: ${(error as Error).message}`, GrpcStatus.UNAVAILABLE, { cause: error });
+    // A plain socket first: a missing or refusing socket is named as such, at once.
     await probeSocket(socketPath, connectTimeoutMs).catch((error: unknown) => {
       throw unreachable(error);
     });
-    const { runtime: RuntimeService, image: ImageService } = loadServices();
-    const address = `unix://${socketPath.startsWith('/') ? '' : '/'}${socketPath}`;
-    const credentials = grpc.credentials.createInsecure();
-    const channelOptions: grpc.ClientOptions = { ...CRI_CHANNEL_OPTIONS };
-    const runtime = new RuntimeService(address, credentials, channelOptions);
-    // Both services share one channel so a single socket connection serves every call.
-    const images = new ImageService(address, credentials, { ...channelOptions, channelOverride: runtime.getChannel() });
+    loadCodecs();
+    const channel = new UnaryChannel(socketPath, MAX_ANSWER_BYTES);
     try {
-      await new Promise<void>((resolve, reject) => runtime.waitForReady(Date.now() + connectTimeoutMs, (error) => (error ? reject(error) : resolve())));
+      await channel.ready(connectTimeoutMs);
     } catch (error) {
-      runtime.close();
+      channel.close();
       throw unreachable(error);
     }
-    return new CriClient(socketPath, runtime, images, options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS);
+    return new CriClient(socketPath, channel, options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS);
   }
 
   async version(): Promise<RuntimeVersion> {
-    const response = await this.call<{ runtimeName: string; runtimeVersion: string; runtimeApiVersion: string }>(
-      this.runtime,
-      'version',
-      { version: 'v1' },
-    );
+    const response = await this.call<{ runtimeName: string; runtimeVersion: string; runtimeApiVersion: string }>('version', { version: 'v1' });
     return {
       runtimeName: response.runtimeName,
       runtimeVersion: response.runtimeVersion,
@@ -208,7 +201,6 @@ export class CriClient {
       sandboxConfig: { metadata: { name: 'prestage-pull', uid: '', namespace: options.namespace ?? '', attempt: 0 } },
     };
     const response = await this.call<{ imageRef: string }>(
-      this.images,
       'pullImage',
       request,
       options.timeoutMs ?? DEFAULT_PULL_TIMEOUT_MS,
@@ -220,24 +212,24 @@ export class CriClient {
 
   /** The image as stored, or null when the runtime does not have it. */
   async imageStatus(image: string): Promise<RuntimeImage | null> {
-    const response = await this.call<{ image: WireImage | null }>(this.images, 'imageStatus', { image: { image }, verbose: false });
+    const response = await this.call<{ image: WireImage | null }>('imageStatus', { image: { image }, verbose: false });
     return response.image ? toRuntimeImage(response.image) : null;
   }
 
   async listImages(): Promise<RuntimeImage[]> {
-    const response = await this.call<{ images: WireImage[] }>(this.images, 'listImages', {});
+    const response = await this.call<{ images: WireImage[] }>('listImages', {});
     return response.images.map(toRuntimeImage);
   }
 
   async removeImage(image: string): Promise<void> {
-    await this.call(this.images, 'removeImage', { image: { image } }, undefined, `remove ${image}`);
+    await this.call('removeImage', { image: { image } }, undefined, `remove ${image}`);
   }
 
   async imageFsInfo(): Promise<ImageFsInfo> {
     const response = await this.call<{
       imageFilesystems: WireFilesystemUsage[];
       containerFilesystems: WireFilesystemUsage[];
-    }>(this.images, 'imageFsInfo', {});
+    }>('imageFsInfo', {});
     return {
       imageFilesystems: response.imageFilesystems.map(toFilesystemUsage),
       containerFilesystems: response.containerFilesystems.map(toFilesystemUsage),
@@ -245,27 +237,20 @@ export class CriClient {
   }
 
   close(): void {
-    this.images.close();
-    this.runtime.close();
+    this.channel.close();
   }
 
-  private call<Res>(client: grpc.Client, method: string, request: object, timeoutMs?: number, what?: string, signal?: AbortSignal): Promise<Res> {
-    const rpc = (client as unknown as Record<string, UnaryMethod>)[method];
-    if (!rpc) throw new Error(`CRI method ${method} is not in proto/cri.proto`);
-    const deadline = Date.now() + (timeoutMs ?? this.callTimeoutMs);
-    return new Promise<Res>((resolve, reject) => {
-      const call = rpc.call(client, request, { deadline }, (error, response) => {
-        signal?.removeEventListener('abort', cancel);
-        if (error) {
-          reject(new CriError(`CRI ${what ?? method} on ${this.socketPath} failed: ${error.details || error.message}`, error.code, { cause: error }));
-        } else {
-          resolve(response as Res);
-        }
-      });
-      const cancel = () => call.cancel();
-      if (signal?.aborted) cancel();
-      else signal?.addEventListener('abort', cancel, { once: true });
-    });
+  private async call<Res>(method: Method, request: object, timeoutMs?: number, what?: string, signal?: AbortSignal): Promise<Res> {
+    const codec = loadCodecs()[method];
+    const bytes = codec.request.encode(codec.request.fromObject(request)).finish();
+    try {
+      const answer = await this.channel.call(codec.path, bytes, { timeoutMs: timeoutMs ?? this.callTimeoutMs, ...(signal ? { signal } : {}) });
+      return codec.response.toObject(codec.response.decode(answer), DECODED) as Res;
+    } catch (error) {
+      const code = error instanceof GrpcCallError ? error.code : GrpcStatus.INTERNAL;
+      const details = error instanceof GrpcCallError ? error.details : (error as Error).message;
+      throw new CriError(`CRI ${what ?? method} on ${this.socketPath} failed: ${details}`, code, { cause: error });
+    }
   }
 }
 
