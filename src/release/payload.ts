@@ -7,7 +7,6 @@ import { createGunzip } from 'node:zlib';
 import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { posix } from 'node:path';
-import tar from 'tar-stream';
 import { BadInputError } from '../errors.js';
 import { ManifestNotFoundError, type RegistryClient } from '../registry/client.js';
 import { normaliseArch, type Descriptor } from '../registry/manifest.js';
@@ -54,10 +53,22 @@ const GUNZIP_CHUNK = 256 * 1024;
 /** The architectures OpenShift releases are built for (Go names; x86_64 and aarch64 are accepted too). */
 export const RELEASE_ARCHITECTURES = ['amd64', 'arm64', 'ppc64le', 's390x'];
 
+type TarStream = typeof import('tar-stream');
+
+/**
+ * tar-stream and the stream modules under it, loaded while the release's manifest is fetched:
+ * the CPU is idle during those round trips, and busy with every module loaded before them.
+ */
+function loadTar(): Promise<TarStream> {
+  return import('tar-stream').then((m) => m.default);
+}
+
 export async function readRelease(client: RegistryClient, pullSpec: string, arch: string, limits: PayloadLimits = DEFAULT_LIMITS): Promise<ReleaseFacts> {
   if (!RELEASE_ARCHITECTURES.includes(normaliseArch(arch))) {
     throw new BadInputError(`--arch ${arch} is not an OpenShift architecture; use one of ${RELEASE_ARCHITECTURES.join(', ')}`);
   }
+  const tar = loadTar();
+  tar.catch(() => undefined);
   const ref = parseReference(pullSpec);
   const named = formatReference(ref);
   let image;
@@ -76,7 +87,7 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
   const warnings: string[] = [];
   // The config (architecture check) and the payload layer are read at once, not one after
   // the other; a wrong architecture is the error that counts.
-  const reading = readManifestsLayer({ client, ref, layer: last, named, limits }, warnings);
+  const reading = readManifestsLayer({ client, ref, layer: last, named, limits, tar }, warnings);
   reading.catch(() => undefined);
   if (image.listDigest === undefined) await checkSingleArch(client, ref, image.manifest.config, arch, named);
   const files = await reading;
@@ -136,6 +147,7 @@ interface ManifestsLayer {
   /** The release as the user named it, for messages. */
   readonly named: string;
   readonly limits: PayloadLimits;
+  readonly tar: Promise<TarStream>;
 }
 
 /**
@@ -157,9 +169,9 @@ async function readManifestsLayer(source: ManifestsLayer, warnings: string[]): P
   }
 }
 
-async function extractManifestFiles({ client, ref, layer, named, limits }: ManifestsLayer, warnings: string[]): Promise<Map<string, string>> {
+async function extractManifestFiles({ client, ref, layer, named, limits, tar }: ManifestsLayer, warnings: string[]): Promise<Map<string, string>> {
   const files = new Map<string, string>();
-  const extract = tar.extract();
+  const extract = (await tar).extract();
   const collect = (async () => {
     for await (const entry of extract) {
       const rel = manifestPath(entry.header.name, warnings);
