@@ -6,7 +6,6 @@ import { checkOutputDir, SET_APIS } from '../render/output-dir.js';
 import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
-import { renderNames } from './documents.js';
 import { LIVE_CLUSTER_HELP } from '../cluster/live-cluster-help.js';
 import { planOptionsFrom, releaseToPlan, withLiveOptions, withPlanOptions, withToOptions } from './plan-options.js';
 import { RetrySummary } from '../registry/retry-summary.js';
@@ -82,7 +81,7 @@ export function planCommand(ctx: CommandContext) {
             if (signed) ctx.stdout.write(`---\n${configMaps!.renderSignatureConfigMap(signed.configMap)}`);
             break;
           case 'name':
-            ctx.stdout.write(renderNames('pinnedimageset', plan.sets.map((set) => set.name)));
+            ctx.stdout.write((await import('./documents.js')).renderNames('pinnedimageset', plan.sets.map((set) => set.name)));
             break;
           default:
             ctx.stdout.write(renderPlanTable(plan, args.output === 'wide'));

@@ -11,7 +11,7 @@ import { BadInputError } from '../errors.js';
 import { ManifestNotFoundError, type RegistryClient } from '../registry/client.js';
 import { normaliseArch, type Descriptor } from '../registry/manifest.js';
 import { digestReference, formatReference, parseReference, type ImageReference } from '../registry/reference.js';
-import { parseDocuments, type ManifestDocument } from './documents.js';
+import type { ManifestDocument } from './documents.js';
 import { parseImageReferences, parseReleaseMetadata, type ComponentImage } from './image-references.js';
 
 /** The release a plan is for (the plan contract's `release`): pullspec, digests, version, architecture, channels. */
@@ -56,8 +56,9 @@ export const RELEASE_ARCHITECTURES = ['amd64', 'arm64', 'ppc64le', 's390x'];
 type TarStream = typeof import('tar-stream');
 
 /**
- * tar-stream and the stream modules under it, loaded while the release's manifest is fetched:
- * the CPU is idle during those round trips, and busy with every module loaded before them.
+ * tar-stream (and the stream modules under it) and the YAML reader, loaded while the release's
+ * manifest is fetched: the CPU is idle during those round trips, and busy with every module
+ * loaded before them.
  */
 function loadTar(): Promise<TarStream> {
   return import('tar-stream').then((m) => m.default);
@@ -68,7 +69,8 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
     throw new BadInputError(`--arch ${arch} is not an OpenShift architecture; use one of ${RELEASE_ARCHITECTURES.join(', ')}`);
   }
   const tar = loadTar();
-  tar.catch(() => undefined);
+  const documents = import('./documents.js');
+  for (const loading of [tar, documents]) loading.catch(() => undefined);
   const ref = parseReference(pullSpec);
   const named = formatReference(ref);
   let image;
@@ -115,7 +117,7 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
       previous: meta.previous,
     },
     components: refs.components,
-    documents: parseDocuments(files, warnings),
+    documents: (await documents).parseDocuments(files, warnings),
     warnings,
   };
 }
