@@ -11,7 +11,7 @@ import { BadInputError } from '../errors.js';
 import { ManifestNotFoundError, type RegistryClient } from '../registry/client.js';
 import { normaliseArch, type Descriptor } from '../registry/manifest.js';
 import { digestReference, formatReference, parseReference, type ImageReference } from '../registry/reference.js';
-import type { ManifestDocument } from './documents.js';
+import type { ManifestDocument, ParsedFile } from './documents.js';
 import { parseImageReferences, parseReleaseMetadata, type ComponentImage } from './image-references.js';
 
 /** The release a plan is for (the plan contract's `release`): pullspec, digests, version, architecture, channels. */
@@ -89,10 +89,10 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
   const warnings: string[] = [];
   // The config (architecture check) and the payload layer are read at once, not one after
   // the other; a wrong architecture is the error that counts.
-  const reading = readManifestsLayer({ client, ref, layer: last, named, limits, tar }, warnings);
+  const reading = readManifestsLayer({ client, ref, layer: last, named, limits, tar, documents }, warnings);
   reading.catch(() => undefined);
   if (image.listDigest === undefined) await checkSingleArch(client, ref, image.manifest.config, arch, named);
-  const files = await reading;
+  const { files, parsed } = await reading;
   const refsText = files.get('image-references');
   if (refsText === undefined) {
     throw new BadInputError(`${named} is not an OpenShift release image: its last layer has no release-manifests/image-references`);
@@ -117,7 +117,7 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
       previous: meta.previous,
     },
     components: refs.components,
-    documents: (await documents).parseDocuments(files, warnings),
+    documents: (await documents).collectDocuments(parsed, warnings),
     warnings,
   };
 }
@@ -150,6 +150,13 @@ interface ManifestsLayer {
   readonly named: string;
   readonly limits: PayloadLimits;
   readonly tar: Promise<TarStream>;
+  readonly documents: Promise<typeof import('./documents.js')>;
+}
+
+/** The layer's `release-manifests/` files, and each one's documents, parsed as it arrived. */
+interface ManifestFiles {
+  readonly files: Map<string, string>;
+  readonly parsed: Map<string, ParsedFile>;
 }
 
 /**
@@ -159,7 +166,7 @@ interface ManifestsLayer {
  * once more (the first read was damaged in transit), and a second failure means the image
  * really is not a release.
  */
-async function readManifestsLayer(source: ManifestsLayer, warnings: string[]): Promise<Map<string, string>> {
+async function readManifestsLayer(source: ManifestsLayer, warnings: string[]): Promise<ManifestFiles> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await extractManifestFiles(source, attempt === 1 ? warnings : []);
@@ -171,9 +178,11 @@ async function readManifestsLayer(source: ManifestsLayer, warnings: string[]): P
   }
 }
 
-async function extractManifestFiles({ client, ref, layer, named, limits, tar }: ManifestsLayer, warnings: string[]): Promise<Map<string, string>> {
+async function extractManifestFiles({ client, ref, layer, named, limits, tar, documents }: ManifestsLayer, warnings: string[]): Promise<ManifestFiles> {
   const files = new Map<string, string>();
+  const parsed = new Map<string, ParsedFile>();
   const extract = (await tar).extract();
+  const { parseFile } = await documents;
   const collect = (async () => {
     for await (const entry of extract) {
       const rel = manifestPath(entry.header.name, warnings);
@@ -186,7 +195,10 @@ async function extractManifestFiles({ client, ref, layer, named, limits, tar }: 
       }
       const parts: Buffer[] = [];
       for await (const chunk of entry as AsyncIterable<Buffer>) parts.push(chunk);
-      files.set(rel, Buffer.concat(parts).toString('utf8'));
+      const text = Buffer.concat(parts).toString('utf8');
+      files.set(rel, text);
+      // Parsed now, while the rest of the layer is on its way: the CPU would wait for it anyway.
+      parsed.set(rel, parseFile(rel, text));
     }
   })();
   try {
@@ -200,7 +212,7 @@ async function extractManifestFiles({ client, ref, layer, named, limits, tar }: 
     extract.destroy();
     throw err;
   }
-  return files;
+  return { files, parsed };
 }
 
 /** `release-manifests/x` → `x`; absolute and `..` paths are refused so nothing can escape. */
