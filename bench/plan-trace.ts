@@ -1,5 +1,6 @@
 /**
- * One `prestage plan` of the fixture release through the fault proxy at BENCH_RTT_MS (20), with
+ * One `prestage plan` of the fixture release through the fault proxy at BENCH_RTT_MS (20) (and
+ * BENCH_BANDWIDTH bytes/s, default uncapped), with
  * a timeline of its requests (when each arrived at the proxy and when its answer ended, in ms
  * since the process was spawned) and, with BENCH_CPU_PROF=DIR, V8's CPU profile of the plan.
  * What bench:plan's critical-path table summarises, opened up: which request waits on what.
@@ -22,6 +23,8 @@ const registry = await startRegistry({ storageDir: join(storageDir, 'storage') }
 await pushFixture(registry.url, fixture);
 const proxy = await startFaultProxy({ upstream: registry.url });
 proxy.setLatency(RTT_MS);
+// As bench:plan: BENCH_BANDWIDTH bytes/s shared by every request (default uncapped).
+if (process.env.BENCH_BANDWIDTH) proxy.setBandwidth(Number(process.env.BENCH_BANDWIDTH));
 const release = `quay.io/${fixture.truth.releaseRepository}:${fixture.truth.release.tag}`;
 
 async function plan(profile: boolean): Promise<{ spawned: number; exited: number; ended: Map<RequestRecord, number> }> {

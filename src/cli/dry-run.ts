@@ -6,18 +6,10 @@
  */
 import type { Argv } from 'yargs';
 import { dryRunWords, type DryRunMode } from '../install/apply.js';
+import { DRY_RUN_MODES } from './dry-run-flag.js';
 
-export const DRY_RUN_MODES = ['none', 'client', 'server'] as const;
+export { DRY_RUN_MODES, normalizeDryRun } from './dry-run-flag.js';
 export type DryRun = DryRunMode;
-
-/**
- * A bare `--dry-run` means `client`, as in kubectl; the next word is its value only when it is
- * one of the modes (`apply plan.json --dry-run server` keeps working), so `pause --dry-run SET`
- * pauses nothing and names SET.
- */
-export function normalizeDryRun(argv: readonly string[]): string[] {
-  return argv.map((word, i) => (word === '--dry-run' && !(DRY_RUN_MODES as readonly string[]).includes(argv[i + 1] ?? '') ? '--dry-run=client' : word));
-}
 
 export function withDryRun<T>(y: Argv<T>, changes: string) {
   return y.option('dry-run', withDryRunOption(changes));

@@ -15,7 +15,7 @@ import { reportError } from './error-line.js';
 import { createCliLogger, type LogLevel } from '../telemetry/log.js';
 import { buildInfo } from '../version.js';
 import { COMMANDS } from './commands.js';
-import { normalizeDryRun } from './dry-run.js';
+import { normalizeDryRun } from './dry-run-flag.js';
 import { formatRate } from '../units.js';
 import { didYouMean } from './did-you-mean.js';
 import { exitCodesHelp, helpEpilogue } from './help.js';

@@ -6,15 +6,12 @@ import { checkOutputDir, SET_APIS } from '../render/output-dir.js';
 import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
-import { renderNames } from './documents.js';
-import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
+import { LIVE_CLUSTER_HELP } from '../cluster/live-cluster-help.js';
 import { planOptionsFrom, releaseToPlan, withLiveOptions, withPlanOptions, withToOptions } from './plan-options.js';
 import { RetrySummary } from '../registry/retry-summary.js';
 import { planProgress } from './plan-progress.js';
 import { registryClientFrom, withRegistryOptions } from './registry-options.js';
-import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
-import { connectCluster } from '../cluster/connect.js';
-import { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE } from '../signatures/configmap.js';
+import { signatureConfigMapFrom, withSignaturesFromOptions } from './signatures-from.js';
 import { basename, resolve } from 'node:path';
 import { BadInputError } from '../errors.js';
 import type { GitOpsOptions } from '../render/gitops-layout.js';
@@ -49,7 +46,8 @@ export function planCommand(ctx: CommandContext) {
       const gitops = gitopsOptionsFrom(args);
       const requested = args.cluster ?? (args.kubeconfig !== undefined || args.context !== undefined || args.to !== undefined);
       const release = await releaseToPlan(args, (line) => ctx.log.warn(line));
-      const live = requested ? await liveClusterFrom(args, true, (line) => ctx.log.warn(line)) : undefined;
+      // The Kubernetes client and kubeconfig reader load only for a plan that reads a cluster.
+      const live = requested ? await (await import('../cluster/live-cluster.js')).liveClusterFrom(args, true, (line) => ctx.log.warn(line)) : undefined;
       // Retries are summed per registry and reported only when the plan succeeds: a fatal
       // error is the one line printed.
       const retries = new RetrySummary();
@@ -64,9 +62,10 @@ export function planCommand(ctx: CommandContext) {
         // Sets are rendered by a module (and cluster modules) loaded only to render them.
         const sets = args['output-dir'] || args.output === 'yaml' ? await import('../render/pinned-image-sets.js') : undefined;
         const clusterAccess = args.kubeconfig !== undefined || args.context !== undefined;
-        const signed = await signatureConfigMapFrom(plan.release, args, clusterAccess ? async () => connectCluster(args) : undefined);
+        const signed = await signatureConfigMapFrom(plan.release, args, clusterAccess ? async () => (await import('../cluster/connect.js')).connectCluster(args) : undefined);
         if (signed) ctx.stderr.write(`${signed.line}\n`);
-        const signatureFile = signed ? new Map([[SIGNATURE_CONFIGMAP_FILE, renderSignatureConfigMap(signed.configMap)]]) : new Map<string, string>();
+        const configMaps = signed ? await import('../signatures/configmap.js') : undefined;
+        const signatureFile = signed ? new Map([[configMaps!.SIGNATURE_CONFIGMAP_FILE, configMaps!.renderSignatureConfigMap(signed.configMap)]]) : new Map<string, string>();
         if (args['output-dir']) {
           const files = await sets!.writeGitOpsDir(plan, args['output-dir'], args.api, signatureFile, gitops);
           ctx.stderr.write(`wrote ${files.map((f) => `${args['output-dir']}/${f}`).join(', ')}\n`);
@@ -79,10 +78,10 @@ export function planCommand(ctx: CommandContext) {
             break;
           case 'yaml':
             ctx.stdout.write(sets!.renderYaml(plan, args.api));
-            if (signed) ctx.stdout.write(`---\n${renderSignatureConfigMap(signed.configMap)}`);
+            if (signed) ctx.stdout.write(`---\n${configMaps!.renderSignatureConfigMap(signed.configMap)}`);
             break;
           case 'name':
-            ctx.stdout.write(renderNames('pinnedimageset', plan.sets.map((set) => set.name)));
+            ctx.stdout.write((await import('./documents.js')).renderNames('pinnedimageset', plan.sets.map((set) => set.name)));
             break;
           default:
             ctx.stdout.write(renderPlanTable(plan, args.output === 'wide'));

@@ -14,7 +14,6 @@ import type { PlanRelease } from '../plan/types.js';
 // where a signature is judged, so plan and stage without --signatures-from never load them.
 import type { GatheredSignatures, TrustedKeys } from '../signatures/gather.js';
 import { dispatcherFetch, parseSignatureStore, RED_HAT_SIGNATURE_STORES } from '../signatures/release-stores.js';
-import { signatureConfigMap } from '../signatures/configmap.js';
 import { readSigstoreKey, SIGNED_IDENTITY_RULES, type SignedIdentityRule } from '../signatures/sigstore.js';
 import { transportOptionsFrom, type RegistryFlags } from './registry-options.js';
 
@@ -75,7 +74,7 @@ export async function keysFromFiles(files: readonly string[]): Promise<TrustedKe
 }
 
 /** The keys (and stores) of the verifier ConfigMap the cluster's current release carries. */
-async function keysFromCluster(client: ClusterClient): Promise<{ trusted: TrustedKeys; stores: readonly string[] }> {
+export async function keysFromCluster(client: ClusterClient): Promise<{ trusted: TrustedKeys; stores: readonly string[] }> {
   const cluster = await clusterVerification(client);
   const { readVerificationKeys } = await import('../signatures/release-gpg.js');
   const keys = await readVerificationKeys(cluster.keys);
@@ -149,41 +148,4 @@ async function readBytes(file: string, flag: string): Promise<Buffer> {
     if (err instanceof BadInputError) throw err;
     throw new BadInputError(`cannot read ${flag} ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
   }
-}
-
-export interface SignaturesFromFlags {
-  'signatures-from'?: string;
-  'verification-key': string[];
-}
-
-/** `plan`/`stage --signatures-from DIR`: release signatures already downloaded, for a mirror's cluster. */
-export function withSignaturesFromOptions<T>(y: Argv<T>): Argv<T & SignaturesFromFlags> {
-  return y
-    .option('signatures-from', { type: 'string', describe: 'Directory of the release\'s signatures (the store layout sha256=<hex>/signature-N, files sha256-<hex>-N, or ConfigMaps from bundle push, oc adm release mirror or oc-mirror): verified, then written as signature-configmap.yaml (plan --output-dir, -o yaml) or applied (stage), so the CVO accepts the upgrade without --force' })
-    .option('verification-key', { type: 'string', array: true, default: [] as string[], describe: 'ASCII-armored OpenPGP public key the --signatures-from signatures must be made with (repeatable; default with cluster access: the keys the cluster trusts now)' }) as unknown as Argv<T & SignaturesFromFlags>;
-}
-
-/**
- * The CVO's ConfigMap for `release` from `--signatures-from`, every signature verified first
- * (with `--verification-key`, else the keys of the cluster `cluster` reaches): one line, exit
- * 2, when none verifies. Undefined without `--signatures-from`.
- */
-export async function signatureConfigMapFrom(release: PlanRelease, flags: SignaturesFromFlags, cluster: (() => Promise<ClusterClient>) | undefined): Promise<{ configMap: ReturnType<typeof signatureConfigMap>; line: string } | undefined> {
-  const dir = flags['signatures-from'];
-  if (dir === undefined) return undefined;
-  const trusted = (await keysFromFiles(flags['verification-key'])) ?? (cluster ? (await keysFromCluster(await cluster())).trusted : undefined);
-  if (!trusted) throw new BadInputError('--signatures-from: no key to verify the signatures with: pass --verification-key FILE, or --kubeconfig to use the keys the cluster trusts now');
-  const { gatherReleaseSignatures } = await import('../signatures/gather.js');
-  const gathered = await gatherReleaseSignatures({
-    digest: release.digest,
-    release: `${release.version} (${release.digest})`,
-    trusted,
-    stores: [],
-    dir,
-    get: () => Promise.reject(new Error('--signatures-from reads no store')),
-    allowUnsigned: false,
-    warn: () => undefined,
-  });
-  const configMap = signatureConfigMap(release.digest, gathered.signatures);
-  return { configMap, line: `release signatures: ${gathered.signatures.length} from ${dir} verified with ${gathered.verifiedWith.join(', ')}` };
 }

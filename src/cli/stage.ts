@@ -21,7 +21,7 @@ import { checkMcoPreflight } from '../cluster/mco/preflight.js';
 import { OS_IMAGE_VIA_MCO_HELP, stageOsImage } from '../cluster/os-image-via-mco.js';
 import { applyObject } from '../install/apply.js';
 import { backendDryRun, dryRunClosing, withDryRunOption, type DryRun } from './dry-run.js';
-import { signatureConfigMapFrom, withSignaturesFromOptions } from './signature-options.js';
+import { signatureConfigMapFrom, withSignaturesFromOptions } from './signatures-from.js';
 import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
 import { AGENT_NAME } from '../api/names.js';
 import { MemoryLinkLedger } from '../agent/link-share.js';

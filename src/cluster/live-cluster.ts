@@ -11,9 +11,9 @@ import type { UnmanagedOverride } from '../plan/inclusion.js';
 import type { LiveCluster, RunningPod } from '../plan/live.js';
 import { KubeApiError, KubeClient, type KubeList, type KubeObject } from '../kube/client.js';
 import { loadKubeconfig } from '../kube/kubeconfig.js';
+import { LIVE_CLUSTER_HELP, LIVE_CLUSTER_RBAC } from './live-cluster-help.js';
 
-export const LIVE_CLUSTER_RBAC =
-  'get, list on nodes and pods (all namespaces); get on clusterversions, featuregates and infrastructures (config.openshift.io); get on osimagestreams, list on machineconfigpools (machineconfiguration.openshift.io)';
+export { LIVE_CLUSTER_HELP, LIVE_CLUSTER_RBAC };
 
 /** ClusterVersion `version`: there on every OpenShift cluster, nowhere else. */
 export const CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version';
@@ -73,9 +73,6 @@ interface Pod extends KubeObject {
   spec?: { nodeName?: string; containers?: Array<{ image?: string }>; initContainers?: Array<{ image?: string }> };
   status?: { containerStatuses?: Array<{ imageID?: string }>; initContainerStatuses?: Array<{ imageID?: string }> };
 }
-
-/** `plan --help` and docs/planning.md: what live planning reads. */
-export const LIVE_CLUSTER_HELP = `\nLive cluster (--kubeconfig/--context on plan, by default in stage; --no-cluster turns it off): reads ClusterVersion, Infrastructure, Nodes and Pods, read-only. RBAC needed: ${LIVE_CLUSTER_RBAC}.`;
 
 /** The API server refused a read live planning needs. */
 export class LiveClusterRefused extends ClusterError {

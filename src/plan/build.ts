@@ -9,16 +9,14 @@ import { PlatformNotFoundError, type RegistryClient } from '../registry/client.j
 import { digestReference, parseReference } from '../registry/reference.js';
 import { readRelease, type ReleaseFacts } from '../release/payload.js';
 import type { ComponentImage } from '../release/image-references.js';
-import { assemblePlan, type ExtraImage } from './assemble.js';
-import { classifyComponents, runsMachineConfigOperator, withoutMachineConfigOperator, type Classification, type ClassifyOptions } from './classify.js';
-import { cvoInputs } from './cvo-inputs.js';
+import type { ExtraImage } from './assemble.js';
+import type { Classification, ClassifyOptions } from './classify.js';
 import type { InclusionOptions } from './inclusion.js';
-import { chooseStreams, classifyOsImages, osImagesOf, type OsImage, type StreamChoice } from './os-streams.js';
-import { majorMinor } from './release-api.js';
+import type { OsImage, StreamChoice } from './os-streams.js';
 import { PLATFORMS, type Platform } from './platform.js';
-import { measureImages, type MeasuredImage } from './sizes.js';
+import type { MeasuredImage } from './sizes.js';
 import type { NodeHolding } from './held.js';
-import { classifyLive, type LiveCluster } from './live.js';
+import type { LiveCluster } from './live.js';
 import type { ImageRole, Plan, PlannedOsStreams, PlanObserved } from './types.js';
 
 /** The classification options less what cvo-inputs.ts derives (gates, capabilities, feature sets, versions). */
@@ -50,10 +48,36 @@ export type PlanProgress =
   | { readonly phase: 'release'; readonly release: string }
   | { readonly phase: 'sizing'; readonly done: number; readonly total: number };
 
+/**
+ * The decisions' modules, loaded while the release is read: its round trips leave the CPU idle,
+ * and each module loaded before the first request delays it.
+ */
+function loadDecisions() {
+  return Promise.all([import('./cvo-inputs.js'), import('./classify.js'), import('./os-streams.js'), import('./release-api.js'), import('./sizes.js'), import('./assemble.js'), import('./live.js')])
+    .then(([cvo, classify, os, api, sizes, assemble, live]) => ({
+      cvoInputs: cvo.cvoInputs,
+      classifyComponents: classify.classifyComponents,
+      runsMachineConfigOperator: classify.runsMachineConfigOperator,
+      withoutMachineConfigOperator: classify.withoutMachineConfigOperator,
+      osImagesOf: os.osImagesOf,
+      chooseStreams: os.chooseStreams,
+      classifyOsImages: os.classifyOsImages,
+      majorMinor: api.majorMinor,
+      measureImages: sizes.measureImages,
+      assemblePlan: assemble.assemblePlan,
+      classifyLive: live.classifyLive,
+    }));
+}
+type Decisions = Awaited<ReturnType<typeof loadDecisions>>;
+
 export async function buildPlan(client: RegistryClient, opts: PlanOptions, onProgress?: (progress: PlanProgress) => void): Promise<Plan> {
   onProgress?.({ phase: 'release', release: opts.release });
   checkOverrides(opts);
+  const loading = loadDecisions();
+  loading.catch(() => undefined);
   const facts = await readRelease(client, opts.release, opts.arch);
+  const decide = await loading;
+  const { cvoInputs, classifyComponents, classifyLive, measureImages, assemblePlan } = decide;
   const warnings = [...facts.warnings];
   const { live } = opts;
   const cvo = cvoInputs({
@@ -71,7 +95,7 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   const platform = opts.platform ?? (live?.platform !== undefined ? livePlatform(live.platform, warnings) : undefined);
   const classifyOptions: ClassifyOptions = { ...cvo.inclusion, controlPlaneOnly: opts.controlPlaneOnly, allNodes: opts.allNodes, ...(platform ? { platform } : {}) };
   let classifications = classifyComponents(facts.components, facts.documents, classifyOptions);
-  const { osImages, streams } = await decideNodeOs(client, facts, opts, classifications, warnings);
+  const { osImages, streams } = await decideNodeOs(decide, client, facts, opts, classifications, warnings);
   let observed: PlanObserved | undefined;
   let current: ReleaseFacts | undefined;
   if (live) {
@@ -187,8 +211,9 @@ async function readHeld(
  * labels): under a profile without it, its own image runs nowhere and no OS image is pinned;
  * else the OS streams the nodes boot are pinned (os-streams.ts). Flags that name a component win.
  */
-async function decideNodeOs(client: RegistryClient, facts: ReleaseFacts, opts: PlanOptions, classifications: Map<string, Classification>, warnings: string[]): Promise<{ osImages: OsImage[]; streams: StreamChoice }> {
+async function decideNodeOs(decide: Decisions, client: RegistryClient, facts: ReleaseFacts, opts: PlanOptions, classifications: Map<string, Classification>, warnings: string[]): Promise<{ osImages: OsImage[]; streams: StreamChoice }> {
   const { live } = opts;
+  const { runsMachineConfigOperator, withoutMachineConfigOperator, osImagesOf, chooseStreams, classifyOsImages, majorMinor } = decide;
   const forced = (names: readonly string[]) => names.some((n) => opts.allNodes.includes(n) || opts.controlPlaneOnly.includes(n));
   const mco = runsMachineConfigOperator(facts.components, classifications);
   if (!mco) withoutMachineConfigOperator(facts.components, classifications, opts.profile, forced);

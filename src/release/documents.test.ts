@@ -2,7 +2,7 @@ import yaml from 'js-yaml';
 import { describe, expect, it } from 'vitest';
 import { COMPONENTS } from '../../fixtures/components.js';
 import { operatorManifestFiles } from '../../fixtures/manifests.js';
-import { parseDocuments } from './documents.js';
+import { collectDocuments, parseDocuments, parseFile, type ParsedFile } from './documents.js';
 
 /** What planning must get: every object document, kept whole if it names a digest or is a ConfigMap, else kind + annotations. */
 function expected(files: ReadonlyMap<string, string>): Array<{ file: string; doc: unknown }> {
@@ -87,5 +87,24 @@ describe('parseDocuments', () => {
 
   it('ignores files that are not YAML or JSON', () => {
     expect(parseDocuments(new Map([['image-references', '{"kind":"ImageStream"}'], ['release-metadata', '{}']]), [])).toEqual([]);
+  });
+
+  it('gives the documents and warnings in the order of the file names, whatever order the files were parsed in', () => {
+    const files = new Map([
+      ['0000_c.yaml', CRD.replace('Console', 'Insights')],
+      ['0000_b_bad.yaml', 'kind: A\nmetadata: [\n'],
+      ['image-references', '{"kind":"ImageStream"}'],
+      ['0000_a.yaml', CRD],
+      ['0000_d_bad.yaml', 'kind: B\nmetadata: {\n'],
+    ]);
+    // As a layer's entries come: not sorted.
+    const parsed = new Map<string, ParsedFile>([...files].map(([file, text]) => [file, parseFile(file, text)]));
+    const warnings: string[] = [];
+    const wholeWarnings: string[] = [];
+    const documents = collectDocuments(parsed, warnings);
+    expect(documents.map((d) => d.file)).toEqual(['0000_a.yaml', '0000_c.yaml']);
+    expect(documents).toEqual(parseDocuments(files, wholeWarnings));
+    expect(warnings).toEqual([expect.stringMatching(/^skipped unparsable manifest 0000_b_bad\.yaml: /), expect.stringMatching(/^skipped unparsable manifest 0000_d_bad\.yaml: /)]);
+    expect(warnings).toEqual(wholeWarnings);
   });
 });

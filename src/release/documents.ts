@@ -24,18 +24,37 @@ export interface ManifestDocument {
 
 /** Operator manifests are multi-document YAML (or JSON); a file that does not parse is reported and skipped. */
 export function parseDocuments(files: ReadonlyMap<string, string>, warnings: string[]): ManifestDocument[] {
+  return collectDocuments(new Map([...files].map(([file, text]) => [file, parseFile(file, text)])), warnings);
+}
+
+/** One file's documents, or why it was skipped. */
+export interface ParsedFile {
+  readonly documents: readonly ManifestDocument[];
+  readonly warning?: string;
+}
+
+/**
+ * One file of the payload parsed on its own, so that a reader can parse each file as it comes
+ * out of the layer (while the rest of it is still on the wire); a file that is not YAML or JSON
+ * has no documents.
+ */
+export function parseFile(file: string, text: string): ParsedFile {
+  if (!/\.(ya?ml|json)$/.test(file)) return { documents: [] };
+  try {
+    const docs = headsOnly(file, text) ?? yaml.loadAll(text);
+    return { documents: docs.filter(isObject).map((doc) => ({ file, doc: mayNameImages(doc) ? doc : slim(doc) })) };
+  } catch (err) {
+    return { documents: [], warning: `skipped unparsable manifest ${file}: ${(err as Error).message.split('\n')[0]}` };
+  }
+}
+
+/** The files' documents (and warnings) in the order of their names, however they were parsed. */
+export function collectDocuments(parsed: ReadonlyMap<string, ParsedFile>, warnings: string[]): ManifestDocument[] {
   const documents: ManifestDocument[] = [];
-  for (const file of [...files.keys()].sort()) {
-    if (!/\.(ya?ml|json)$/.test(file)) continue;
-    const text = files.get(file)!;
-    try {
-      const docs = headsOnly(file, text) ?? yaml.loadAll(text);
-      for (const doc of docs) {
-        if (isObject(doc)) documents.push({ file, doc: mayNameImages(doc) ? doc : slim(doc) });
-      }
-    } catch (err) {
-      warnings.push(`skipped unparsable manifest ${file}: ${(err as Error).message.split('\n')[0]}`);
-    }
+  for (const file of [...parsed.keys()].sort()) {
+    const { documents: docs, warning } = parsed.get(file)!;
+    documents.push(...docs);
+    if (warning !== undefined) warnings.push(warning);
   }
   return documents;
 }

@@ -7,12 +7,11 @@ import { createGunzip } from 'node:zlib';
 import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { posix } from 'node:path';
-import tar from 'tar-stream';
 import { BadInputError } from '../errors.js';
 import { ManifestNotFoundError, type RegistryClient } from '../registry/client.js';
 import { normaliseArch, type Descriptor } from '../registry/manifest.js';
 import { digestReference, formatReference, parseReference, type ImageReference } from '../registry/reference.js';
-import { parseDocuments, type ManifestDocument } from './documents.js';
+import type { ManifestDocument, ParsedFile } from './documents.js';
 import { parseImageReferences, parseReleaseMetadata, type ComponentImage } from './image-references.js';
 
 /** The release a plan is for (the plan contract's `release`): pullspec, digests, version, architecture, channels. */
@@ -54,10 +53,24 @@ const GUNZIP_CHUNK = 256 * 1024;
 /** The architectures OpenShift releases are built for (Go names; x86_64 and aarch64 are accepted too). */
 export const RELEASE_ARCHITECTURES = ['amd64', 'arm64', 'ppc64le', 's390x'];
 
+type TarStream = typeof import('tar-stream');
+
+/**
+ * tar-stream (and the stream modules under it) and the YAML reader, loaded while the release's
+ * manifest is fetched: the CPU is idle during those round trips, and busy with every module
+ * loaded before them.
+ */
+function loadTar(): Promise<TarStream> {
+  return import('tar-stream').then((m) => m.default);
+}
+
 export async function readRelease(client: RegistryClient, pullSpec: string, arch: string, limits: PayloadLimits = DEFAULT_LIMITS): Promise<ReleaseFacts> {
   if (!RELEASE_ARCHITECTURES.includes(normaliseArch(arch))) {
     throw new BadInputError(`--arch ${arch} is not an OpenShift architecture; use one of ${RELEASE_ARCHITECTURES.join(', ')}`);
   }
+  const tar = loadTar();
+  const documents = import('./documents.js');
+  for (const loading of [tar, documents]) loading.catch(() => undefined);
   const ref = parseReference(pullSpec);
   const named = formatReference(ref);
   let image;
@@ -76,10 +89,10 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
   const warnings: string[] = [];
   // The config (architecture check) and the payload layer are read at once, not one after
   // the other; a wrong architecture is the error that counts.
-  const reading = readManifestsLayer({ client, ref, layer: last, named, limits }, warnings);
+  const reading = readManifestsLayer({ client, ref, layer: last, named, limits, tar, documents }, warnings);
   reading.catch(() => undefined);
   if (image.listDigest === undefined) await checkSingleArch(client, ref, image.manifest.config, arch, named);
-  const files = await reading;
+  const { files, parsed } = await reading;
   const refsText = files.get('image-references');
   if (refsText === undefined) {
     throw new BadInputError(`${named} is not an OpenShift release image: its last layer has no release-manifests/image-references`);
@@ -104,7 +117,7 @@ export async function readRelease(client: RegistryClient, pullSpec: string, arch
       previous: meta.previous,
     },
     components: refs.components,
-    documents: parseDocuments(files, warnings),
+    documents: (await documents).collectDocuments(parsed, warnings),
     warnings,
   };
 }
@@ -136,6 +149,14 @@ interface ManifestsLayer {
   /** The release as the user named it, for messages. */
   readonly named: string;
   readonly limits: PayloadLimits;
+  readonly tar: Promise<TarStream>;
+  readonly documents: Promise<typeof import('./documents.js')>;
+}
+
+/** The layer's `release-manifests/` files, and each one's documents, parsed as it arrived. */
+interface ManifestFiles {
+  readonly files: Map<string, string>;
+  readonly parsed: Map<string, ParsedFile>;
 }
 
 /**
@@ -145,7 +166,7 @@ interface ManifestsLayer {
  * once more (the first read was damaged in transit), and a second failure means the image
  * really is not a release.
  */
-async function readManifestsLayer(source: ManifestsLayer, warnings: string[]): Promise<Map<string, string>> {
+async function readManifestsLayer(source: ManifestsLayer, warnings: string[]): Promise<ManifestFiles> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await extractManifestFiles(source, attempt === 1 ? warnings : []);
@@ -157,9 +178,11 @@ async function readManifestsLayer(source: ManifestsLayer, warnings: string[]): P
   }
 }
 
-async function extractManifestFiles({ client, ref, layer, named, limits }: ManifestsLayer, warnings: string[]): Promise<Map<string, string>> {
+async function extractManifestFiles({ client, ref, layer, named, limits, tar, documents }: ManifestsLayer, warnings: string[]): Promise<ManifestFiles> {
   const files = new Map<string, string>();
-  const extract = tar.extract();
+  const parsed = new Map<string, ParsedFile>();
+  const extract = (await tar).extract();
+  const { parseFile } = await documents;
   const collect = (async () => {
     for await (const entry of extract) {
       const rel = manifestPath(entry.header.name, warnings);
@@ -172,7 +195,10 @@ async function extractManifestFiles({ client, ref, layer, named, limits }: Manif
       }
       const parts: Buffer[] = [];
       for await (const chunk of entry as AsyncIterable<Buffer>) parts.push(chunk);
-      files.set(rel, Buffer.concat(parts).toString('utf8'));
+      const text = Buffer.concat(parts).toString('utf8');
+      files.set(rel, text);
+      // Parsed now, while the rest of the layer is on its way: the CPU would wait for it anyway.
+      parsed.set(rel, parseFile(rel, text));
     }
   })();
   try {
@@ -186,7 +212,7 @@ async function extractManifestFiles({ client, ref, layer, named, limits }: Manif
     extract.destroy();
     throw err;
   }
-  return files;
+  return { files, parsed };
 }
 
 /** `release-manifests/x` → `x`; absolute and `..` paths are refused so nothing can escape. */
