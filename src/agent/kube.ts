@@ -158,8 +158,10 @@ export class KubeAgentCluster implements AgentCluster {
         const after = await this.client.request<NodePinnedImages>('PUT', `${NODE_PINNED_IMAGES_PATH}/${this.nodeName}/status`, {
           body: { apiVersion: current.apiVersion, kind: current.kind, metadata: current.metadata, spec: current.spec, status: { ...status, observedGeneration: current.metadata.generation } },
         });
-        // Its status is not kept: an agent's idle memory must not hold a copy of it.
-        this.written = { apiVersion: after.apiVersion, kind: after.kind, metadata: after.metadata, spec: after.spec };
+        // Only what the next write needs (a PUT on /status takes no change but the status's): not
+        // its status nor its field managers, which an agent's idle memory must not hold a copy of.
+        const { name, uid, resourceVersion, generation } = after.metadata;
+        this.written = { apiVersion: after.apiVersion, kind: after.kind, metadata: { name, uid, resourceVersion, generation }, spec: after.spec };
         return;
       } catch (error) {
         if (error instanceof KubeApiError && (error.status === 409 || error.status === 404) && attempt < 5) continue;
