@@ -16,7 +16,7 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -45,6 +45,8 @@ if (IMAGE_COUNTS.some((n) => !Number.isInteger(n) || n < 1)) {
 }
 const NODES = Number(process.env.BENCH_NODES ?? (IMAGE_COUNTS.length > 0 ? 1 : 3));
 const IDLE_S = Number(process.env.BENCH_IDLE_S ?? 30);
+/** BENCH_AGENT_ARGS: the agent's extra flags, space-separated (e.g. --log-level=debug). */
+const AGENT_ARGS = (process.env.BENCH_AGENT_ARGS ?? '').split(' ').filter(Boolean);
 const NAMESPACE = 'prestage';
 /** What the DaemonSet sets. */
 const DAEMONSET_NODE_OPTIONS = AGENT_NODE_OPTIONS;
@@ -94,7 +96,7 @@ async function run(variant: Variant, registryHost: string, images: readonly stri
     const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:bench', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
     if (installed.code !== 0) throw new Error(`install: ${installed.stderr}`);
     const env = { ...process.env, ...variant.env, NODE_OPTIONS: `${DAEMONSET_NODE_OPTIONS} ${variant.nodeOptions}`.trim() };
-    for (const node of cluster.nodes) agents.push(await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, env, entry: variant.entry, logName: `agent-${node.name}.log` }));
+    for (const node of cluster.nodes) agents.push(await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, env, entry: variant.entry, logName: `agent-${node.name}.log`, args: AGENT_ARGS }));
     const client = new KubeClient(cluster.kubeConfig);
     // The CRD takes at most MAX_PINNED_IMAGES a set: more images, more sets (bench-0, bench-1, ...).
     for (let i = 0; i * SET_MAX_IMAGES < images.length; i++) {
@@ -127,6 +129,8 @@ async function run(variant: Variant, registryHost: string, images: readonly stri
   } finally {
     await Promise.allSettled(agents.map((agent) => agent.stop(30_000)));
     await cluster?.stop();
+    // BENCH_AGENT_LOGS: keep the agents' logs (with BENCH_AGENT_ARGS=--log-level=debug, each pass's).
+    if (process.env.BENCH_AGENT_LOGS) await cp(dir, join(process.env.BENCH_AGENT_LOGS, `${variant.name}-${images.length}`.replace(/[^\w.-]+/g, '_')), { recursive: true, filter: (path) => !path.endsWith('.kubeconfig') });
     await rm(dir, { recursive: true, force: true });
   }
 }

@@ -308,6 +308,58 @@ describe("the agent's view of the cluster", () => {
   });
 });
 
+describe("the agent's view of the sets and of its status", () => {
+  it("reports a set's spec change, not a status the set-status writer wrote", async () => {
+    // Selecting no node: no agent pulls for it.
+    await createSet(pinnedImageSet('status-only', [IMG_A], { nodeSelector: { matchLabels: { 'kubernetes.io/hostname': 'no-such-node' } } }));
+    let changes = 0;
+    const view = new KubeAgentCluster(new KubeClient(cluster.kubeConfig), 'worker-0', log, () => (changes += 1));
+    const client = new KubeClient(cluster.kubeConfig);
+    const patch = (path: string, body: unknown) => client.request('PATCH', path, { body, contentType: 'application/merge-patch+json' });
+    const path = `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}/status-only`;
+    try {
+      await view.start();
+      await view.untilLoaded();
+      const afterLoad = changes;
+      const version = () => view.pinnedImageSets().find((set) => set.metadata.name === 'status-only')?.metadata.resourceVersion;
+      const before = version();
+      await patch(`${path}/status`, { status: { observedGeneration: 1, nodes: 7, readyNodes: 0 } });
+      await waitFor('the status write seen', async () => (version() !== before ? true : undefined), 10_000, 100);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(changes).toBe(afterLoad);
+      await patch(path, { spec: { pinnedImages: [{ name: IMG_A }, { name: IMG_B }] } });
+      await waitFor('the spec change reported', async () => (changes > afterLoad ? true : undefined), 10_000, 100);
+    } finally {
+      await view.stop();
+      await deleteSet('status-only');
+    }
+  });
+
+  it('writes its status over a status someone else wrote meanwhile, and over its object deleted meanwhile', async () => {
+    const name = 'status-writer-0';
+    const view = new KubeAgentCluster(new KubeClient(cluster.kubeConfig), name, log, () => undefined);
+    const client = new KubeClient(cluster.kubeConfig);
+    const path = `/apis/${GROUP}/${VERSION}/${NODE_PINNED_IMAGES}/${name}`;
+    const free = (freeBytes: number) => ({ imageFilesystem: { capacityBytes: 1000, freeBytes } });
+    try {
+      await view.writeStatus(free(1));
+      expect((await nodeStatus(name))?.status?.imageFilesystem?.freeBytes).toBe(1);
+      // Another writer: the agent's next write goes over the object its last one returned, and must conflict, read again and win.
+      await client.request('PATCH', `${path}/status`, { body: { status: { imageFilesystem: { capacityBytes: 1000, freeBytes: 99 } } }, contentType: 'application/merge-patch+json' });
+      await view.writeStatus(free(2));
+      expect((await nodeStatus(name))?.status?.imageFilesystem?.freeBytes).toBe(2);
+      await client.request('DELETE', path);
+      await view.writeStatus(free(3));
+      const again = await nodeStatus(name);
+      expect(again?.status?.imageFilesystem?.freeBytes).toBe(3);
+      expect(again?.status?.observedGeneration).toBe(again?.metadata.generation);
+    } finally {
+      await view.stop();
+      await client.request('DELETE', path).catch(() => undefined);
+    }
+  });
+});
+
 describe("the agent's view of its Node", () => {
   it('reports a Node update only when its labels change, not for status the kubelet rewrites', async () => {
     let changes = 0;

@@ -218,7 +218,8 @@ export class CrioRuntime implements ImageRuntime {
     }
     // Ours no longer wanted, unless another file's pattern keeps it pinned: these must unpin.
     const kept = [...carried.values()].flat();
-    const released = pinsOf(previous).filter((image) => !images.includes(image) && !kept.some((pattern) => pinPatternMatches(pattern, image)));
+    const wantedNow = new Set(images);
+    const released = pinsOf(previous).filter((image) => !wantedNow.has(image) && !kept.some((pattern) => pinPatternMatches(pattern, image)));
     await this.confirmPins(images, released, previous !== wanted);
   }
 

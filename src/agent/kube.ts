@@ -45,6 +45,8 @@ export class KubeAgentCluster implements AgentCluster {
   private verifyPending = false;
   private readonly whenLoaded: Promise<void>;
   private markLoaded: () => void = () => undefined;
+  /** The NodePinnedImages as the last status write left it, without its status. */
+  private written: NodePinnedImages | undefined;
 
   constructor(
     private readonly client: KubeClient,
@@ -143,15 +145,26 @@ export class KubeAgentCluster implements AgentCluster {
     return (await this.read())?.status;
   }
 
+  /**
+   * Writes over the object as this agent last wrote it (its resourceVersion the precondition), so
+   * a write is one PUT, not a GET of the whole status and a PUT; on a conflict (someone else
+   * wrote, its spec changed) or once deleted, read or create it again and retry.
+   */
   async writeStatus(status: NodePinnedImagesStatus): Promise<void> {
     for (let attempt = 1; ; attempt++) {
-      const current = (await this.read()) ?? (await this.create());
+      const current = this.written ?? (await this.read()) ?? (await this.create());
+      this.written = undefined;
       try {
-        await this.client.request('PUT', `${NODE_PINNED_IMAGES_PATH}/${this.nodeName}/status`, { body: { ...current, status: { ...status, observedGeneration: current.metadata.generation } } });
+        const after = await this.client.request<NodePinnedImages>('PUT', `${NODE_PINNED_IMAGES_PATH}/${this.nodeName}/status`, {
+          body: { apiVersion: current.apiVersion, kind: current.kind, metadata: current.metadata, spec: current.spec, status: { ...status, observedGeneration: current.metadata.generation } },
+        });
+        // Only what the next write needs (a PUT on /status takes no change but the status's): not
+        // its status nor its field managers, which an agent's idle memory must not hold a copy of.
+        const { name, uid, resourceVersion, generation } = after.metadata;
+        this.written = { apiVersion: after.apiVersion, kind: after.kind, metadata: { name, uid, resourceVersion, generation }, spec: after.spec };
         return;
       } catch (error) {
-        // Someone else wrote in between: read again and retry.
-        if (error instanceof KubeApiError && error.status === 409 && attempt < 5) continue;
+        if (error instanceof KubeApiError && (error.status === 409 || error.status === 404) && attempt < 5) continue;
         throw clusterError(`cannot write the status of ${NODE_PINNED_IMAGES}/${this.nodeName}`, error);
       }
     }
@@ -201,7 +214,8 @@ export class KubeAgentCluster implements AgentCluster {
     const requests: string[] = [];
     for (const set of [...this.sets.items.values()].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))) {
       const { [VERIFY_REQUESTED_ANNOTATION]: request, ...annotations } = set.metadata.annotations ?? {};
-      const { metadata, ...rest } = set;
+      // Not its status: the set-status writer rewrites it as nodes report, and no pass reads it.
+      const { metadata, status: _status, ...rest } = set;
       sets.push([metadata.name, metadata.uid, metadata.generation, metadata.labels, annotations, metadata['deletionTimestamp'], rest]);
       if (request !== undefined) requests.push(`${metadata.name}/${metadata.uid}=${request}`);
     }
