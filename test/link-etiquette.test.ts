@@ -234,10 +234,12 @@ describe('sharing the slow link', () => {
       link.resetStats();
       const staged = await runCli(['stage', truth.release.pullSpec, ...overLink, ...extra, '--timeout', '40s', ...kube]);
       // Capped, the release (about 41 MiB) cannot cross in 40 s: the cap it understood, and the
-      // wait's one line that it gave up. Uncapped, a quiet host may stage it all within them.
+      // wait's one line that it gave up. Uncapped, a quiet host may stage it all within them. A
+      // loaded host may add warnings (a watch re-watched, retries summed): one line each, not errors.
       if (extra.length > 0 || staged.code !== 0) {
         expect(staged.code).toBe(124);
-        expect(staged.stderr.replace(/^link cap: \S+ MiB\/s = .*\n/, '').trim().split('\n')).toHaveLength(1);
+        const lines = staged.stderr.replace(/^link cap: \S+ MiB\/s = .*\n/, '').trim().split('\n');
+        expect(lines.filter((line) => !line.startsWith('prestage: warning: ')), staged.stderr).toHaveLength(1);
       }
       await stopStaging();
       await reset();
