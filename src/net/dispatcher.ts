@@ -17,7 +17,7 @@ import { Readable } from 'node:stream';
 import { createSecureContext, type ConnectionOptions } from 'node:tls';
 import { forwardAgent, proxyAuthorization, TunnelAgent, type ProxyRoute } from './proxy-agents.js';
 import { proxyFor } from './proxy.js';
-import { floorError, RateFloor } from './rate-floor.js';
+import { floorError, RateFloor, timeoutError } from './rate-floor.js';
 import { readBundle, systemTrust } from './trust.js';
 
 export interface DispatcherOptions {
@@ -57,7 +57,7 @@ export interface HttpResponse {
 interface Route {
   readonly https: boolean;
   readonly agent: HttpAgent;
-  readonly forward?: { readonly proxy: URL; readonly authorization: string | undefined };
+  readonly forward?: ProxyRoute;
 }
 
 /** Connections per origin: enough for parallel blobs and ranged parts of big ones. */
@@ -104,11 +104,11 @@ export class Dispatcher {
     const insecure = this.opts.insecureOrigin?.(url.href) === true;
     if (!proxy) return { https, agent: https ? (insecure ? this.unchecked : this.verifiedAgent()) : this.http };
     // The proxy itself is always verified.
-    const via: ProxyRoute = { proxy, proxyTls: this.verifiedTls(), connectTimeoutMs: this.connectTimeoutMs };
+    const via: ProxyRoute = { proxy, authorization: proxyAuthorization(proxy), proxyTls: this.verifiedTls(), connectTimeoutMs: this.connectTimeoutMs };
     const pool = { keepAlive: true, maxSockets: CONNECTIONS_PER_ORIGIN };
     // Plain-HTTP origins are forwarded (GET http://...), not tunnelled, as curl does: proxies
     // often allow CONNECT only to port 443.
-    if (!https) return { https: proxy.protocol === 'https:', agent: forwardAgent(via, CONNECTIONS_PER_ORIGIN), forward: { proxy, authorization: proxyAuthorization(proxy) } };
+    if (!https) return { https: proxy.protocol === 'https:', agent: forwardAgent(via, CONNECTIONS_PER_ORIGIN), forward: via };
     return { https: true, agent: new TunnelAgent(via, { ...pool, ...(insecure ? { rejectUnauthorized: false } : this.verifiedTls()) }) };
   }
 
@@ -140,10 +140,6 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
 /** One request through `dispatcher`: its status and headers once they arrived; the body to read. */
 export function dispatchRequest(dispatcher: Dispatcher, url: string, init: RequestInit = {}): Promise<HttpResponse> {
   return dispatcher.request(url, init);
-}
-
-function timeoutError(code: string, message: string): Error {
-  return Object.assign(new Error(message), { code });
 }
 
 /**

@@ -10,9 +10,12 @@ import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from
 import { Agent as HttpsAgent, request as httpsRequest, type AgentOptions as HttpsAgentOptions } from 'node:https';
 import type { Duplex } from 'node:stream';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
+import { timeoutError } from './rate-floor.js';
 
 export interface ProxyRoute {
   readonly proxy: URL;
+  /** Its Proxy-Authorization, from the credentials in its URL (`proxyAuthorization`). */
+  readonly authorization: string | undefined;
   /** TLS for an https proxy (its trust: the OS store and --ca-file). */
   readonly proxyTls: ConnectionOptions;
   readonly connectTimeoutMs: number;
@@ -23,10 +26,6 @@ export function proxyAuthorization(proxy: URL): string | undefined {
   if (!proxy.username && !proxy.password) return undefined;
   const user = `${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`;
   return `Basic ${Buffer.from(user).toString('base64')}`;
-}
-
-function connectError(code: string, message: string): Error {
-  return Object.assign(new Error(message), { code });
 }
 
 /**
@@ -42,9 +41,8 @@ export class TunnelAgent extends HttpsAgent {
   }
 
   override createConnection(options: Record<string, unknown>, done: (err: Error | null, socket?: Duplex) => void): undefined {
-    const { proxy, proxyTls, connectTimeoutMs } = this.route;
+    const { proxy, authorization, proxyTls, connectTimeoutMs } = this.route;
     const authority = `${String(options.host)}:${String(options.port)}`;
-    const authorization = proxyAuthorization(proxy);
     const https = proxy.protocol === 'https:';
     const request = (https ? httpsRequest : httpRequest)({
       host: proxy.hostname.replace(/^\[|\]$/g, ''),
@@ -63,7 +61,7 @@ export class TunnelAgent extends HttpsAgent {
       done(err, socket);
     };
     const timer = setTimeout(() => {
-      request.destroy(connectError('UND_ERR_CONNECT_TIMEOUT', `Connect Timeout Error (proxy ${proxy.host})`));
+      request.destroy(timeoutError('UND_ERR_CONNECT_TIMEOUT', `Connect Timeout Error (proxy ${proxy.host})`));
     }, connectTimeoutMs);
     request.once('error', (err) => finish(err));
     // Node gives every answer to CONNECT here, whatever its status.

@@ -54,7 +54,12 @@ export class RateFloor {
   }
 }
 
-/** A transfer below the floor, with the code of the stall it is (the retry policy reads it so). */
+/** A stall or timeout, with undici's code for it (the retry policy, registry/retry.ts, reads it). */
+export function timeoutError(code: 'UND_ERR_CONNECT_TIMEOUT' | 'UND_ERR_HEADERS_TIMEOUT' | 'UND_ERR_BODY_TIMEOUT', message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+/** A transfer below the floor, with the code of the stall it is. */
 export function floorError(code: 'UND_ERR_HEADERS_TIMEOUT' | 'UND_ERR_BODY_TIMEOUT', stallMs: number): Error {
-  return Object.assign(new Error(`Transfer below ${MIN_BYTES_PER_SECOND} bytes/s over ${stallMs} ms`), { code });
+  return timeoutError(code, `Transfer below ${MIN_BYTES_PER_SECOND} bytes/s over ${stallMs} ms`);
 }
