@@ -48,8 +48,8 @@ const IDLE_S = Number(process.env.BENCH_IDLE_S ?? 30);
 /** BENCH_AGENT_ARGS: the agent's extra flags, space-separated (e.g. --log-level=debug). */
 const AGENT_ARGS = (process.env.BENCH_AGENT_ARGS ?? '').split(' ').filter(Boolean);
 const NAMESPACE = 'prestage';
-/** What the DaemonSet sets. */
-const DAEMONSET_NODE_OPTIONS = AGENT_NODE_OPTIONS;
+/** MiB, as the tables give them. */
+const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
 
 interface Variant {
   readonly name: string;
@@ -95,7 +95,7 @@ async function run(variant: Variant, registryHost: string, images: readonly stri
     cluster = await startCluster({ workers: NODES - 1, registryMirrors: { 'quay.io': registryHost }, insecureRegistries: [registryHost] });
     const installed = await runCli(['install', '--image', 'ghcr.io/prestage/prestage:bench', '--apply', '--kubeconfig', cluster.kubeconfigPath]);
     if (installed.code !== 0) throw new Error(`install: ${installed.stderr}`);
-    const env = { ...process.env, ...variant.env, NODE_OPTIONS: `${DAEMONSET_NODE_OPTIONS} ${variant.nodeOptions}`.trim() };
+    const env = { ...process.env, ...variant.env, NODE_OPTIONS: `${AGENT_NODE_OPTIONS} ${variant.nodeOptions}`.trim() };
     for (const node of cluster.nodes) agents.push(await startNodeAgent(cluster, node, { dir, namespace: NAMESPACE, env, entry: variant.entry, logName: `agent-${node.name}.log`, args: AGENT_ARGS }));
     const client = new KubeClient(cluster.kubeConfig);
     // The CRD takes at most MAX_PINNED_IMAGES a set: more images, more sets (bench-0, bench-1, ...).
@@ -124,8 +124,7 @@ async function run(variant: Variant, registryHost: string, images: readonly stri
     const figures = [...last.values()];
     // CPU the agents used, staging and idle: what a flag that saves memory costs.
     const cpu = agents.reduce((sum, agent) => sum + processCpuSeconds(agent.pid), 0) / agents.length;
-    const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
-    return { peak: Math.max(...figures.map((f) => f.hwm)), idle: Math.max(...figures.map((f) => f.rss)), anonPeak: Math.max(...figures.map((f) => f.anonPeak)), anonIdle: Math.max(...figures.map((f) => f.anon)), cpu, perNode: figures.map((f) => `${mib(f.hwm)}/${mib(f.rss)}`).join(' ') };
+      return { peak: Math.max(...figures.map((f) => f.hwm)), idle: Math.max(...figures.map((f) => f.rss)), anonPeak: Math.max(...figures.map((f) => f.anonPeak)), anonIdle: Math.max(...figures.map((f) => f.anon)), cpu, perNode: figures.map((f) => `${mib(f.hwm)}/${mib(f.rss)}`).join(' ') };
   } finally {
     await Promise.allSettled(agents.map((agent) => agent.stop(30_000)));
     await cluster?.stop();
@@ -165,14 +164,13 @@ const variants: Variant[] = [
 ];
 try {
   const results = [];
-  const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
   for (const variant of variants) {
     results.push({ variant, ...(await run(variant, registry.host, images)) });
     const r = results.at(-1)!;
     console.log(`  (done: ${variant.name}: peak ${mib(r.peak)} MiB, idle ${mib(r.idle)} MiB; anonymous ${mib(r.anonPeak)}/${mib(r.anonIdle)}; CPU ${r.cpu.toFixed(1)} s an agent)`);
   }
   const base = results[0]!;
-  console.log(`bench:agent  ${NODES} nodes (real CRI-O), one set of the fixture release's ${images.length} images; NODE_OPTIONS ${DAEMONSET_NODE_OPTIONS} (the DaemonSet's) + the variant's; MiB, the most of any node; ratio = variant / ${base.variant.name}`);
+  console.log(`bench:agent  ${NODES} nodes (real CRI-O), one set of the fixture release's ${images.length} images; NODE_OPTIONS ${AGENT_NODE_OPTIONS} (the DaemonSet's) + the variant's; MiB, the most of any node; ratio = variant / ${base.variant.name}`);
   console.log(`  ${'variant'.padEnd(58)}${'peak'.padStart(8)}${'ratio'.padStart(7)}${'idle'.padStart(8)}${'ratio'.padStart(7)}  anon peak/idle  cpu s  ratio   per node peak/idle`);
   for (const r of results) console.log(`  ${r.variant.name.padEnd(58)}${mib(r.peak).padStart(8)}${(r.peak / base.peak).toFixed(2).padStart(7)}${mib(r.idle).padStart(8)}${(r.idle / base.idle).toFixed(2).padStart(7)}  ${`${mib(r.anonPeak)}/${mib(r.anonIdle)}`.padStart(14)}${r.cpu.toFixed(1).padStart(7)}${(r.cpu / base.cpu).toFixed(2).padStart(7)}   ${r.perNode}`);
   console.log('  goals: peak <= 64 MiB, idle <= 48 MiB');
@@ -184,7 +182,6 @@ try {
 
 /** This build, one run per count of synthetic images; ratios to the first count's run. */
 async function byImageCount(counts: readonly number[]): Promise<void> {
-  const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
   // BENCH_AGENT_NODE_OPTIONS: e.g. --heapsnapshot-signal=SIGUSR2, to see what the agent holds.
   const variant: Variant = { name: 'this build', entry: [join(ROOT, 'bin/prestage.js')], nodeOptions: process.env.BENCH_AGENT_NODE_OPTIONS ?? '' };
   const results = [];
@@ -197,7 +194,7 @@ async function byImageCount(counts: readonly number[]): Promise<void> {
   }
   const base = results[0]!;
   const ratio = (value: number, of: number) => (value / of).toFixed(3).padStart(7);
-  console.log(`bench:agent  this build, ${NODES} node(s) (real CRI-O), N tiny synthetic images (one unique layer each) in sets of at most ${SET_MAX_IMAGES}; NODE_OPTIONS ${DAEMONSET_NODE_OPTIONS} (the DaemonSet's); MiB, the most of any node; ratio = N's / ${base.count}'s`);
+  console.log(`bench:agent  this build, ${NODES} node(s) (real CRI-O), N tiny synthetic images (one unique layer each) in sets of at most ${SET_MAX_IMAGES}; NODE_OPTIONS ${AGENT_NODE_OPTIONS} (the DaemonSet's); MiB, the most of any node; ratio = N's / ${base.count}'s`);
   console.log(`  ${'images'.padStart(7)}${'peak'.padStart(8)}${'ratio'.padStart(7)}${'idle'.padStart(8)}${'ratio'.padStart(7)}${'anon peak'.padStart(11)}${'ratio'.padStart(7)}${'anon idle'.padStart(11)}${'ratio'.padStart(7)}  cpu s`);
   for (const r of results) console.log(`  ${String(r.count).padStart(7)}${mib(r.peak).padStart(8)}${ratio(r.peak, base.peak)}${mib(r.idle).padStart(8)}${ratio(r.idle, base.idle)}${mib(r.anonPeak).padStart(11)}${ratio(r.anonPeak, base.anonPeak)}${mib(r.anonIdle).padStart(11)}${ratio(r.anonIdle, base.anonIdle)}${r.cpu.toFixed(1).padStart(7)}`);
   console.log('  goal: memory flat (ratio within 0.95..1.05) from the fewest images to the most');

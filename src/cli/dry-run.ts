@@ -8,7 +8,6 @@ import type { Argv } from 'yargs';
 import { dryRunWords, type DryRunMode } from '../install/apply.js';
 import { DRY_RUN_MODES } from './dry-run-flag.js';
 
-export { DRY_RUN_MODES, normalizeDryRun } from './dry-run-flag.js';
 export type DryRun = DryRunMode;
 
 export function withDryRun<T>(y: Argv<T>, changes: string) {

@@ -10,7 +10,8 @@ import { checkCacheOptions, DEFAULT_CACHE_IMAGE, DEFAULT_CACHE_SIZE, DEFAULT_CAC
 import { integerAtLeast, linkRate, sizeQuantity } from './flag-values.js';
 import type { CommandContext } from './context.js';
 import { CACHE_NAME } from '../api/names.js';
-import { DRY_RUN_MODES, type DryRun } from './dry-run.js';
+import type { DryRun } from './dry-run.js';
+import { DRY_RUN_MODES } from './dry-run-flag.js';
 import { typedCommand } from './typed-command.js';
 
 export function installCommand(ctx: CommandContext) {

@@ -5,7 +5,8 @@
  */
 import type { Argv } from 'yargs';
 import { desiredSetsFromPlan } from '../cluster/desired-sets.js';
-import { LIVE_CLUSTER_HELP, liveClusterFrom } from '../cluster/live-cluster.js';
+import { liveClusterFrom } from '../cluster/live-cluster.js';
+import { LIVE_CLUSTER_HELP } from '../cluster/live-cluster-help.js';
 import { pinnedOnNodes } from '../cluster/release-lifecycle.js';
 import { checkNodeDisks } from '../cluster/node-disks.js';
 import { renderPlanTable } from '../render/table.js';

@@ -11,9 +11,7 @@ import type { UnmanagedOverride } from '../plan/inclusion.js';
 import type { LiveCluster, RunningPod } from '../plan/live.js';
 import { KubeApiError, KubeClient, type KubeList, type KubeObject } from '../kube/client.js';
 import { loadKubeconfig } from '../kube/kubeconfig.js';
-import { LIVE_CLUSTER_HELP, LIVE_CLUSTER_RBAC } from './live-cluster-help.js';
-
-export { LIVE_CLUSTER_HELP, LIVE_CLUSTER_RBAC };
+import { LIVE_CLUSTER_RBAC } from './live-cluster-help.js';
 
 /** ClusterVersion `version`: there on every OpenShift cluster, nowhere else. */
 export const CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version';
