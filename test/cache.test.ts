@@ -26,7 +26,7 @@ import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kube
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { API_VERSION, GROUP, PINNED_IMAGE_SETS, VERSION } from '../src/api/prestage.js';
 import { CACHE_DROP_IN_NAME } from '../src/agent/cache-mirror.js';
-import { CACHE_WARM_PREFIX, CACHE_WARMED_ANNOTATION } from '../src/agent/cache-warm.js';
+import { CACHE_WARM_PREFIX, CACHE_WARMED_ANNOTATION, LeaseCacheWarmer } from '../src/agent/cache-warm.js';
 import { checkCacheForPlan, planCacheBytes } from '../src/cluster/cache-check.js';
 import { KubeClient } from '../src/kube/client.js';
 import type { Plan } from '../src/plan/types.js';
@@ -40,6 +40,8 @@ import { blobGets, bytesOf, exposeCacheMetrics, fetchToEnd, ProxyCache, sum, uni
 import { runCli } from './support/cli.js';
 import { formatBytes } from '../src/units.js';
 import { AGENT_NAME } from '../src/api/names.js';
+import { parseReference } from '../src/registry/reference.js';
+import { createLogger } from '../src/telemetry/log.js';
 
 const NAMESPACE = 'prestage';
 const truth = inject('fixtureTruth');
@@ -505,6 +507,38 @@ describe('install --cache --apply on the real kube-apiserver', () => {
     // Every blob of the sets' images once: at least the largest set, at most all of them together.
     expect(bytes).toBeGreaterThanOrEqual(Math.max(...plan.sets.map((set) => set.compressedBytes)));
     expect(bytes).toBeLessThanOrEqual(plan.sets.reduce((sum, set) => sum + set.compressedBytes, 0));
+  }, 120_000);
+});
+
+describe('the cache warm, one digest in two repositories', () => {
+  it('reads a digest for its second repository only once its first read ended, so the proxy stores it for both: the release image and the image it is built on, warmed together over a slow link, are then served by the cache alone', async () => {
+    // distribution's proxy keeps one in-flight set for all repositories: a digest asked for while it is in flight for
+    // another repository is streamed from upstream and not stored for this one (registry/proxy/proxyblobstore.go).
+    const release = { repository: truth.releaseRepository, image: truth.release.image };
+    const layers = new Set(release.image.layers.map((layer) => layer.digest));
+    const base = truth.components.find((component) => component.layers.some((layer) => layers.has(layer.digest)))!;
+    expect(base, 'a component sharing a layer with the release image (its base image)').toBeDefined();
+    const slow = await startFaultProxy({ upstream: upstream.url });
+    slow.setBandwidth(1024 * 1024);
+    const fresh = await ProxyCache.start({ dir: join(dir, 'shared-digest'), remoteUrl: slow.url });
+    const warmer = new LeaseCacheWarmer(new KubeClient(cluster.kubeConfig), { namespace: NAMESPACE, holder: 'master-0', mirrors: [{ source: 'quay.io', location: fresh.host }], log: createLogger('silent') });
+    try {
+      const images = [`${truth.sourceRegistry}/${release.repository}@${release.image.digest}`, base.pullSpec];
+      const warmed = await warmer.fill(images.map(parseReference), 'amd64');
+      expect(warmed.failures).toEqual([]);
+      const keys = blobGets(slow.stats.log).map((record) => record.target);
+      expect(new Set(keys).size, 'each blob over the link once per repository during the warm').toBe(keys.length);
+      // Every blob of both images again, as the nodes' pulls ask: all stored, nothing more over the link.
+      const before = slow.stats.log.length;
+      for (const { repository, image } of [release, { repository: base.repository, image: base }]) {
+        for (const blob of [image.config, ...image.layers]) await fetchToEnd(`http://${fresh.host}/v2/${repository}/blobs/${blob.digest}`);
+      }
+      expect(blobGets(slow.stats.log.slice(before)).map((record) => record.target)).toEqual([]);
+    } finally {
+      await warmer.close();
+      await fresh.stop();
+      await slow.stop();
+    }
   }, 120_000);
 });
 

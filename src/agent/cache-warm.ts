@@ -8,8 +8,8 @@
  *
  * One Lease, `prestage-cache-warm-0` in the agent's namespace, with the pull slots' election
  * (pacing.ts). Its holder reads each missing image's manifest (the node's platform) and every
- * blob once, through the cache only, digest-verified, a few distinct blobs at a time (distinct
- * blobs never make the proxy fetch twice), and on release records on the Lease which images it
+ * blob once, through the cache only, digest-verified, a few distinct digests at a time (the
+ * proxy fetches a digest twice when asked for it while it is in flight, for any repository), and on release records on the Lease which images it
  * warmed: `arch@digest` keys in the `prestage.dev/cache-warmed` annotation, tied to the caches'
  * locations. Nodes that need no unrecorded image do not wait; the others wait for the record (or
  * take the Lease over when its holder died). A warm that fails (the cache down, full, erring) is
@@ -33,7 +33,8 @@ import { fetchSigstoreAttachment } from '../signatures/sigstore.js';
 import type { CacheMirror } from './cache-mirror.js';
 import { isUnreachable } from './image-sizes.js';
 import { LeasePacer } from './pacing.js';
-import { pacedRead, StreamPacer } from '../net/link-rate.js';
+import { pacerMeter, StreamPacer } from '../net/link-rate.js';
+import { UNMETERED, type LinkMeter } from '../net/link-meter.js';
 
 export { CACHE_WARM_PREFIX } from '../api/names.js';
 import { CACHE_WARM_PREFIX } from '../api/names.js';
@@ -144,6 +145,8 @@ export class LeaseCacheWarmer implements CacheWarmer {
   private readonly lease: LeasePacer;
   private readonly registry: RegistryClient;
   private readonly caches: string;
+  /** The fill under way's meter under a cap (one fill at a time: an agent's passes never overlap). */
+  private meter: LinkMeter | undefined;
 
   constructor(client: KubeClient, private readonly options: LeaseCacheWarmerOptions) {
     this.caches = [...options.mirrors].map((m) => `${m.source}=${m.location}`).sort().join(',');
@@ -168,6 +171,8 @@ export class LeaseCacheWarmer implements CacheWarmer {
       // The cache streams a blob while it fetches it over the slow link: idle this long is a stall.
       stallTimeoutMs: 120_000,
       connectTimeoutMs: 5_000,
+      // Every read of a fill crosses the link on a miss (manifests and attachments too, not only blobs): all paced under a cap.
+      linkMeter: { open: (expected, signal) => this.meter?.open(expected, signal) ?? Promise.resolve(UNMETERED) },
     });
   }
 
@@ -214,10 +219,19 @@ export class LeaseCacheWarmer implements CacheWarmer {
 
   /**
    * Every blob of `refs` (the node's platform) read once per repository through the cache,
-   * digest-verified; under a link cap read no faster than it (the proxy streams a miss from
-   * upstream as it is read, so TCP holds the link to the reader's pace).
+   * digest-verified; under a link cap every read (manifests too) no faster than it (the proxy
+   * streams a miss from upstream as it is read, so TCP holds the link to the reader's pace).
    */
   async fill(refs: readonly ImageReference[], arch: string, held: () => boolean = () => true, onStep: () => void = () => undefined, pacer?: StreamPacer): Promise<WarmResult> {
+    this.meter = pacer ? pacerMeter(pacer) : undefined;
+    try {
+      return await this.fillPaced(refs, arch, held, onStep);
+    } finally {
+      this.meter = undefined;
+    }
+  }
+
+  private async fillPaced(refs: readonly ImageReference[], arch: string, held: () => boolean, onStep: () => void): Promise<WarmResult> {
     const failures: string[] = [];
     let down: string | undefined;
     const fail = (what: string, error: unknown) => {
@@ -230,6 +244,15 @@ export class LeaseCacheWarmer implements CacheWarmer {
     const queued = new Set<string>();
     const reads = pLimit(this.options.blobConcurrency ?? DEFAULT_BLOB_CONCURRENCY);
     const blobReads: Array<Promise<void>> = [];
+    // One digest is never read twice at once, even for two repositories: the proxy's in-flight
+    // set is per digest, and a request for a digest in flight for another repository is streamed
+    // from upstream without being stored for its own (every later pull of it there is a miss).
+    const lastReadOf = new Map<string, Promise<void>>();
+    const afterSameDigest = (digest: string, read: () => Promise<void>): Promise<void> => {
+      const turn = (lastReadOf.get(digest) ?? Promise.resolve()).then(read);
+      lastReadOf.set(digest, turn);
+      return turn;
+    };
     let bytes = 0;
     let read = 0;
     const readBlob = async (ref: ImageReference, blob: Descriptor) => {
@@ -237,7 +260,7 @@ export class LeaseCacheWarmer implements CacheWarmer {
       try {
         // The body is only hashed (blobStream verifies the digest) and dropped: the cache keeps it.
         const body = this.registry.blobStream(ref, blob);
-        for await (const chunk of pacer ? pacedRead(body, blob.size, pacer) : body) bytes += (chunk as Buffer).length;
+        for await (const chunk of body) bytes += (chunk as Buffer).length;
         read++;
       } catch (error) {
         fail(`${formatReference({ registry: ref.registry, repository: ref.repository })}@${blob.digest}`, error);
@@ -255,7 +278,7 @@ export class LeaseCacheWarmer implements CacheWarmer {
               const key = `${ref.registry}/${ref.repository}@${blob.digest}`;
               if (queued.has(key)) return;
               queued.add(key);
-              blobReads.push(reads(() => readBlob(ref, blob)));
+              blobReads.push(afterSameDigest(blob.digest, () => reads(() => readBlob(ref, blob))));
             };
             [image.manifest.config, ...image.manifest.layers].forEach(queue);
             // CRI-O asks the registry it pulls from for the sigstore attachments of the list and of the

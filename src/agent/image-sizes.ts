@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
-import { LedgerMeter, type LinkMeter, type MeteredRead } from '../net/link-meter.js';
+import { LedgerMeter, UNMETERED, type LinkMeter } from '../net/link-meter.js';
 import { measureImage, type LayerSize, type LayerSizeCache } from '../plan/sizes.js';
 import { RegistryClient } from '../registry/client.js';
 import type { PullSecret } from '../registry/credentials.js';
@@ -89,7 +89,6 @@ const MAX_CACHED_LAYERS = 50_000;
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'ECONNRESET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_SOCKET']);
 
 /** A read outside a capped batch: nothing to pay. */
-const UNMETERED: MeteredRead = { arrived: () => undefined, close: () => undefined };
 
 interface Clients {
   readonly fingerprint: string;

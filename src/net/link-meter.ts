@@ -36,6 +36,9 @@ export interface MeteredRead {
   close(): void;
 }
 
+/** A read no meter counts: for a hook whose meter is not set (no cap, or no batch under way). */
+export const UNMETERED: MeteredRead = { arrived: () => undefined, close: () => undefined };
+
 /** What a capped reader pays through (the registry transport's hook). */
 export interface LinkMeter {
   /** Before a request is sent: pays `expected` bytes. */

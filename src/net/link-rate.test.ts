@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { virtualClock as fakeClock } from '../../test/support/virtual-clock.js';
-import { pacedRead, StreamPacer, WindowLedger } from './link-rate.js';
+import { pacedRead, pacerMeter, StreamPacer, WindowLedger } from './link-rate.js';
 
 /** Bytes per window of `windowMs` over a list of [time, bytes], the maximum over every start. */
 function maxInWindow(events: ReadonlyArray<readonly [number, number]>, windowMs: number): number {
@@ -31,6 +31,23 @@ describe('StreamPacer', () => {
     await Promise.all([pacer.pay(1_000), pacer.pay(1_000), pacer.pay(1_000)]);
     // The third reader waited for all three seconds' worth.
     expect(Math.max(...clock.slept)).toBe(3_000);
+  });
+
+  it('as a transport meter: each request pays what it expects before it is sent, its body the rest as it arrives, all on one rate', async () => {
+    const clock = fakeClock();
+    const pacer = new StreamPacer(1_000, clock);
+    const meter = pacerMeter(pacer);
+    const start = clock.now();
+    // A manifest's worth expected, 3,000 bytes arriving: 1,000 before the send, 2,000 as they come.
+    const read = await meter.open(1_000);
+    expect(clock.now() - start).toBe(1_000);
+    expect(read.arrived(1_000)).toBeUndefined();
+    await read.arrived(2_000);
+    expect(clock.now() - start).toBe(3_000);
+    read.close();
+    // A second request shares the rate: its 500 expected bytes wait behind the first's.
+    await meter.open(500);
+    expect(clock.now() - start).toBe(3_500);
   });
 
   it('refuses a rate of zero', () => {

@@ -18,6 +18,7 @@
  * Both take the clock and the sleep as parameters, so tests run them without waiting.
  */
 import { setTimeout as delay } from 'node:timers/promises';
+import type { LinkMeter } from './link-meter.js';
 
 export interface Clock {
   now(): number;
@@ -81,6 +82,31 @@ export async function* pacedRead<T extends { length: number }>(source: AsyncIter
     }
     yield chunk;
   }
+}
+
+/**
+ * `pacer` as the registry transport's meter (`LinkMeter`), for a reader whose every request
+ * crosses the link (the cache warm: manifests, attachments and blobs): each request pays what it
+ * is expected to bring before it is sent, its body the rest as it arrives, as `pacedRead` does.
+ */
+export function pacerMeter(pacer: StreamPacer): LinkMeter {
+  return {
+    async open(expected, signal) {
+      let paid = expected;
+      let got = 0;
+      await pacer.pay(expected, signal);
+      return {
+        arrived: (bytes, readSignal) => {
+          got += bytes;
+          if (got <= paid) return undefined;
+          const owed = got - paid;
+          paid = got;
+          return pacer.pay(owed, readSignal ?? signal);
+        },
+        close: () => undefined,
+      };
+    },
+  };
 }
 
 /**

@@ -7,6 +7,7 @@ import { setMaxListeners } from 'node:events';
 import { Readable } from 'node:stream';
 import { BadInputError, DigestMismatchError, RegistryError } from '../errors.js';
 import { dumpBody, type Dispatcher } from '../net/dispatcher.js';
+import { PREPAID_BYTES } from '../net/link-rate.js';
 import { READ_BOUNDS, readBounded } from '../net/read-bounded.js';
 import { MANIFEST_ACCEPT, parseManifest, selectPlatform, listArchitectures, type Descriptor, type ImageManifest, type Manifest } from './manifest.js';
 import { applyMirrors, type MirrorRule } from './mirrors.js';
@@ -176,7 +177,7 @@ export class RegistryClient {
       try {
         const headers: Record<string, string> = received > 0 ? { range: `bytes=${received}-` } : {};
         this.counters.requests++;
-        const res = await transport.request(repository, path, { headers, once: true });
+        const res = await transport.request(repository, path, { headers, once: true, expectedBytes: Math.min(blob.size - received, PREPAID_BYTES) });
         // A server that ignores Range restarts at byte 0: skip what we already hashed.
         let skip = received > 0 && res.status !== 206 ? received : 0;
         if (received > 0 && res.status === 206 && !String(res.headers['content-range'] ?? '').startsWith(`bytes ${received}-`)) {

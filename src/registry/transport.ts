@@ -67,6 +67,12 @@ export interface RequestOptions {
   /** Statuses the caller handles itself (no retry, no error). */
   readonly accept?: readonly number[];
   readonly signal?: AbortSignal;
+  /**
+   * Under a link meter: what the body brings before its reader can pace it, paid before the
+   * request is sent (a blob's first TCP window and buffers: `PREPAID_BYTES`, or the whole blob
+   * when smaller); default by method and Range (`expectedResponseBytes`).
+   */
+  readonly expectedBytes?: number;
 }
 
 export class RegistryTransport {
@@ -106,7 +112,7 @@ export class RegistryTransport {
    * and `accept` becomes an error.
    */
   async request(repository: string, path: string, ro: RequestOptions = {}): Promise<RegistryResponse> {
-    const metered = await this.opts.linkMeter?.open(expectedResponseBytes(ro.method ?? 'GET', ro.headers), ro.signal);
+    const metered = await this.opts.linkMeter?.open(ro.expectedBytes ?? expectedResponseBytes(ro.method ?? 'GET', ro.headers), ro.signal);
     const release = await this.slots.acquire().catch((err: unknown) => {
       metered?.close();
       throw err;
