@@ -182,8 +182,10 @@ try {
 
 /** This build, one run per count of synthetic images; ratios to the first count's run. */
 async function byImageCount(counts: readonly number[]): Promise<void> {
-  // BENCH_AGENT_NODE_OPTIONS: e.g. --heapsnapshot-signal=SIGUSR2, to see what the agent holds.
-  const variant: Variant = { name: 'this build', entry: [join(ROOT, 'bin/prestage.js')], nodeOptions: process.env.BENCH_AGENT_NODE_OPTIONS ?? '' };
+  // BENCH_AGENT_NODE_OPTIONS: e.g. --heapsnapshot-signal=SIGUSR2, to see what the agent holds; BENCH_AGENT_NODE_FLAGS: flags
+  // NODE_OPTIONS refuses (e.g. --trace-gc, with BENCH_AGENT_LOGS to keep what it prints), on node's command line.
+  const flags = (process.env.BENCH_AGENT_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+  const variant: Variant = { name: 'this build', entry: [...flags, join(ROOT, 'bin/prestage.js')], nodeOptions: process.env.BENCH_AGENT_NODE_OPTIONS ?? '' };
   const results = [];
   for (const count of counts) {
     const synthetic = syntheticImages(count);

@@ -17,7 +17,7 @@ import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { expectOneLineError } from './support/bundle-files.js';
 import { runCli, type CliResult } from './support/cli.js';
-import { generateGpgKey, signRelease, startSignatureStore, type GpgKey, type SignatureStore } from './support/release-signing.js';
+import { generateGpgKey, removeGpgKey, signRelease, startSignatureStore, type GpgKey, type SignatureStore } from './support/release-signing.js';
 import { generateSigstoreKeys, pushAttachments, signAttachment } from './support/sigstore-signing.js';
 
 const run = promisify(execFile);
@@ -69,6 +69,7 @@ beforeAll(async () => {
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
+  await Promise.all([trusted, attacker].map(removeGpgKey));
   await cluster?.stop();
   await Promise.allSettled([source?.stop(), mirror?.stop(), store?.stop()]);
   if (work && !process.env.PRESTAGE_TESTBED_KEEP) await rm(work, { recursive: true, force: true });

@@ -26,7 +26,7 @@ import { DEFAULT_RETRY } from '../src/registry/retry.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
 import { bytesUnder, expectOneLineError, treeHashes } from './support/bundle-files.js';
 import { BIN_DIR, runCli, type CliResult } from './support/cli.js';
-import { generateGpgKey, signRelease, startSignatureStore, type GpgKey, type SignatureStore } from './support/release-signing.js';
+import { generateGpgKey, removeGpgKey, signRelease, startSignatureStore, type GpgKey, type SignatureStore } from './support/release-signing.js';
 
 const truth = inject('fixtureTruth');
 const storageDir = inject('fixtureStorageDir');
@@ -88,6 +88,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await removeGpgKey(signer);
   for (const h of handles.reverse()) await h.stop();
   if (work) await rm(work, { recursive: true, force: true });
 });

@@ -19,7 +19,7 @@ import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
 import { testPlan, writePlan } from './mco/plans.js';
 import { DEFAULT_POOLS } from './mco/simulator.js';
 import { runCli, type CliResult } from './support/cli.js';
-import { generateGpgKey, signRelease, startSignatureStore, type GpgKey, type SignatureStore } from './support/release-signing.js';
+import { generateGpgKey, removeGpgKey, signRelease, startSignatureStore, type GpgKey, type SignatureStore } from './support/release-signing.js';
 
 const truth = inject('fixtureTruth');
 const RELEASE = `quay.io/${truth.releaseRepository}:${truth.release.tag}`;
@@ -93,6 +93,7 @@ beforeAll(async () => {
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
+  await removeGpgKey(key);
   await cluster?.stop();
   await Promise.allSettled([source?.stop(), mirror?.stop(), store?.stop()]);
   if (work) await rm(work, { recursive: true, force: true });

@@ -26,7 +26,7 @@ import { pinState, startNodeAgent } from './support/agent-bed.js';
 import { ProxyCache } from './support/cache-bed.js';
 import { expectOneLineError } from './support/bundle-files.js';
 import { runCli } from './support/cli.js';
-import { generateGpgKey, signRelease, startSignatureStore, type GpgKey, type SignatureStore } from './support/release-signing.js';
+import { generateGpgKey, removeGpgKey, signRelease, startSignatureStore, type GpgKey, type SignatureStore } from './support/release-signing.js';
 import { generateSigstoreKeys, pushAttachments, signAttachment, type SigstoreKeys } from './support/sigstore-signing.js';
 
 const truth = inject('fixtureTruth');
@@ -113,6 +113,7 @@ beforeAll(async () => {
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
+  await Promise.all([trusted, stranger].map(removeGpgKey));
   await Promise.allSettled(agents.map((agent) => agent.stop(30_000)));
   await cluster?.stop();
   await Promise.allSettled([source?.stop(), mirror?.stop(), store?.stop()]);

@@ -4,7 +4,7 @@
  * store (`<store>/sha256=<hex>/signature-<N>`, 404 after the last) on a local HTTP server.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,6 +31,13 @@ export async function generateGpgKey(name: string): Promise<GpgKey> {
   const publicKeyFile = join(home, 'public.asc');
   await writeFile(publicKeyFile, publicArmored);
   return { home, fingerprint, publicArmored, publicKeyFile };
+}
+
+/** Stops the gpg-agent that key generation started for `key` and removes its GNUPGHOME: neither outlives the test file. */
+export async function removeGpgKey(key: GpgKey | undefined): Promise<void> {
+  if (!key) return;
+  await run('gpgconf', ['--kill', 'gpg-agent'], { env: { ...process.env, GNUPGHOME: key.home } }).catch(() => undefined);
+  await rm(key.home, { recursive: true, force: true });
 }
 
 /** The CVO's payload for `digest`, signed as `gpg --sign` does (a compressed OpenPGP signed message). */
