@@ -4,14 +4,14 @@
  * DaemonSet, the cache's ConfigMap, Secret, PVC, Deployment and Service) is read before and after
  * each dry run, and none was created, changed (resourceVersion) or deleted.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeClient, type KubeObject } from '../src/kube/client.js';
 import { resourcePath, type Manifest } from '../src/install/apply.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { runCli as run } from './support/cli.js';
+import { removeTempDirs, tempDirSync } from './support/temp-files.js';
 
 const CACHE_IMAGE = `docker.io/library/registry@sha256:${'a'.repeat(64)}`;
 let cluster: TestCluster;
@@ -19,11 +19,12 @@ let pullSecret: string;
 
 beforeAll(async () => {
   cluster = await startCluster({ workers: 0 });
-  pullSecret = join(mkdtempSync(join(tmpdir(), 'prestage-dry-run-')), 'pull-secret.json');
+  pullSecret = join(tempDirSync('prestage-dry-run-'), 'pull-secret.json');
   writeFileSync(pullSecret, JSON.stringify({ auths: { 'quay.io': { auth: Buffer.from('robot:secret-pw').toString('base64') } } }));
 }, COLD_BUILD_TIMEOUT_MS);
 
 afterAll(async () => {
+  removeTempDirs();
   await cluster?.stop();
 });
 

@@ -2,8 +2,7 @@
  * `prestage plan` end to end against the real Debian docker-registry serving the synthetic
  * release: contents checked against the fixture's ground truth.
  */
-import { mkdtemp, readFile, readdir } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import yaml from 'js-yaml';
@@ -11,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { runBin, runCli } from './support/cli.js';
 import type { Plan } from '../src/plan/types.js';
+import { removeTempDirs, tempDir } from './support/temp-files.js';
 
 const truth = inject('fixtureTruth');
 const RELEASE = `quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64`;
@@ -22,6 +22,7 @@ beforeAll(async () => {
   mirror = ['--mirror', `quay.io=${registry.host}`, '--insecure-registry', registry.host];
 });
 afterAll(async () => {
+  removeTempDirs();
   await registry?.stop();
 });
 
@@ -127,7 +128,7 @@ describe('plan outputs', () => {
   });
 
   it('writes a GitOps directory with a kustomization', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'prestage-gitops-'));
+    const dir = await tempDir('prestage-gitops-');
     const r = await runCli(['plan', RELEASE, ...mirror, '--output-dir', dir, '-o', 'json']);
     expect(r.code).toBe(0);
     expect((await readdir(dir)).sort()).toEqual(['kustomization.yaml', 'prestage-4.16.3-control-plane.yaml', 'prestage-4.16.3-worker.yaml']);
@@ -210,7 +211,7 @@ describe('names MCO accepts (PinnedImageSet CEL rules)', () => {
       const r = await runCli(['plan', named(local), ...insecure, '-o', 'yaml', '--api', api]);
       expect(r).toEqual({ code: 2, stdout: '', stderr: message });
     }
-    const dir = join(await mkdtemp(join(tmpdir(), 'prestage-names-')), 'gitops');
+    const dir = join(await tempDir('prestage-names-'), 'gitops');
     const written = await runCli(['plan', named(local), ...insecure, '--output-dir', dir, '-o', 'json']);
     expect(written).toEqual({ code: 2, stdout: '', stderr: message });
     await expect(readdir(dir)).rejects.toThrow(/ENOENT/);
@@ -281,7 +282,7 @@ describe('plan input checks', () => {
 
 describe('plan options', () => {
   it('adds extra images by tag, resolved to digests, for the chosen role', async () => {
-    const file = join(await mkdtemp(join(tmpdir(), 'prestage-extra-')), 'images.txt');
+    const file = join(await tempDir('prestage-extra-'), 'images.txt');
     writeFileSync(file, `# extra images\nquay.io/${truth.bad.notARelease.repository}:latest\n`);
     const plan = await planJson(['--images-file', file, '--extra-role', 'worker']);
     const extra = plan.images.find((i) => i.source === 'extra')!;

@@ -3,24 +3,17 @@
  * the proxy can inject (throttling, 5xx, resets, truncation, stalls, corruption, CDN
  * redirects that must not carry credentials). Real docker-registry instances throughout.
  */
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
 import { runCli } from './support/cli.js';
 import type { Plan } from '../src/plan/types.js';
+import { authFile, removeTempDirs } from './support/temp-files.js';
 
 const truth = inject('fixtureTruth');
 const storageDir = inject('fixtureStorageDir');
 const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
 const handles: Array<{ stop(): Promise<void> }> = [];
-
-async function authFile(host: string, username: string, password: string): Promise<string> {
-  const file = join(await mkdtemp(join(tmpdir(), 'prestage-auth-')), 'auth.json');
-  await writeFile(file, JSON.stringify({ auths: { [host]: { auth: Buffer.from(`${username}:${password}`).toString('base64') } } }));
-  return file;
-}
 
 async function plan(host: string, ...args: string[]) {
   return runCli(['plan', RELEASE, '--mirror', `quay.io=${host}`, '-o', 'json', ...args]);
@@ -40,6 +33,7 @@ function expectPlanned(r: { code: number; stdout: string; stderr: string }, retr
 }
 
 afterAll(async () => {
+  removeTempDirs();
   for (const h of handles.reverse()) await h.stop();
 });
 

@@ -6,8 +6,7 @@
  * memory limit, measured as the child's peak RSS (GNU time) under a 128 MiB V8 heap.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -16,6 +15,7 @@ import { hugeBody, redirect, startHostileRegistry, startSink, trickle, type Host
 import { startForwardProxy, startRegistry } from './harness/index.js';
 import { BIN_DIR } from './support/cli.js';
 import { zeroGzip } from './support/zero-gzip.js';
+import { removeTempDirs, tempDir } from './support/temp-files.js';
 
 const storageDir = inject('fixtureStorageDir');
 const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
@@ -36,7 +36,7 @@ beforeAll(async () => {
   handles.push(hostile);
   sink = await startSink();
   handles.push(sink);
-  workDir = await mkdtemp(join(tmpdir(), 'prestage-hostile-'));
+  workDir = await tempDir('prestage-hostile-');
 });
 afterEach(() => {
   hostile.reset();
@@ -44,6 +44,7 @@ afterEach(() => {
   sink.seen.length = 0;
 });
 afterAll(async () => {
+  removeTempDirs();
   for (const h of handles.reverse()) await h.stop();
 });
 

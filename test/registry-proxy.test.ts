@@ -6,9 +6,8 @@
  * Runs the built CLI as a real process so the environment is the user's.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:https';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubeClient } from '../src/kube/client.js';
@@ -17,6 +16,7 @@ import { startFaultProxy, startForwardProxy, startRegistry, type FaultProxy, typ
 import { createServerCertificate } from './harness/certificates.js';
 import { BIN_DIR, runBin } from './support/cli.js';
 import type { Plan } from '../src/plan/types.js';
+import { removeTempDirs, tempDir } from './support/temp-files.js';
 
 const truth = inject('fixtureTruth');
 const storageDir = inject('fixtureStorageDir');
@@ -48,6 +48,7 @@ function expectPlanned(r: { code: number; stdout: string; stderr: string }): Pla
 const lines = (text: string) => text.split('\n').filter(Boolean);
 
 afterAll(async () => {
+  removeTempDirs();
   for (const h of handles.reverse()) await h.stop();
 });
 
@@ -128,7 +129,7 @@ describe('trust from the OS store', () => {
   });
 
   it('trusts a CA that only the store named by SSL_CERT_FILE holds, without --ca-file', async () => {
-    const bundle = join(await mkdtemp(join(tmpdir(), 'prestage-os-store-')), 'ca-certificates.crt');
+    const bundle = join(await tempDir('prestage-os-store-'), 'ca-certificates.crt');
     await writeFile(bundle, `${await readFile('/etc/ssl/certs/ca-certificates.crt', 'utf8').catch(() => '')}\n${await readFile(tls.caFile!, 'utf8')}`);
     expectPlanned(await plan(tls.host, env({ SSL_CERT_FILE: bundle })));
   });
@@ -165,7 +166,7 @@ describe('the Kubernetes API through the proxy', () => {
     proxy = await startForwardProxy();
     handles.push(proxy);
     // An HTTPS server with a test CA stands in for kube-apiserver: what is tested is the route.
-    const certificate = await createServerCertificate(await mkdtemp(join(tmpdir(), 'prestage-api-')));
+    const certificate = await createServerCertificate(await tempDir('prestage-api-'));
     caFile = certificate.caFile;
     api = createServer({ cert: await readFile(certificate.certFile), key: await readFile(certificate.keyFile) }, (req, res) => {
       seen.push({ path: req.url ?? '', authorization: req.headers.authorization });
@@ -181,7 +182,7 @@ describe('the Kubernetes API through the proxy', () => {
   });
 
   async function kubeconfig(withCa: boolean): Promise<string> {
-    const file = join(await mkdtemp(join(tmpdir(), 'prestage-kubeconfig-')), 'config');
+    const file = join(await tempDir('prestage-kubeconfig-'), 'config');
     const cluster = { server: `https://127.0.0.1:${port}`, ...(withCa ? { 'certificate-authority': caFile } : {}) };
     await writeFile(file, JSON.stringify({
       apiVersion: 'v1', kind: 'Config', 'current-context': 'c',

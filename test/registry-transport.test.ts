@@ -5,21 +5,20 @@
  * no retry at all), and every `WWW-Authenticate` challenge read.
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Plan } from '../src/plan/types.js';
 import { RegistryClient } from '../src/registry/client.js';
 import { parseReference } from '../src/registry/reference.js';
 import { startRegistry, startTcpFaults, type RegistryHandle } from './harness/index.js';
 import { runCli } from './support/cli.js';
+import { authFile, removeTempDirs, tempDir } from './support/temp-files.js';
 
 const truth = inject('fixtureTruth');
 const storageDir = inject('fixtureStorageDir');
 const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
 const handles: Array<{ stop(): Promise<void> }> = [];
 afterAll(async () => {
+  removeTempDirs();
   for (const h of handles.reverse()) await h.stop();
 });
 
@@ -34,12 +33,6 @@ function planned(r: { code: number; stdout: string; stderr: string }, stderr: Re
   const p = JSON.parse(r.stdout) as Plan;
   expect(p.release.digest).toBe(truth.release.image.digest);
   return p;
-}
-
-async function authFile(host: string, username: string, password: string): Promise<string> {
-  const file = join(await mkdtemp(join(tmpdir(), 'prestage-auth-')), 'auth.json');
-  await writeFile(file, JSON.stringify({ auths: { [host]: { auth: Buffer.from(`${username}:${password}`).toString('base64') } } }));
-  return file;
 }
 
 /** The release's payload layer: the one blob every plan reads in full. */
@@ -103,7 +96,7 @@ describe('one retry budget per operation', () => {
   it('with --retries 0 makes one attempt and announces no retry', async () => {
     const relay = await startTcpFaults(registry.host, (chunk) => chunk.includes(`/blobs/${manifestsLayer()}`));
     handles.push(relay);
-    const dir = await mkdtemp(join(tmpdir(), 'prestage-bundle-'));
+    const dir = await tempDir('prestage-bundle-');
     const r = await runCli(['bundle', 'create', RELEASE, '--output-dir', dir, '--mirror', `quay.io=${relay.host}`, '--insecure-registry', relay.host, '--retries', '0', '--allow-unsigned']);
     expect(r.code).toBe(3);
     expect(r.stderr).not.toMatch(/retry/);

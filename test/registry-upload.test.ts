@@ -4,8 +4,6 @@
  * push-scoped tokens, and a fresh upload session after a failed body.
  */
 import { createHash } from 'node:crypto';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,9 +14,11 @@ import { DEFAULT_RETRY } from '../src/registry/retry.js';
 import type { TransportOptions } from '../src/registry/transport.js';
 import { PushClient } from '../src/registry/upload.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
+import { authFile, removeTempDirs } from './support/temp-files.js';
 
 const handles: Array<{ stop(): Promise<void> }> = [];
 afterAll(async () => {
+  removeTempDirs();
   for (const h of handles.reverse()) await h.stop();
 });
 
@@ -113,8 +113,7 @@ describe('pushing with token auth', () => {
   beforeAll(async () => {
     registry = await startRegistry({ auth: 'token' });
     handles.push(registry);
-    const file = join(await mkdtemp(join(tmpdir(), 'prestage-auth-')), 'auth.json');
-    await writeFile(file, JSON.stringify({ auths: { [registry.host]: { auth: Buffer.from(`${registry.username}:${registry.password}`).toString('base64') } } }));
+    const file = await authFile(registry.host, registry.username!, registry.password!);
     push = new PushClient(registry.host, options({ pullSecrets: [parsePullSecretFile(file)] }));
     handles.push({ stop: () => push.close() });
   });

@@ -1,9 +1,11 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { BadInputError } from '../errors.js';
 import { defaultAuthFiles, findCredential, loadPullSecrets, parsePullSecret } from './credentials.js';
+import { removeTempDirs, tempDirSync } from '../../test/support/temp-files.js';
+
+afterAll(removeTempDirs);
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 
@@ -48,7 +50,7 @@ describe('pull secrets', () => {
   });
 
   it('skips missing default files but fails on a missing explicit one', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'prestage-cred-'));
+    const dir = tempDirSync('prestage-cred-');
     const present = join(dir, 'auth.json');
     writeFileSync(present, JSON.stringify({ auths: { 'quay.io': { auth: b64('u:p') } } }));
     const secrets = loadPullSecrets(undefined, { REGISTRY_AUTH_FILE: join(dir, 'missing.json'), DOCKER_CONFIG: dir, XDG_RUNTIME_DIR: dir });
