@@ -124,7 +124,7 @@ async function run(variant: Variant, registryHost: string, images: readonly stri
     const figures = [...last.values()];
     // CPU the agents used, staging and idle: what a flag that saves memory costs.
     const cpu = agents.reduce((sum, agent) => sum + processCpuSeconds(agent.pid), 0) / agents.length;
-      return { peak: Math.max(...figures.map((f) => f.hwm)), idle: Math.max(...figures.map((f) => f.rss)), anonPeak: Math.max(...figures.map((f) => f.anonPeak)), anonIdle: Math.max(...figures.map((f) => f.anon)), cpu, perNode: figures.map((f) => `${mib(f.hwm)}/${mib(f.rss)}`).join(' ') };
+    return { peak: Math.max(...figures.map((f) => f.hwm)), idle: Math.max(...figures.map((f) => f.rss)), anonPeak: Math.max(...figures.map((f) => f.anonPeak)), anonIdle: Math.max(...figures.map((f) => f.anon)), cpu, perNode: figures.map((f) => `${mib(f.hwm)}/${mib(f.rss)}`).join(' ') };
   } finally {
     await Promise.allSettled(agents.map((agent) => agent.stop(30_000)));
     await cluster?.stop();

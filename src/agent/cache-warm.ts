@@ -11,8 +11,9 @@
  * blob once, through the cache only, digest-verified, a few distinct digests at a time (the
  * proxy fetches a digest twice when asked for it while it is in flight, for any repository),
  * and on release records on the Lease which images it warmed: `arch@digest` keys in the
- * `prestage.dev/cache-warmed` annotation, tied to the caches' locations. Nodes that need no unrecorded image do not wait; the others wait for the record (or
- * take the Lease over when its holder died). A warm that fails (the cache down, full, erring) is
+ * `prestage.dev/cache-warmed` annotation, tied to the caches' locations. Nodes that need no
+ * unrecorded image do not wait; the others wait for the record (or take the Lease over when
+ * its holder died). A warm that fails (the cache down, full, erring) is
  * recorded too: it only decides the order of pulls, and CRI-O falls back past the cache to the
  * next mirror or the source, so nothing waits on a broken cache.
  *

@@ -88,8 +88,6 @@ const MAX_CACHED_LAYERS = 50_000;
 /** Network-level failures: the host, not the image, is the problem. */
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'ECONNRESET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_SOCKET']);
 
-/** A read outside a capped batch: nothing to pay. */
-
 interface Clients {
   readonly fingerprint: string;
   readonly secure: RegistryClient;

@@ -64,8 +64,12 @@ export function planCommand(ctx: CommandContext) {
         const clusterAccess = args.kubeconfig !== undefined || args.context !== undefined;
         const signed = await signatureConfigMapFrom(plan.release, args, clusterAccess ? async () => (await import('../cluster/connect.js')).connectCluster(args) : undefined);
         if (signed) ctx.stderr.write(`${signed.line}\n`);
-        const configMaps = signed ? await import('../signatures/configmap.js') : undefined;
-        const signatureFile = signed ? new Map([[configMaps!.SIGNATURE_CONFIGMAP_FILE, configMaps!.renderSignatureConfigMap(signed.configMap)]]) : new Map<string, string>();
+        // Rendered once, for the GitOps directory or after the sets' YAML.
+        const signatureFile = new Map<string, string>();
+        if (signed) {
+          const { renderSignatureConfigMap, SIGNATURE_CONFIGMAP_FILE } = await import('../signatures/configmap.js');
+          signatureFile.set(SIGNATURE_CONFIGMAP_FILE, renderSignatureConfigMap(signed.configMap));
+        }
         if (args['output-dir']) {
           const files = await sets!.writeGitOpsDir(plan, args['output-dir'], args.api, signatureFile, gitops);
           ctx.stderr.write(`wrote ${files.map((f) => `${args['output-dir']}/${f}`).join(', ')}\n`);
@@ -78,7 +82,7 @@ export function planCommand(ctx: CommandContext) {
             break;
           case 'yaml':
             ctx.stdout.write(sets!.renderYaml(plan, args.api));
-            if (signed) ctx.stdout.write(`---\n${configMaps!.renderSignatureConfigMap(signed.configMap)}`);
+            for (const rendered of signatureFile.values()) ctx.stdout.write(`---\n${rendered}`);
             break;
           case 'name':
             ctx.stdout.write((await import('./documents.js')).renderNames('pinnedimageset', plan.sets.map((set) => set.name)));

@@ -87,7 +87,8 @@ export async function* pacedRead<T extends { length: number }>(source: AsyncIter
 /**
  * `pacer` as the registry transport's meter (`LinkMeter`), for a reader whose every request
  * crosses the link (the cache warm: manifests, attachments and blobs): each request pays what it
- * is expected to bring before it is sent, its body the rest as it arrives, as `pacedRead` does.
+ * is expected to bring before it is sent, its body what arrives beyond that (where `pacedRead`
+ * pays each chunk as it comes, its first window paid besides, for the tail).
  */
 export function pacerMeter(pacer: StreamPacer): LinkMeter {
   return {

@@ -56,9 +56,8 @@ export const RELEASE_ARCHITECTURES = ['amd64', 'arm64', 'ppc64le', 's390x'];
 type TarStream = typeof import('tar-stream');
 
 /**
- * tar-stream (and the stream modules under it) and the YAML reader, loaded while the release's
- * manifest is fetched: the CPU is idle during those round trips, and busy with every module
- * loaded before them.
+ * tar-stream (and the stream modules under it), loaded while the release's manifest is fetched:
+ * the CPU is idle during those round trips, and busy with every module loaded before them.
  */
 function loadTar(): Promise<TarStream> {
   return import('tar-stream').then((m) => m.default);
