@@ -173,7 +173,7 @@ export class LeaseCacheWarmer implements CacheWarmer {
       stallTimeoutMs: 120_000,
       connectTimeoutMs: 5_000,
       // Every read of a fill crosses the link on a miss (manifests and attachments too, not only blobs): all paced under a cap.
-      linkMeter: { open: (expected, signal) => this.meter?.open(expected, signal) ?? Promise.resolve(UNMETERED) },
+      linkMeter: { open: (expected, signal, bodyBytes) => this.meter?.open(expected, signal, bodyBytes) ?? Promise.resolve(UNMETERED) },
     });
   }
 

@@ -41,8 +41,12 @@ export const UNMETERED: MeteredRead = { arrived: () => undefined, close: () => u
 
 /** What a capped reader pays through (the registry transport's hook). */
 export interface LinkMeter {
-  /** Before a request is sent: pays `expected` bytes. */
-  open(expected: number, signal?: AbortSignal): Promise<MeteredRead>;
+  /**
+   * Before a request is sent: pays `expected` bytes. `bodyBytes`, where the caller knows the
+   * body's whole length (a blob's declared size), lets a meter keep `expected` paid ahead of
+   * what arrives until the body's end, as `pacedRead` does.
+   */
+  open(expected: number, signal?: AbortSignal, bodyBytes?: number): Promise<MeteredRead>;
 }
 
 /** What a request without a bounded Range is expected to bring back: about a manifest's worth. */

@@ -50,6 +50,36 @@ describe('StreamPacer', () => {
     expect(clock.now() - start).toBe(3_500);
   });
 
+  it('as a transport meter, a body of known length keeps its first window paid ahead, as pacedRead does, to the same bytes and times', async () => {
+    const chunks = Array.from({ length: 160 }, () => Buffer.alloc(64 * 1024));
+    const total = 10 * 2 ** 20;
+    const expected = 320 * 1024;
+    async function* source() {
+      yield* chunks;
+    }
+    const paced = fakeClock();
+    const pacedTimes: number[] = [];
+    for await (const _ of pacedRead(source(), total, new StreamPacer(2 * 2 ** 20, paced))) pacedTimes.push(paced.now());
+
+    const metered = fakeClock();
+    const meterTimes: number[] = [];
+    const read = await pacerMeter(new StreamPacer(2 * 2 ** 20, metered)).open(expected, undefined, total);
+    for (const chunk of chunks) {
+      await read.arrived(chunk.length);
+      meterTimes.push(metered.now());
+    }
+    expect(meterTimes).toEqual(pacedTimes);
+    // All of it paid, none twice: 10 MiB at 2 MiB/s.
+    expect(meterTimes.at(-1)! - 1_000_000).toBe(5_000);
+    // Without the length, the first window's bytes ride free and each later chunk pays only itself: no lead.
+    const bare = fakeClock();
+    const bareRead = await pacerMeter(new StreamPacer(2 * 2 ** 20, bare)).open(expected);
+    await bareRead.arrived(expected);
+    expect(bare.now() - 1_000_000).toBe(156.25);
+    await bareRead.arrived(64 * 1024);
+    expect(bare.now() - 1_000_000).toBe(187.5);
+  });
+
   it('refuses a rate of zero', () => {
     expect(() => new StreamPacer(0)).toThrow(/more than zero/);
   });

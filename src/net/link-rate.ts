@@ -87,21 +87,26 @@ export async function* pacedRead<T extends { length: number }>(source: AsyncIter
 /**
  * `pacer` as the registry transport's meter (`LinkMeter`), for a reader whose every request
  * crosses the link (the cache warm: manifests, attachments and blobs): each request pays what it
- * is expected to bring before it is sent, its body what arrives beyond that (where `pacedRead`
- * pays each chunk as it comes, its first window paid besides, for the tail).
+ * is expected to bring before it is sent. A body whose length is known (a blob) then pays as
+ * `pacedRead` does: each chunk as it arrives, so the first window stays paid ahead of what is
+ * read (the bytes in the socket's buffers crossed already), until its whole length is paid. A
+ * body of unknown length pays only what arrives beyond what it expected.
  */
 export function pacerMeter(pacer: StreamPacer): LinkMeter {
   return {
-    async open(expected, signal) {
+    async open(expected, signal, bodyBytes) {
       let paid = expected;
       let got = 0;
       await pacer.pay(expected, signal);
       return {
         arrived: (bytes, readSignal) => {
           got += bytes;
-          if (got <= paid) return undefined;
-          const owed = got - paid;
-          paid = got;
+          // Known length: paid runs `expected` ahead of `got`, up to the length; unknown (or a body
+          // longer than it said, which its reader refuses): up to `got`.
+          const due = bodyBytes === undefined ? got : Math.max(got, Math.min(bodyBytes, got + expected));
+          if (due <= paid) return undefined;
+          const owed = due - paid;
+          paid = due;
           return pacer.pay(owed, readSignal ?? signal);
         },
         close: () => undefined,

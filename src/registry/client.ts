@@ -177,7 +177,7 @@ export class RegistryClient {
       try {
         const headers: Record<string, string> = received > 0 ? { range: `bytes=${received}-` } : {};
         this.counters.requests++;
-        const res = await transport.request(repository, path, { headers, once: true, expectedBytes: Math.min(blob.size - received, PREPAID_BYTES) });
+        const res = await transport.request(repository, path, { headers, once: true, expectedBytes: Math.min(blob.size - received, PREPAID_BYTES), bodyBytes: blob.size - received });
         // A server that ignores Range restarts at byte 0: skip what we already hashed.
         let skip = received > 0 && res.status !== 206 ? received : 0;
         if (received > 0 && res.status === 206 && !String(res.headers['content-range'] ?? '').startsWith(`bytes ${received}-`)) {

@@ -73,6 +73,8 @@ export interface RequestOptions {
    * when smaller); default by method and Range (`expectedResponseBytes`).
    */
   readonly expectedBytes?: number;
+  /** The body's whole length where the caller knows it (a blob's declared size, less a resume's offset). */
+  readonly bodyBytes?: number;
 }
 
 export class RegistryTransport {
@@ -112,7 +114,7 @@ export class RegistryTransport {
    * and `accept` becomes an error.
    */
   async request(repository: string, path: string, ro: RequestOptions = {}): Promise<RegistryResponse> {
-    const metered = await this.opts.linkMeter?.open(ro.expectedBytes ?? expectedResponseBytes(ro.method ?? 'GET', ro.headers), ro.signal);
+    const metered = await this.opts.linkMeter?.open(ro.expectedBytes ?? expectedResponseBytes(ro.method ?? 'GET', ro.headers), ro.signal, ro.bodyBytes);
     const release = await this.slots.acquire().catch((err: unknown) => {
       metered?.close();
       throw err;
