@@ -24,7 +24,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
@@ -36,6 +36,7 @@ import { pushFixture } from '../fixtures/push.js';
 import { buildReleaseFixture } from '../fixtures/release.js';
 import { startFaultProxy, startRegistry } from '../test/harness/index.js';
 import { CURRENT, previousBuild, type Build } from './previous-build.js';
+import { processCpuSeconds } from './process-cpu.js';
 
 const run = promisify(execFile);
 const RTT_MS = Number(process.env.BENCH_RTT_MS ?? 20);
@@ -58,11 +59,18 @@ proxy.setLatency(RTT_MS);
 if (BANDWIDTH !== undefined) proxy.setBandwidth(BANDWIDTH);
 const release = `quay.io/${truth.releaseRepository}:${truth.release.tag}`;
 
-async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; bytes: number; requests: number; value: T }> {
+/** The CPU seconds the harness has used: this process (the fault proxy, and starting the plan) and the registry. */
+function harnessCpuSeconds(): number {
+  const own = process.cpuUsage();
+  return (own.user + own.system) / 1e6 + (registry.pid === undefined ? 0 : processCpuSeconds(registry.pid));
+}
+
+async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; bytes: number; requests: number; harnessCpu: number; value: T }> {
   proxy.resetStats();
+  const cpuBefore = harnessCpuSeconds();
   const started = performance.now();
   const value = await fn();
-  return { ms: performance.now() - started, bytes: proxy.stats.bytesSent, requests: proxy.stats.requests, value };
+  return { ms: performance.now() - started, bytes: proxy.stats.bytesSent, requests: proxy.stats.requests, harnessCpu: harnessCpuSeconds() - cpuBefore, value };
 }
 
 /** A checkout's single executable (`npm run dist`, the host's target), built into this run's temp dir; undefined when that checkout has none. */
@@ -211,7 +219,8 @@ async function criticalPath(previous: Build): Promise<void> {
   const [startup, startupExecutable] = [await start([process.execPath, CURRENT.bin]), await start([EXECUTABLE])];
   console.log(`critical path  bound = RTT x (${DEPENDENT_ROUND_TRIPS} dependent + 1 handshake + other requests / ${CONCURRENCY}) + bytes / ${BANDWIDTH ? `${BANDWIDTH} B/s` : 'uncapped bandwidth'}; process start (--version): node bin/prestage.js ${startup.toFixed(0)} ms, executable ${startupExecutable.toFixed(0)} ms`);
   console.log(`  ${previous.name} beside this build, ${RUNS} runs each, interleaved; medians; vs previous = this build's median / the previous build's, run the same way`);
-  console.log(`  ${'RTT'.padEnd(8)} ${'run as'.padEnd(11)} ${'build'.padEnd(11)} ${'prestage'.padStart(10)} ${'CPU s'.padStart(6)} ${'bound'.padStart(8)} ${'ratio'.padStart(6)} ${'vs previous'.padStart(12)} ${'requests'.padStart(9)} ${'bytes'.padStart(9)}   (target ratio <= 1.5)`);
+  console.log(`  harness CPU s: the fault proxy's and the registry's during the plan; cores busy: (prestage's CPU + the harness's) / wall time, of ${availableParallelism()}`);
+  console.log(`  ${'RTT'.padEnd(8)} ${'run as'.padEnd(11)} ${'build'.padEnd(11)} ${'prestage'.padStart(10)} ${'CPU s'.padStart(6)} ${'harness CPU s'.padStart(14)} ${'cores busy'.padStart(11)} ${'bound'.padStart(8)} ${'ratio'.padStart(6)} ${'vs previous'.padStart(12)} ${'requests'.padStart(9)} ${'bytes'.padStart(9)}   (target ratio <= 1.5)`);
   for (const rtt of BOUND_RTTS) {
     proxy.setLatency(rtt);
     const runs = runners.map(() => [] as Array<Awaited<ReturnType<typeof timed<number>>>>);
@@ -225,9 +234,11 @@ async function criticalPath(previous: Build): Promise<void> {
       const bound = rtt * roundTrips + (BANDWIDTH ? (bytes / BANDWIDTH) * 1000 : 0);
       const ms = medians[j]!;
       const cpu = median(runs[j]!.map((x) => x.value));
+      const harnessCpu = median(runs[j]!.map((x) => x.harnessCpu));
+      const busy = median(runs[j]!.map((x) => ((x.value + x.harnessCpu) * 1000) / x.ms));
       const before = r.build === CURRENT ? runners.findIndex((p) => p.build === previous && p.label === r.label) : -1;
       const vs = before >= 0 ? (ms / medians[before]!).toFixed(2) : '';
-      console.log(`  ${`${rtt} ms`.padEnd(8)} ${r.label.padEnd(11)} ${(r.build === CURRENT ? 'this' : 'previous').padEnd(11)} ${`${ms.toFixed(0)} ms`.padStart(10)} ${cpu.toFixed(2).padStart(6)} ${`${bound.toFixed(0)} ms`.padStart(8)} ${(ms / bound).toFixed(2).padStart(6)} ${vs.padStart(12)} ${String(requests).padStart(9)} ${String(bytes).padStart(9)}`);
+      console.log(`  ${`${rtt} ms`.padEnd(8)} ${r.label.padEnd(11)} ${(r.build === CURRENT ? 'this' : 'previous').padEnd(11)} ${`${ms.toFixed(0)} ms`.padStart(10)} ${cpu.toFixed(2).padStart(6)} ${harnessCpu.toFixed(2).padStart(14)} ${busy.toFixed(2).padStart(11)} ${`${bound.toFixed(0)} ms`.padStart(8)} ${(ms / bound).toFixed(2).padStart(6)} ${vs.padStart(12)} ${String(requests).padStart(9)} ${String(bytes).padStart(9)}`);
     }
   }
   proxy.setLatency(RTT_MS);

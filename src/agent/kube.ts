@@ -11,10 +11,11 @@
  * (`prestage.dev/verify-requested`) is reported to `onVerify`, not as a change: answering it is a
  * CRI ListImages, not a pass.
  */
+import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { API_VERSION, GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERIFY_REQUESTED_ANNOTATION, VERSION, type NodePinnedImages, type NodePinnedImagesStatus, type PinnedImageSet } from '../api/prestage.js';
 import { ClusterError } from '../errors.js';
-import { Informer } from '../kube/informer.js';
+import { Informer, withoutFieldManagers } from '../kube/informer.js';
 import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
 import { pullSecretOf, type PullSecret } from '../registry/credentials.js';
 import type { AgentCluster } from './agent-cluster.js';
@@ -37,7 +38,7 @@ export class KubeAgentCluster implements AgentCluster {
   /** The labels last reported: a Node change that keeps them starts no pass. */
   private reportedLabels: string | undefined;
   private notifyQueued = false;
-  /** What was last reported of the sets: all but their verify requests, and the requests alone. */
+  /** What was last reported of the sets: all but their verify requests (a digest: the sets' JSON is 100+ KB at 1000 images), and the requests alone. */
   private reportedSets: string | undefined;
   private reportedRequests: string | undefined;
   /** Changes not reported yet (kept while not loaded). */
@@ -72,7 +73,7 @@ export class KubeAgentCluster implements AgentCluster {
       },
       onRetry: onRetry('PinnedImageSet'),
       // The cache holds every set: their specs, not their field managers.
-      slim: ({ metadata: { managedFields: _, ...metadata }, ...rest }) => ({ ...rest, metadata }),
+      slim: withoutFieldManagers,
     });
     this.node = new Informer(client, `/api/v1/nodes?fieldSelector=${encodeURIComponent(`metadata.name=${nodeName}`)}`, {
       onChange: () => {
@@ -219,7 +220,7 @@ export class KubeAgentCluster implements AgentCluster {
       sets.push([metadata.name, metadata.uid, metadata.generation, metadata.labels, annotations, metadata['deletionTimestamp'], rest]);
       if (request !== undefined) requests.push(`${metadata.name}/${metadata.uid}=${request}`);
     }
-    return { sets: JSON.stringify(sets), requests: requests.join('\n') };
+    return { sets: createHash('sha256').update(JSON.stringify(sets)).digest('base64'), requests: requests.join('\n') };
   }
 
   private async startInformer(informer: Informer<KubeObject>, what: string): Promise<void> {

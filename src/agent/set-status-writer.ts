@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, type NodePinnedImages, type PinnedImageSet, type SetStatus } from '../api/prestage.js';
 import { SET_STATUS_LEASE_PREFIX } from '../api/names.js';
-import { Informer } from '../kube/informer.js';
+import { Informer, withoutFieldManagers } from '../kube/informer.js';
 import type { KubeClient, KubeObject } from '../kube/client.js';
 import { LeasePacer } from './pacing.js';
 import { reportOf, setStatus, statusChanged, type NodeLabels, type NodeReport } from './set-status.js';
@@ -137,7 +137,8 @@ export async function runSetStatusWriter(client: KubeClient, options: SetStatusW
     let loop: SetStatusLoop | undefined;
     const poke = () => loop?.poke();
     const onRetry = (error: Error, delayMs: number) => options.log.warn({ err: error.message, delayMs }, 'set status watch failed; retrying');
-    const sets = new Informer<KubeObject>(client, `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`, { onChange: poke, onRetry });
+    // Their specs and status, not their field managers (a key per image: the writer's largest share).
+    const sets = new Informer<KubeObject>(client, `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`, { onChange: poke, onRetry, slim: withoutFieldManagers });
     const nodes = new Informer<KubeObject>(client, '/api/v1/nodes', { onChange: poke, onRetry, slim: slimNode });
     const reports = new Informer<KubeObject>(client, `/apis/${GROUP}/${VERSION}/${NODE_PINNED_IMAGES}`, { onChange: poke, onRetry, slim: slimReport });
     try {

@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, expect, it } from 'vitest';
-import { Informer } from './informer.js';
+import { Informer, withoutFieldManagers } from './informer.js';
 import { KubeClient } from './client.js';
 
 let server: Server | undefined;
@@ -55,4 +55,11 @@ it('re-watches from the last bookmark, and re-lists when the server answers 410 
   expect(lists).toHaveLength(2);
   expect(watches.map((w) => w['resourceVersion'])).toEqual(['10', '15', '20']);
   expect(watches.every((w) => w['allowWatchBookmarks'] === 'true')).toBe(true);
+});
+
+it('withoutFieldManagers keeps everything of an object but its field managers', () => {
+  const set = { apiVersion: 'prestage.dev/v1', kind: 'PinnedImageSet', metadata: { name: 'a', uid: 'u', resourceVersion: '7', managedFields: [{ manager: 'prestage', fieldsV1: { 'f:spec': {} } }] }, spec: { pinnedImages: [{ name: 'x' }] }, status: { nodes: 1 } };
+  const slim = withoutFieldManagers(set);
+  expect(slim).toEqual({ apiVersion: 'prestage.dev/v1', kind: 'PinnedImageSet', metadata: { name: 'a', uid: 'u', resourceVersion: '7' }, spec: { pinnedImages: [{ name: 'x' }] }, status: { nodes: 1 } });
+  expect('managedFields' in slim.metadata).toBe(false);
 });

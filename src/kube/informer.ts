@@ -15,6 +15,11 @@ export interface InformerEvents {
   slim?(object: KubeObject): KubeObject;
 }
 
+/** An object without its field managers (`metadata.managedFields`): a set of 1000 images carries 1000 keys there, which no reader of a cache needs. */
+export function withoutFieldManagers<T extends KubeObject>({ metadata: { managedFields: _, ...metadata }, ...rest }: T): T {
+  return { ...rest, metadata } as T;
+}
+
 /** How long the server keeps one watch open before we re-watch (it ends the stream itself). */
 const WATCH_TIMEOUT_SECONDS = 300;
 const BACKOFF_MS = { first: 200, max: 5_000 };

@@ -53,6 +53,8 @@ export interface RegistryHandle {
   readonly tokenIssuer?: TokenIssuerHandle;
   /** The registry's own log (stdout and stderr). */
   readonly logFile: string;
+  /** The registry process (a bench reads its CPU from /proc). */
+  readonly pid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -107,6 +109,7 @@ export async function startRegistry(options: RegistryOptions = {}): Promise<Regi
       ...(certificate && { caFile: certificate.caFile }),
       ...(tokenIssuer && { tokenIssuer }),
       logFile,
+      pid: registry.pid,
       stop,
     };
   } catch (error) {
@@ -126,6 +129,7 @@ interface LaunchSettings {
 
 interface RunningRegistry {
   readonly host: string;
+  readonly pid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -138,7 +142,7 @@ async function launch(settings: LaunchSettings): Promise<RunningRegistry> {
     const child = spawnTracked(REGISTRY_BIN, ['serve', configFile], settings.logFile, settings.goCollector);
     try {
       await waitUntilServing(child, host, settings.certificate?.caFile);
-      return { host, stop: () => terminate(child) };
+      return { host, pid: child.pid, stop: () => terminate(child) };
     } catch (error) {
       await terminate(child);
       const logTail = await tail(settings.logFile);
