@@ -47,6 +47,8 @@ const CONCURRENCY = 32;
 /** Scheme probe, release manifest, payload layer, component manifest, layer trailer. */
 const DEPENDENT_ROUND_TRIPS = 5;
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+/** The cores the plan and the harness share (pinning the plan to one core and the harness to the other was slower: Node's own threads then wait on the plan's). */
+const CORES = availableParallelism();
 
 const fixture = buildReleaseFixture();
 const truth = fixture.truth;
@@ -219,7 +221,7 @@ async function criticalPath(previous: Build): Promise<void> {
   const [startup, startupExecutable] = [await start([process.execPath, CURRENT.bin]), await start([EXECUTABLE])];
   console.log(`critical path  bound = RTT x (${DEPENDENT_ROUND_TRIPS} dependent + 1 handshake + other requests / ${CONCURRENCY}) + bytes / ${BANDWIDTH ? `${BANDWIDTH} B/s` : 'uncapped bandwidth'}; process start (--version): node bin/prestage.js ${startup.toFixed(0)} ms, executable ${startupExecutable.toFixed(0)} ms`);
   console.log(`  ${previous.name} beside this build, ${RUNS} runs each, interleaved; medians; vs previous = this build's median / the previous build's, run the same way`);
-  console.log(`  harness CPU s: the fault proxy's and the registry's during the plan; cores busy: (prestage's CPU + the harness's) / wall time, of ${availableParallelism()}`);
+  console.log(`  harness CPU s: the fault proxy's and the registry's during the plan; cores busy: (prestage's CPU + the harness's) / wall time, of ${CORES}`);
   console.log(`  ${'RTT'.padEnd(8)} ${'run as'.padEnd(11)} ${'build'.padEnd(11)} ${'prestage'.padStart(10)} ${'CPU s'.padStart(6)} ${'harness CPU s'.padStart(14)} ${'cores busy'.padStart(11)} ${'bound'.padStart(8)} ${'ratio'.padStart(6)} ${'vs previous'.padStart(12)} ${'requests'.padStart(9)} ${'bytes'.padStart(9)}   (target ratio <= 1.5)`);
   for (const rtt of BOUND_RTTS) {
     proxy.setLatency(rtt);
