@@ -11,10 +11,11 @@
 import pino from 'pino';
 import pLimit from 'p-limit';
 import { CRDS } from '../src/api/prestage-crds.js';
-import { GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, type PinnedImageSetStatus, type SetStatus } from '../src/api/prestage.js';
+import { GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, type PinnedImageSet, type PinnedImageSetStatus, type SetStatus } from '../src/api/prestage.js';
 import { applyServerSide, waitForCrdsEstablished, type Manifest } from '../src/install/apply.js';
 import { KubeClient, type KubeObject } from '../src/kube/client.js';
-import { runSetStatusWriter } from '../src/agent/set-status-writer.js';
+import { runSetStatusWriter, type SetsCache } from '../src/agent/set-status-writer.js';
+import { Informer, withoutFieldManagers } from '../src/kube/informer.js';
 import { startCluster } from '../test/cluster/index.js';
 
 const NODES = Number(process.env.BENCH_NODES ?? 1000);
@@ -63,7 +64,19 @@ try {
   const writer = new CountingClient(cluster.kubeConfig);
 
   const log = pino({ level: process.env.BENCH_LOG ?? 'warn' });
-  void runSetStatusWriter(writer, { namespace: 'prestage', holder: 'bench-writer', log }, stop.signal);
+  // The writer reads the sets from its agent's cache; here, a cache of their own, as an agent keeps it.
+  const listeners = new Set<() => void>();
+  const setsInformer = new Informer<KubeObject>(writer, `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`, { onChange: () => listeners.forEach((listener) => listener()), slim: withoutFieldManagers });
+  const listed = setsInformer.start(stop.signal);
+  const setsCache: SetsCache = {
+    pinnedImageSets: () => [...setsInformer.items.values()] as unknown as PinnedImageSet[],
+    untilSetsListed: () => listed,
+    onSetsChange: (listener) => {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+  void runSetStatusWriter(writer, setsCache, { namespace: 'prestage', holder: 'bench-writer', log }, stop.signal);
 
   // The writer elected and its first pass written (every set's "no report yet") before the reports start.
   const electionDeadline = Date.now() + 300_000;

@@ -38,6 +38,10 @@ export class KubeAgentCluster implements AgentCluster {
   /** The labels last reported: a Node change that keeps them starts no pass. */
   private reportedLabels: string | undefined;
   private notifyQueued = false;
+  /** Readers of every change of the sets, their status included (the set-status writer). */
+  private readonly setsListeners = new Set<() => void>();
+  private readonly whenSetsListed: Promise<void>;
+  private markSetsListed: () => void = () => undefined;
   /** What was last reported of the sets: all but their verify requests (a digest: the sets' JSON is 100+ KB at 1000 images), and the requests alone. */
   private reportedSets: string | undefined;
   private reportedRequests: string | undefined;
@@ -60,16 +64,19 @@ export class KubeAgentCluster implements AgentCluster {
     private readonly onVerify: () => void = () => undefined,
   ) {
     this.whenLoaded = new Promise((resolve) => (this.markLoaded = resolve));
+    this.whenSetsListed = new Promise((resolve) => (this.markSetsListed = resolve));
     const onRetry = (what: string) => (error: Error, delayMs: number) => log.warn({ err: error.message, delayMs }, `${what} watch failed; retrying`);
     this.sets = new Informer(client, `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`, {
       onChange: () => {
         this.setsListed = true;
+        this.markSetsListed();
         const { sets, requests } = this.setsKeys();
         if (sets !== this.reportedSets) this.changePending = true;
         if (requests !== this.reportedRequests) this.verifyPending = true;
         this.reportedSets = sets;
         this.reportedRequests = requests;
         this.notify();
+        for (const listener of this.setsListeners) listener();
       },
       onRetry: onRetry('PinnedImageSet'),
       // The cache holds every set: their specs, not their field managers.
@@ -121,6 +128,17 @@ export class KubeAgentCluster implements AgentCluster {
 
   pinnedImageSets(): readonly PinnedImageSet[] {
     return [...this.sets.items.values()] as unknown as PinnedImageSet[];
+  }
+
+  /** Resolves once the sets are listed (whether or not this node's Node is known). */
+  untilSetsListed(): Promise<void> {
+    return this.whenSetsListed;
+  }
+
+  /** Calls `listener` on every change of the sets once listed, their status included; returns its removal. */
+  onSetsChange(listener: () => void): () => void {
+    this.setsListeners.add(listener);
+    return () => this.setsListeners.delete(listener);
   }
 
   nodeLabels(): Readonly<Record<string, string>> | undefined {

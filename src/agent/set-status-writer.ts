@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS, VERSION, type NodePinnedImages, type PinnedImageSet, type SetStatus } from '../api/prestage.js';
 import { SET_STATUS_LEASE_PREFIX } from '../api/names.js';
-import { Informer, withoutFieldManagers } from '../kube/informer.js';
+import { Informer } from '../kube/informer.js';
 import type { KubeClient, KubeObject } from '../kube/client.js';
 import { LeasePacer } from './pacing.js';
 import { reportOf, setStatus, statusChanged, type NodeLabels, type NodeReport } from './set-status.js';
@@ -116,6 +116,15 @@ function slimNode(object: KubeObject): KubeObject {
   return { metadata: { name: object.metadata.name, labels: object.metadata.labels ?? {} } };
 }
 
+/** The agent's own cache of the sets (`KubeAgentCluster`): the writer reads it rather than keep a second copy of every set. */
+export interface SetsCache {
+  pinnedImageSets(): readonly PinnedImageSet[];
+  /** Resolves once the sets are listed. */
+  untilSetsListed(): Promise<void>;
+  /** Calls `listener` on every change of the sets, their status included; returns its removal. */
+  onSetsChange(listener: () => void): () => void;
+}
+
 export interface SetStatusWriterOptions {
   readonly namespace: string;
   /** This node's name: the Lease's holder identity. */
@@ -124,7 +133,7 @@ export interface SetStatusWriterOptions {
 }
 
 /** Runs on every agent; writes only while its agent holds the Lease. Never returns until `signal` aborts. */
-export async function runSetStatusWriter(client: KubeClient, options: SetStatusWriterOptions, signal: AbortSignal): Promise<void> {
+export async function runSetStatusWriter(client: KubeClient, setsCache: SetsCache, options: SetStatusWriterOptions, signal: AbortSignal): Promise<void> {
   const lease = new LeasePacer(client, { namespace: options.namespace, slots: 1, holder: options.holder, log: options.log, prefix: SET_STATUS_LEASE_PREFIX, label: SET_STATUS_LEASE_LABEL, what: 'set status Lease' });
   signal.addEventListener('abort', () => lease.stop(), { once: true });
   while (!signal.aborted) {
@@ -135,17 +144,17 @@ export async function runSetStatusWriter(client: KubeClient, options: SetStatusW
     const stop = () => watching.abort();
     signal.addEventListener('abort', stop, { once: true });
     let loop: SetStatusLoop | undefined;
+    let unsubscribe = (): unknown => undefined;
     const poke = () => loop?.poke();
     const onRetry = (error: Error, delayMs: number) => options.log.warn({ err: error.message, delayMs }, 'set status watch failed; retrying');
-    // Their specs and status, not their field managers (a key per image: the writer's largest share).
-    const sets = new Informer<KubeObject>(client, `/apis/${GROUP}/${VERSION}/${PINNED_IMAGE_SETS}`, { onChange: poke, onRetry, slim: withoutFieldManagers });
     const nodes = new Informer<KubeObject>(client, '/api/v1/nodes', { onChange: poke, onRetry, slim: slimNode });
     const reports = new Informer<KubeObject>(client, `/apis/${GROUP}/${VERSION}/${NODE_PINNED_IMAGES}`, { onChange: poke, onRetry, slim: slimReport });
     try {
-      await Promise.all([sets.start(watching.signal), nodes.start(watching.signal), reports.start(watching.signal)]);
+      await Promise.all([setsCache.untilSetsListed(), nodes.start(watching.signal), reports.start(watching.signal)]);
+      unsubscribe = setsCache.onSetsChange(poke);
       loop = new SetStatusLoop(
         {
-          sets: () => [...sets.items.values()] as unknown as PinnedImageSet[],
+          sets: () => setsCache.pinnedImageSets(),
           nodes: () => [...nodes.items.values()].map((node) => ({ name: node.metadata.name, labels: node.metadata.labels })),
           reports: () => new Map([...reports.items.values()].map((object) => [object.metadata.name, object['report'] as NodeReport])),
           write: async (name, status) => {
@@ -159,6 +168,7 @@ export async function runSetStatusWriter(client: KubeClient, options: SetStatusW
       options.log.warn({ err: (error as Error).message }, 'set status writer stopped; trying again');
       await sleep(SET_STATUS_INTERVAL_MS * 5);
     } finally {
+      unsubscribe();
       stop();
       signal.removeEventListener('abort', stop);
     }

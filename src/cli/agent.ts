@@ -198,7 +198,7 @@ export function agentCommand(ctx: CommandContext) {
         void untilLoaded(cluster, log).then(() => agent.start());
         const unwatch = watchOtherDropIns(args['drop-in'], () => cluster.loaded() && agent.trigger(), log);
         const setStatusStop = new AbortController();
-        if (args['set-status']) void runSetStatusWriter(client, { namespace: args.namespace, holder: nodeName, log }, setStatusStop.signal).catch((error: Error) => log.error({ err: error.message }, 'set status writer ended'));
+        if (args['set-status']) void runSetStatusWriter(client, cluster, { namespace: args.namespace, holder: nodeName, log }, setStatusStop.signal).catch((error: Error) => log.error({ err: error.message }, 'set status writer ended'));
         await stopping;
         log.info('stopping');
         // Not awaited: a writer still waiting for the Lease has nothing to finish.
