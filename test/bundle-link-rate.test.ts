@@ -19,6 +19,7 @@ import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } 
 import { expectOneLineError } from './support/bundle-files.js';
 import { runCli, type CliResult } from './support/cli.js';
 import { prestageEntry } from './support/prestage-process.js';
+import { authFile, removeTempDirs } from './support/temp-files.js';
 
 const truth = inject('fixtureTruth');
 const storageDir = inject('fixtureStorageDir');
@@ -37,9 +38,8 @@ beforeAll(async () => {
   source = await startRegistry({ storageDir, auth: 'basic' });
   sourceProxy = await startFaultProxy({ upstream: source.url });
   work = await mkdtemp(join(tmpdir(), 'prestage-bundle-link-rate-'));
-  const authFile = join(work, 'auth.json');
-  await writeFile(authFile, JSON.stringify({ auths: { [sourceProxy.host]: { auth: Buffer.from(`${source.username}:${source.password}`).toString('base64') } } }));
-  from = ['--mirror', `quay.io=${sourceProxy.host}`, '--insecure-registry', sourceProxy.host, '--registry-config', authFile];
+  const registryConfig = await authFile(sourceProxy.host, source.username!, source.password!);
+  from = ['--mirror', `quay.io=${sourceProxy.host}`, '--insecure-registry', sourceProxy.host, '--registry-config', registryConfig];
   // Planned once: the bundle's own reads are the ones measured (a plan reads the release unpaced).
   planFile = join(work, 'plan.json');
   const plan = await runCli(['plan', RELEASE, ...from, '-o', 'json']);
@@ -51,6 +51,7 @@ afterAll(async () => {
   await sourceProxy?.stop();
   await source?.stop();
   if (work) await rm(work, { recursive: true, force: true });
+  removeTempDirs();
 });
 
 /** The CLI as a process: the built bin, or the sources through tsx when the build is stale. */

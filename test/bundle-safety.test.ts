@@ -15,6 +15,7 @@ import type { Plan } from '../src/plan/types.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
 import { expectOneLineError, treeHashes } from './support/bundle-files.js';
 import { runBin } from './support/cli.js';
+import { authFile, removeTempDirs } from './support/temp-files.js';
 
 const run = promisify(execFile);
 const truth = inject('fixtureTruth');
@@ -45,9 +46,8 @@ beforeAll(async () => {
   mirror = await startRegistry();
   handles.push(source, sourceProxy, mirror);
   work = await mkdtemp(join(tmpdir(), 'prestage-bundle-safety-'));
-  const authFile = join(work, 'auth.json');
-  await writeFile(authFile, JSON.stringify({ auths: { [sourceProxy.host]: { auth: Buffer.from(`${source.username}:${source.password}`).toString('base64') } } }));
-  from = ['--mirror', `quay.io=${sourceProxy.host}`, '--insecure-registry', sourceProxy.host, '--registry-config', authFile];
+  const registryConfig = await authFile(sourceProxy.host, source.username!, source.password!);
+  from = ['--mirror', `quay.io=${sourceProxy.host}`, '--insecure-registry', sourceProxy.host, '--registry-config', registryConfig];
   planFile = join(work, 'plan.json');
   const plan = await prestage(['plan', RELEASE, ...from, '-o', 'json']);
   expect(plan.code).toBe(0);
@@ -62,6 +62,7 @@ afterAll(async () => {
   for (const mountPoint of mounts.reverse()) await run('umount', [mountPoint]);
   for (const h of handles.reverse()) await h.stop();
   if (work) await rm(work, { recursive: true, force: true });
+  removeTempDirs();
 });
 
 

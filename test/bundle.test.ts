@@ -27,6 +27,7 @@ import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } 
 import { bytesUnder, expectOneLineError, treeHashes } from './support/bundle-files.js';
 import { BIN_DIR, runCli, type CliResult } from './support/cli.js';
 import { generateGpgKey, removeGpgKey, signRelease, startSignatureStore, type GpgKey, type SignatureStore } from './support/release-signing.js';
+import { authFile, removeTempDirs } from './support/temp-files.js';
 
 const truth = inject('fixtureTruth');
 const storageDir = inject('fixtureStorageDir');
@@ -38,7 +39,7 @@ let sourceProxy: FaultProxy;
 let mirror: RegistryHandle;
 let mirrorProxy: FaultProxy;
 let work: string;
-let authFile: string;
+let registryConfig: string;
 /** Flags that read the fixture through the proxy, with credentials. */
 let from: string[];
 /** Where the release signature comes from, and the key that verifies it. */
@@ -63,9 +64,8 @@ beforeAll(async () => {
   mirrorProxy = await startFaultProxy({ upstream: mirror.url });
   handles.push(source, sourceProxy, mirror, mirrorProxy);
   work = await mkdtemp(join(tmpdir(), 'prestage-bundle-'));
-  authFile = join(work, 'auth.json');
-  await writeFile(authFile, JSON.stringify({ auths: { [sourceProxy.host]: { auth: Buffer.from(`${source.username}:${source.password}`).toString('base64') } } }));
-  from = ['--mirror', `quay.io=${sourceProxy.host}`, '--insecure-registry', sourceProxy.host, '--registry-config', authFile];
+  registryConfig = await authFile(sourceProxy.host, source.username!, source.password!);
+  from = ['--mirror', `quay.io=${sourceProxy.host}`, '--insecure-registry', sourceProxy.host, '--registry-config', registryConfig];
   // The release's GPG signature from a signature store, as every real release has one.
   signer = await generateGpgKey('Release Signer');
   const signed = [truth.release.image.digest, truth.multi.listDigest];
@@ -91,6 +91,7 @@ afterAll(async () => {
   await removeGpgKey(signer);
   for (const h of handles.reverse()) await h.stop();
   if (work) await rm(work, { recursive: true, force: true });
+  removeTempDirs();
 });
 
 
@@ -477,7 +478,7 @@ function devNull(): Writable {
 /** A client of the source through its proxy, as the CLI builds it. */
 function sourceClient(): RegistryClient {
   return new RegistryClient({
-    pullSecrets: [parsePullSecretFile(authFile)],
+    pullSecrets: [parsePullSecretFile(registryConfig)],
     insecureRegistries: [sourceProxy.host],
     mirrors: [parseMirrorRule(`quay.io=${sourceProxy.host}`)],
     retry: DEFAULT_RETRY,

@@ -6,7 +6,7 @@
  * memory limit, measured as the child's peak RSS (GNU time) under a 128 MiB V8 heap.
  */
 import { execFile } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -15,7 +15,7 @@ import { hugeBody, redirect, startHostileRegistry, startSink, trickle, type Host
 import { startForwardProxy, startRegistry } from './harness/index.js';
 import { BIN_DIR } from './support/cli.js';
 import { zeroGzip } from './support/zero-gzip.js';
-import { removeTempDirs, tempDir } from './support/temp-files.js';
+import { authFile, removeTempDirs, tempDir } from './support/temp-files.js';
 
 const storageDir = inject('fixtureStorageDir');
 const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
@@ -77,12 +77,6 @@ function refused(r: Run, line: RegExp): void {
   expect(r.peakRssKiB).toBeLessThan(MEMORY_BOUND_KIB);
 }
 
-async function authFile(host: string): Promise<string> {
-  const file = join(workDir, `auth-${host.replace(/\W/g, '-')}.json`);
-  await writeFile(file, JSON.stringify({ auths: { [host]: { auth: Buffer.from(`prestage:${PASSWORD}`).toString('base64') } } }));
-  return file;
-}
-
 describe('answers of gigabytes', () => {
   it('reads a prefix of a 1.5 GB error body for its message, not the body', async () => {
     hostile.on(RELEASE_MANIFEST, hugeBody(400, 1_500_000_000, '{"errors":[{"code":"DENIED","message":"'));
@@ -92,7 +86,7 @@ describe('answers of gigabytes', () => {
   it('refuses a 400 MB token answer at its 1 MiB bound', async () => {
     hostile.challenge = `Bearer realm="http://${hostile.host}/token",service="hostile"`;
     hostile.on(/^\/token$/, hugeBody(200, 400_000_000, '{"token":"'));
-    refused(await plan(['--registry-config', await authFile(hostile.host)]), /^prestage: error: 127\.0\.0\.1:\d+: token service 127\.0\.0\.1:\d+: answer larger than the 1048576-byte bound for it; refusing it/);
+    refused(await plan(['--registry-config', await authFile(hostile.host, 'prestage', PASSWORD)]), /^prestage: error: 127\.0\.0\.1:\d+: token service 127\.0\.0\.1:\d+: answer larger than the 1048576-byte bound for it; refusing it/);
     expect(hostile.seen.filter((s) => s.target.startsWith('/token')).length).toBeGreaterThan(0);
   });
 });
@@ -100,14 +94,14 @@ describe('answers of gigabytes', () => {
 describe('credentials only where they belong', () => {
   it('sends no credentials to a plain-HTTP realm on another host, naming the host and the flag', async () => {
     hostile.challenge = `Bearer realm="http://${sink.host}/token",service="hostile"`;
-    const r = await plan(['--registry-config', await authFile(hostile.host)]);
+    const r = await plan(['--registry-config', await authFile(hostile.host, 'prestage', PASSWORD)]);
     refused(r, new RegExp(`^prestage: error: 127\\.0\\.0\\.1:\\d+: its token service ${sink.host.replace(/\./g, '\\.')} is plain HTTP; refusing to send the pull secret's credentials there: pass --insecure-registry 127\\.0\\.0\\.2 if you trust that host$`));
     expect(sink.seen).toEqual([]);
   });
 
   it('refuses a file: realm', async () => {
     hostile.challenge = 'Bearer realm="file:///etc/passwd",service="hostile"';
-    refused(await plan(['--registry-config', await authFile(hostile.host)]), /^prestage: error: 127\.0\.0\.1:\d+: its token realm is a file URL, not http\(s\); refusing it/);
+    refused(await plan(['--registry-config', await authFile(hostile.host, 'prestage', PASSWORD)]), /^prestage: error: 127\.0\.0\.1:\d+: its token realm is a file URL, not http\(s\); refusing it/);
   });
 });
 
@@ -119,7 +113,7 @@ describe('redirects', () => {
 
   it('refuses a redirect to 169.254.169.254 before connecting (the sink, as the proxy for every other host, sees nothing)', async () => {
     hostile.on(RELEASE_MANIFEST, redirect('http://169.254.169.254/latest/meta-data/iam/security-credentials/'));
-    const r = await plan(['--registry-config', await authFile(hostile.host)], { http_proxy: `http://${sink.host}`, https_proxy: `http://${sink.host}`, no_proxy: '127.0.0.1' });
+    const r = await plan(['--registry-config', await authFile(hostile.host, 'prestage', PASSWORD)], { http_proxy: `http://${sink.host}`, https_proxy: `http://${sink.host}`, no_proxy: '127.0.0.1' });
     refused(r, /^prestage: error: 127\.0\.0\.1:\d+: openshift-release-dev\/ocp-release\/manifests\/4\.16\.3-x86_64: redirected to the link-local address 169\.254\.169\.254 .*refusing it/);
     expect(sink.seen).toEqual([]);
   });
