@@ -9,9 +9,10 @@ import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { PREPAID_BYTES, pacedRead } from '../src/net/link-rate.js';
+import { AHEAD_SHARE, PREPAID_BYTES, pacedRead } from '../src/net/link-rate.js';
 import type { StreamPacer } from '../src/net/link-rate.js';
 import { parseRate } from '../src/units.js';
 import { linkWindows } from './harness/fault-proxy.js';
@@ -66,13 +67,21 @@ async function prestage(args: readonly string[]): Promise<CliResult> {
 }
 
 describe('bundle create --link-rate', () => {
-  it(`holds the link to ${RATE} over every 5 s window, and uses it`, async () => {
+  /**
+   * A capped `bundle create` through the proxy's 64 KiB window, `during` the run (from its
+   * start, given the clock); what the link carried, and the assertions every capped run holds.
+   */
+  async function cappedRun(name: string, during?: (elapsed: () => number) => Promise<void>): Promise<void> {
     const cap = parseRate(RATE)!;
     sourceProxy.setWindow(64 * 1024);
     sourceProxy.resetStats();
     const started = performance.now();
-    const r = await prestage(['bundle', 'create', planFile, '--output-dir', join(work, 'capped'), ...from, '--allow-unsigned', '--link-rate', RATE]);
+    const run = prestage(['bundle', 'create', planFile, '--output-dir', join(work, name), ...from, '--allow-unsigned', '--link-rate', RATE]);
+    const shaping = during?.(() => performance.now() - started);
+    const r = await run;
     const makespan = (performance.now() - started) / 1000;
+    await shaping;
+    sourceProxy.setBandwidth(null);
     sourceProxy.setWindow(null);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^bundle .*; fetched [\d.]+ MiB in \d+ blobs in [\d.]+ s at 2\.0 MiB\/s cap\n/);
@@ -81,19 +90,37 @@ describe('bundle create --link-rate', () => {
     const windows = linkWindows(perSecond);
     const manifestBytes = log.filter((record) => record.target.includes('/manifests/')).reduce((a, record) => a + record.bytesSent, 0);
     const perSecondFigures = [...perSecond.values()].map((bytes) => (bytes / cap).toFixed(2)).join(' ');
-    console.log(`--link-rate ${RATE}: ${bytesSent} B (${manifestBytes} B of manifests) over ${windows.seconds} s; `
+    console.log(`--link-rate ${RATE} (${name}): ${bytesSent} B (${manifestBytes} B of manifests) over ${windows.seconds} s; `
       + `max over 5 s ${(windows.maxBytesPerSecond / cap).toFixed(3)} x cap, mean ${(windows.meanBytesPerSecond / cap).toFixed(3)} x cap; `
       + `makespan ${makespan.toFixed(2)} s (link ${((lastByteAt - firstByteAt) / 1000).toFixed(2)} s), bytes/cap ${(bytesSent / cap).toFixed(2)} s; per second x cap: ${perSecondFigures}`);
 
     expect([...perSecond.values()].reduce((a, b) => a + b, 0)).toBe(bytesSent);
-    // At most the cap, plus what is paid late: the manifests (paid once read, some 280 KB read first),
-    // and what connections have in flight beyond PREPAID_BYTES. Measured 1.02-1.06 (2-core host).
-    expect(windows.maxBytesPerSecond).toBeLessThanOrEqual(cap * 1.12);
+    // At most the cap, plus what may cross later than it was paid: the bytes reads hold paid
+    // ahead (at most AHEAD_SHARE of a window, by construction) and the manifests (paid once read,
+    // some 280 KB, most of them first). Measured 1.03-1.04 (2-core host); without the bound on
+    // what is paid ahead, 1.02-1.15, and 1.14-1.25 with the link slowed.
+    expect(windows.maxBytesPerSecond).toBeLessThanOrEqual(cap * (1 + AHEAD_SHARE) + manifestBytes / 5);
     // How busy the capped link is kept is a speed, not a verdict: `npm run bench:bundle` reports it
     // (link use against the cap, beside the previous build). Here: never faster than the cap allows,
     // from the first byte to the last, and the whole run.
     expect((lastByteAt - firstByteAt) / 1000).toBeGreaterThanOrEqual((bytesSent / cap) * 0.95);
     expect(makespan).toBeGreaterThanOrEqual((bytesSent / cap) * 0.95);
+  }
+
+  it(`holds the link to ${RATE} over every 5 s window, and uses it`, async () => {
+    await cappedRun('capped');
+  });
+
+  it('holds it too when the link slows below the cap for a while, then recovers', async () => {
+    // 1.5 s in, the link carries 0.3 of the cap for 3 s: reads paid ahead then wait in its
+    // queue, and cross at once when it recovers, on top of what is paid from then on.
+    const cap = parseRate(RATE)!;
+    await cappedRun('slowed', async (elapsed) => {
+      await sleep(Math.max(0, 1_500 - elapsed()));
+      sourceProxy.setBandwidth(cap * 0.3);
+      await sleep(3_000);
+      sourceProxy.setBandwidth(null);
+    });
   });
 
   it('refuses a rate it cannot read, or zero, before any read', async () => {
@@ -111,7 +138,8 @@ describe('pacedRead', () => {
   /** A pacer that records what is paid, and when (`read: n` marks a chunk the source gave). */
   function recording(): { pacer: StreamPacer; events: string[] } {
     const events: string[] = [];
-    return { pacer: { pay: async (bytes: number) => void events.push(`pay ${bytes}`) } as unknown as StreamPacer, events };
+    const pacer = { open: async (bytes: number) => void events.push(`pay ${bytes}`), pay: async (bytes: number) => void events.push(`pay ${bytes}`), landed: () => undefined };
+    return { pacer: pacer as unknown as StreamPacer, events };
   }
   async function* chunks(sizes: number[], events: string[]): AsyncGenerator<Buffer> {
     for (const size of sizes) {

@@ -139,10 +139,14 @@ async function fetchBlob(client: RegistryClient, dir: string, task: BlobTask, si
     // Most blobs of a release are a few KiB: one verified read into memory and one write cost
     // far less per blob than a stream pipeline, and per-blob cost is what bounds small blobs.
     // Paid before it is asked for: a small blob comes whole at once, before any pace could hold it.
-    await pacer?.pay(descriptor.size, signal);
-    const bytes = await client.readBlob(task.from, descriptor, IN_MEMORY_BLOB);
-    onBytes(bytes.length);
-    return storeBlob(dir, descriptor.digest, bytes);
+    await pacer?.open(descriptor.size, signal);
+    try {
+      const bytes = await client.readBlob(task.from, descriptor, IN_MEMORY_BLOB);
+      onBytes(bytes.length);
+      return storeBlob(dir, descriptor.digest, bytes);
+    } finally {
+      pacer?.landed(descriptor.size);
+    }
   }
   let offset = task.partialBytes;
   const parts = Math.min(connections, rangeParts(descriptor.size));

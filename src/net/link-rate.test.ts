@@ -27,7 +27,7 @@ describe('StreamPacer', () => {
 
   it('shares one rate between readers', async () => {
     const clock = fakeClock();
-    const pacer = new StreamPacer(1_000, clock, 0);
+    const pacer = new StreamPacer(1_000, clock);
     await Promise.all([pacer.pay(1_000), pacer.pay(1_000), pacer.pay(1_000)]);
     // The third reader waited for all three seconds' worth.
     expect(Math.max(...clock.slept)).toBe(3_000);
@@ -45,6 +45,7 @@ describe('StreamPacer', () => {
     await read.arrived(2_000);
     expect(clock.now() - start).toBe(3_000);
     read.close();
+    expect(pacer.paidAhead).toBe(0);
     // A second request shares the rate: its 500 expected bytes wait behind the first's.
     await meter.open(500);
     expect(clock.now() - start).toBe(3_500);
@@ -78,6 +79,55 @@ describe('StreamPacer', () => {
     expect(bare.now() - 1_000_000).toBe(156.25);
     await bareRead.arrived(64 * 1024);
     expect(bare.now() - 1_000_000).toBe(187.5);
+  });
+
+  it('holds what reads pay ahead to a tenth of a window: a read beyond it waits its turn until bytes land, a read alone always goes', async () => {
+    const clock = fakeClock();
+    const pacer = new StreamPacer(2 ** 20, clock);
+    // 1 MiB/s: a 5 s window carries 5 MiB, a tenth of it is 512 KiB.
+    expect(pacer.aheadBytes).toBe(512 * 1024);
+    const order: string[] = [];
+    await pacer.open(320 * 1024);
+    const second = pacer.open(320 * 1024).then(() => order.push('second'));
+    const third = pacer.open(100 * 1024).then(() => order.push('third'));
+    await new Promise((resolve) => setImmediate(resolve));
+    // The third would fit beside the first, but waits behind the second: reads go in turn.
+    expect(order).toEqual([]);
+    expect(pacer.paidAhead).toBe(320 * 1024);
+    pacer.landed(320 * 1024);
+    await Promise.all([second, third]);
+    expect(order).toEqual(['second', 'third']);
+    expect(pacer.paidAhead).toBe(420 * 1024);
+    pacer.landed(420 * 1024);
+    // Bigger than the room, alone: it goes.
+    await pacer.open(2 ** 20);
+    expect(pacer.paidAhead).toBe(2 ** 20);
+  });
+
+  it('a read that gives up waiting for room leaves its turn to the next, and counts nothing ahead', async () => {
+    const pacer = new StreamPacer(2 ** 20, fakeClock());
+    await pacer.open(400 * 1024);
+    const abort = new AbortController();
+    const given = pacer.open(400 * 1024, abort.signal);
+    const next = pacer.open(100 * 1024);
+    abort.abort(new Error('stopped'));
+    await expect(given).rejects.toThrow('stopped');
+    await next;
+    expect(pacer.paidAhead).toBe(500 * 1024);
+  });
+
+  it('pacedRead lands every byte it paid ahead: read whole, or left early', async () => {
+    const pacer = new StreamPacer(2 * 2 ** 20, fakeClock());
+    async function* source(count: number) {
+      for (let i = 0; i < count; i++) yield Buffer.alloc(64 * 1024);
+    }
+    for await (const _ of pacedRead(source(20), 20 * 64 * 1024, pacer)) expect(pacer.paidAhead).toBeLessThanOrEqual(320 * 1024);
+    expect(pacer.paidAhead).toBe(0);
+    for await (const _ of pacedRead(source(20), 20 * 64 * 1024, pacer)) break;
+    expect(pacer.paidAhead).toBe(0);
+    // A body shorter than it said: what never came is landed too.
+    for await (const _ of pacedRead(source(2), 20 * 64 * 1024, pacer)) expect(pacer.paidAhead).toBeGreaterThan(0);
+    expect(pacer.paidAhead).toBe(0);
   });
 
   it('refuses a rate of zero', () => {
