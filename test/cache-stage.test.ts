@@ -78,11 +78,11 @@ describe('prestage stage --cache', () => {
     // its own send buffer (up to 4 MiB here), which a WAN would not have carried yet.
     link.setWindow(64 * 1024);
     const started = Date.now();
-    const staged = await runCli(['stage', truth.release.pullSpec, ...registryFlags, '--cache', '--link-rate', '2MiB/s', '--timeout', '10m', '--kubeconfig', cluster.kubeconfigPath]);
+    const staged = await runCli(['stage', truth.release.pullSpec, ...registryFlags, '--cache', '--link-rate', '1MiB/s', '--timeout', '10m', '--kubeconfig', cluster.kubeconfigPath]);
     const seconds = (Date.now() - started) / 1000;
     link.setWindow(null);
     console.log(`$ prestage stage ${truth.release.pullSpec} --cache ...  (exit ${staged.code}, ${seconds.toFixed(1)} s)\n${staged.stdout.split('\n').filter((line) => /^(cache |prestage-|SET|NODES)/.test(line)).join('\n')}`);
-    expect([staged.code, staged.stderr]).toEqual([0, 'link cap: 2 MiB/s = 2.1 MB/s (16.8 Mbit/s)\n']);
+    expect([staged.code, staged.stderr]).toEqual([0, 'link cap: 1 MiB/s = 1.05 MB/s (8.39 Mbit/s)\n']);
     expect(staged.stdout).toContain(`cache prestage/prestage-cache: no PVC (a host directory, or installed another way); this plan pulls `);
     expect(staged.stdout).toContain('(wired: the agents)');
     const fills = link.stats.log.filter((record) => record.method === 'GET' && BLOB.test(record.target) && record.range === undefined);
@@ -96,11 +96,13 @@ describe('prestage stage --cache', () => {
     // stage's wait printed the cache's own count of what it fetched upstream: the same bytes.
     const cacheLine = staged.stdout.split('\n').filter((line) => line.startsWith('cache prestage/prestage-cache: ') && line.includes('from upstream')).at(-1);
     expect(cacheLine).toContain(`cache prestage/prestage-cache: ${formatBytes(linkUnique)} from upstream, `);
-    // The cap: where bytes cross the link (the warm, its manifests included), at most 2 MiB/s over any 5 s, and the wait line says it.
-    const cap = 2 * 2 ** 20;
+    // The cap: where bytes cross the link (the warm, its manifests included), at most 1 MiB/s over any 5 s, and the wait line says it.
+    // At 1 MiB/s the cap, not the test bed, sets the warm's pace (at 2 MiB/s the warm reached 0.5-0.65 of it at best).
+    // Measured 0.78-0.88; before a pacer bounded what its reads hold paid ahead, 0.965-1.062.
+    const cap = 2 ** 20;
     const windows = linkWindows(link.stats.perSecond, 5);
-    console.log(`link with --link-rate 2MiB/s through the cache: ${formatBytes(link.stats.bytesSent)} in ${windows.seconds} s; max over 5 s ${formatBytes(windows.maxBytesPerSecond)}/s (${(windows.maxBytesPerSecond / cap).toFixed(3)} of the cap), mean ${(windows.meanBytesPerSecond / cap).toFixed(3)} of it`);
+    console.log(`link with --link-rate 1MiB/s through the cache: ${formatBytes(link.stats.bytesSent)} in ${windows.seconds} s; max over 5 s ${formatBytes(windows.maxBytesPerSecond)}/s (${(windows.maxBytesPerSecond / cap).toFixed(3)} of the cap), mean ${(windows.meanBytesPerSecond / cap).toFixed(3)} of it`);
     expect(windows.maxBytesPerSecond, `bytes per second: ${[...link.stats.perSecond.values()].join(' ')}`).toBeLessThanOrEqual(cap * 1.05);
-    expect(cacheLine).toMatch(/upstream [\d.]+ (B|KiB|MiB)\/s of the 2\.0 MiB\/s cap/);
+    expect(cacheLine).toMatch(/upstream [\d.]+ (B|KiB|MiB)\/s of the 1\.0 MiB\/s cap/);
   }, 12 * 60_000);
 });
