@@ -71,9 +71,9 @@ export class StreamPacer {
    * later (the link slow a while, the response held in a queue), it crosses on top of what is
    * paid then. What all reads hold paid ahead is what a window can carry beyond the cap: with
    * no room kept, eight reads of 320 KiB each behind a link slowed to 0.3 of a 2 MiB/s cap for
-   * 3 s, then recovered, carried 1.14-1.25x the cap over the next 5 s (measured; with the room,
-   * 1.03). Room for a twentieth of a window held the cap too, but kept the link 15 % less busy:
-   * small blobs, each paid ahead until it arrives, wait for room a round trip each.
+   * 3 s, then recovered, carried 1.12-1.25x the cap over the next 5 s (measured; with the room,
+   * 1.02-1.06, bench:bundle). Room for a twentieth of a window held the cap too, but kept the
+   * link 15 % less busy: small blobs, each paid ahead until it arrives, wait for room a round trip.
    */
   async open(bytes: number, signal?: AbortSignal): Promise<void> {
     if (this.opening.length === 0 && (this.ahead === 0 || this.ahead + bytes <= this.aheadBytes)) this.ahead += bytes;
