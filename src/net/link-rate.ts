@@ -76,7 +76,7 @@ export class StreamPacer {
    * link 15 % less busy: small blobs, each paid ahead until it arrives, wait for room a round trip.
    */
   async open(bytes: number, signal?: AbortSignal): Promise<void> {
-    if (this.opening.length === 0 && (this.ahead === 0 || this.ahead + bytes <= this.aheadBytes)) this.ahead += bytes;
+    if (this.opening.length === 0 && this.hasRoomFor(bytes)) this.ahead += bytes;
     else {
       signal?.throwIfAborted();
       // Admitted in turn; admitWaiting counts it ahead.
@@ -117,8 +117,13 @@ export class StreamPacer {
     this.admitWaiting();
   }
 
+  /** A read alone always has room. */
+  private hasRoomFor(bytes: number): boolean {
+    return this.ahead === 0 || this.ahead + bytes <= this.aheadBytes;
+  }
+
   private admitWaiting(): void {
-    for (let next = this.opening[0]; next && (this.ahead === 0 || this.ahead + next.bytes <= this.aheadBytes); next = this.opening[0]) {
+    for (let next = this.opening[0]; next && this.hasRoomFor(next.bytes); next = this.opening[0]) {
       this.opening.shift();
       // Counted at once, so the next in turn sees it.
       this.ahead += next.bytes;
@@ -145,35 +150,27 @@ export const PREPAID_BYTES = 320 * 1024;
  * brings: the first PREPAID_BYTES (all of `bytes`, if fewer) before it is asked for, then each
  * chunk as it arrives, the reader sleeping off the debt before it reads on (which lets the next
  * chunk's worth across), until `bytes` are paid: the last chunks crossed with the first window.
+ * The same reckoning as a blob through `pacerMeter`, for a reader that holds the chunks itself.
  */
 export async function* pacedRead<T extends { length: number }>(source: AsyncIterable<T>, bytes: number, pacer: StreamPacer, signal?: AbortSignal): AsyncGenerator<T> {
-  const first = Math.min(bytes, PREPAID_BYTES);
-  await pacer.open(first, signal);
-  let paid = first;
-  let received = 0;
+  const read = await pacerMeter(pacer).open(Math.min(bytes, PREPAID_BYTES), signal, bytes);
   try {
     for await (const chunk of source) {
-      pacer.landed(Math.min(chunk.length, paid - received));
-      received += chunk.length;
-      const owed = Math.min(chunk.length, bytes - paid);
-      if (owed > 0) {
-        paid += owed;
-        await pacer.pay(owed, signal, owed);
-      }
+      await read.arrived(chunk.length);
       yield chunk;
     }
   } finally {
-    pacer.landed(paid - received);
+    read.close();
   }
 }
 
 /**
  * `pacer` as the registry transport's meter (`LinkMeter`), for a reader whose every request
- * crosses the link (the cache warm: manifests, attachments and blobs): each request pays what it
- * is expected to bring before it is sent. A body whose length is known (a blob) then pays as
- * `pacedRead` does: each chunk as it arrives, so the first window stays paid ahead of what is
- * read (the bytes in the socket's buffers crossed already), until its whole length is paid. A
- * body of unknown length pays only what arrives beyond what it expected.
+ * crosses the link (the cache warm: manifests, attachments and blobs; `pacedRead`): each request
+ * pays what it is expected to bring before it is sent. A body whose length is known (a blob)
+ * then pays each chunk as it arrives, so the first window stays paid ahead of what is read (the
+ * bytes in the socket's buffers crossed already), until its whole length is paid. A body of
+ * unknown length pays only what arrives beyond what it expected.
  */
 export function pacerMeter(pacer: StreamPacer): LinkMeter {
   return {
