@@ -9,13 +9,12 @@ import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AHEAD_SHARE, PREPAID_BYTES, pacedRead } from '../src/net/link-rate.js';
 import type { StreamPacer } from '../src/net/link-rate.js';
 import { parseRate } from '../src/units.js';
-import { linkWindows } from './harness/fault-proxy.js';
+import { linkWindows, slowLinkFor } from './harness/fault-proxy.js';
 import { startFaultProxy, startRegistry, type FaultProxy, type RegistryHandle } from './harness/index.js';
 import { expectOneLineError } from './support/bundle-files.js';
 import { runCli, type CliResult } from './support/cli.js';
@@ -68,16 +67,16 @@ async function prestage(args: readonly string[]): Promise<CliResult> {
 
 describe('bundle create --link-rate', () => {
   /**
-   * A capped `bundle create` through the proxy's 64 KiB window, `during` the run (from its
-   * start, given the clock); what the link carried, and the assertions every capped run holds.
+   * A capped `bundle create` through the proxy's 64 KiB window, `during` the run (given when it
+   * started); what the link carried, and the assertions every capped run holds.
    */
-  async function cappedRun(name: string, during?: (elapsed: () => number) => Promise<void>): Promise<void> {
+  async function cappedRun(name: string, during?: (startedAt: number) => Promise<void>): Promise<void> {
     const cap = parseRate(RATE)!;
     sourceProxy.setWindow(64 * 1024);
     sourceProxy.resetStats();
     const started = performance.now();
     const run = prestage(['bundle', 'create', planFile, '--output-dir', join(work, name), ...from, '--allow-unsigned', '--link-rate', RATE]);
-    const shaping = during?.(() => performance.now() - started);
+    const shaping = during?.(started);
     const r = await run;
     const makespan = (performance.now() - started) / 1000;
     await shaping;
@@ -116,12 +115,7 @@ describe('bundle create --link-rate', () => {
     // queue, and cross at once when it recovers, on top of what is paid from then on. Measured
     // 1.024 and 1.053; with no bound on what is paid ahead, 1.148, 1.154 and 1.199.
     const cap = parseRate(RATE)!;
-    await cappedRun('slowed', async (elapsed) => {
-      await sleep(Math.max(0, 1_500 - elapsed()));
-      sourceProxy.setBandwidth(cap * 0.1);
-      await sleep(4_000);
-      sourceProxy.setBandwidth(null);
-    });
+    await cappedRun('slowed', (startedAt) => slowLinkFor(sourceProxy, startedAt, 1_500, 4_000, cap * 0.1));
   });
 
   it('refuses a rate it cannot read, or zero, before any read', async () => {

@@ -548,6 +548,18 @@ export function linkWindows(perSecond: ReadonlyMap<number, number>, windowSecond
 }
 
 /**
+ * A link that slows for a while, then recovers: `proxy`'s shared bandwidth set to
+ * `bytesPerSecond` from `afterMs` to `afterMs + forMs` after `startedAt` (a `performance.now()`),
+ * then lifted. Resolves once it is lifted.
+ */
+export async function slowLinkFor(proxy: Pick<FaultProxy, 'setBandwidth'>, startedAt: number, afterMs: number, forMs: number, bytesPerSecond: number): Promise<void> {
+  await sleep(Math.max(0, afterMs - (performance.now() - startedAt)));
+  proxy.setBandwidth(bytesPerSecond);
+  await sleep(forMs);
+  proxy.setBandwidth(null);
+}
+
+/**
  * One link shared by all responses, a token bucket in time units: each piece reserves the
  * next slot on the link and is sent when its slot ends, so all streams together stay at
  * the rate. Up to one piece of idle time is credited, so timer lateness does not add up.
