@@ -87,6 +87,13 @@ async function status(pid: number, before?: Sample): Promise<Sample> {
   return { rss: kib('VmRSS'), hwm: kib('VmHWM'), anon, anonPeak: Math.max(anon, before?.anonPeak ?? 0) };
 }
 
+/** What of the idle RSS is lazily freed or huge pages (smaps_rollup), for reading the idle figure. */
+async function idlePages(pid: number): Promise<string> {
+  const text = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8');
+  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0) * 1024;
+  return ['Anonymous', 'LazyFree', 'AnonHugePages', 'Private_Dirty', 'Private_Clean', 'Shared_Clean'].map((field) => `${field} ${mib(kib(field))}`).join(', ');
+}
+
 async function run(variant: Variant, registryHost: string, images: readonly string[]): Promise<{ peak: number; idle: number; anonPeak: number; anonIdle: number; cpu: number; perNode: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'prestage-bench-agent-'));
   let cluster: TestCluster | undefined;
@@ -121,6 +128,8 @@ async function run(variant: Variant, registryHost: string, images: readonly stri
     await new Promise((resolve) => setTimeout(resolve, IDLE_S * 1000));
     sampling = false;
     await sampler;
+    // Pages the process gave back with MADV_FREE still count in RSS until the kernel needs them.
+    for (const agent of agents) console.log(`  (${variant.name}, ${images.length} images, pid ${agent.pid} at idle: ${await idlePages(agent.pid)})`);
     const figures = [...last.values()];
     // CPU the agents used, staging and idle: what a flag that saves memory costs.
     const cpu = agents.reduce((sum, agent) => sum + processCpuSeconds(agent.pid), 0) / agents.length;

@@ -74,7 +74,7 @@ describe('prestage install', () => {
     expect(container.args.some((arg) => arg.startsWith('--reload'))).toBe(false);
     expect(pod.hostPID).toBe(true);
     expect(container.env).toEqual([
-      { name: 'NODE_OPTIONS', value: '--max-semi-space-size=1 --jitless' },
+      { name: 'NODE_OPTIONS', value: '--max-semi-space-size=1 --jitless --expose-gc' },
       { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
     ]);

@@ -26,6 +26,7 @@ import { buildStatus, isSetFailed } from './node-status.js';
 import { imagesToPin, pinImages } from './pinning.js';
 import { pullAuthForSets, readNodePullSecret, readSetPullSecrets } from './pull-credentials.js';
 import { PullExecutor, type PullExecutorOptions } from './pull-executor.js';
+import type { QuietCollector } from './quiet-collector.js';
 import { presentNames, type ImageRuntime } from './runtime.js';
 import { isControlPlane, selectingSets } from './selector.js';
 import { FailureEvents, progressIntervalMs, ProgressPublisher, StatusWriter } from './status-publishing.js';
@@ -64,6 +65,8 @@ export interface NodeAgentOptions extends PullSettings {
   readonly resyncMs?: number;
   /** Liveness: unhealthy once the loop made no progress for this long (a pull within its own deadline is progress). */
   readonly stallMs?: number;
+  /** Told when passes start and when they go quiet: the idle agent gives back what its last pass filled. */
+  readonly quietCollector?: Pick<QuietCollector, 'busy' | 'quiet'>;
 }
 
 const DEFAULT_RESYNC_MS = 60_000;
@@ -116,6 +119,7 @@ export class NodeAgent {
       this.rerun = true;
       return;
     }
+    this.options.quietCollector?.busy();
     this.running = (async () => {
       do {
         this.rerun = false;
@@ -130,6 +134,7 @@ export class NodeAgent {
         }
       } while (this.rerun && !this.stopped);
       this.running = undefined;
+      if (!this.stopped) this.options.quietCollector?.quiet();
     })();
   }
 

@@ -16,6 +16,7 @@ import { cachedImages, LeaseCacheWarmer } from '../agent/cache-warm.js';
 import { LeasePacer } from '../agent/pacing.js';
 import { runSetStatusWriter } from '../agent/set-status-writer.js';
 import { NodeAgent } from '../agent/reconcile.js';
+import { QuietCollector } from '../agent/quiet-collector.js';
 import { connectCluster } from '../cluster/connect.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { createLogger, type LogLevel } from '../telemetry/log.js';
@@ -33,6 +34,8 @@ export class SetsFailedError extends PrestageError {
 }
 
 export const DEFAULT_PULL_SECRET = '/var/lib/kubelet/config.json';
+/** Quiet this long after a pass before the idle collection (a pass's follow-ups come within a second or two). */
+const QUIET_COLLECT_MS = 5_000;
 
 export function agentCommand(ctx: CommandContext) {
   return typedCommand({
@@ -154,6 +157,7 @@ export function agentCommand(ctx: CommandContext) {
         imageSizes,
         resyncMs: args.resync * 1000,
         stallMs: args['stall-timeout'] * 1000,
+        quietCollector: new QuietCollector({ afterMs: QUIET_COLLECT_MS }),
         permanentFailureBackoffMs: args['permanent-failure-backoff'] * 1000,
         pacer,
         linkLedger,
