@@ -5,14 +5,16 @@
  * DaemonSet runs it (NODE_OPTIONS as the DaemonSet sets them, plus the run's own), creates one
  * PinnedImageSet of the fixture release's every image and samples each agent's /proc status
  * every 250 ms until every node has pinned them all, then for BENCH_IDLE_S more (default 30).
- * Reported: peak RSS (VmHWM) and idle RSS (VmRSS at the end), the most of any node, in MiB.
+ * Reported: peak RSS (VmHWM) and idle RSS (VmRSS at the end, and the median of the idle samples:
+ * a resync pass near the end moves the former), the most of any node, in MiB.
  *
  * The baseline is BENCH_BASELINE (a git ref), default the commit before the agent's own entry.
  *
  * BENCH_IMAGES=100,1000: this build only, one run per N with N tiny synthetic images (sets of 500)
  * (bench/synthetic-images.ts) instead of the release, on BENCH_NODES nodes (default 1: each
  * agent sees only its own node, so one is enough); reports each N's figures and their ratio to
- * the first N's (goal: memory flat, within ±5 %, from 100 to 1000 images).
+ * the first N's (goal: memory flat, within ±5 %, from 100 to 1000 images). With BENCH_BASELINE
+ * set, the previous build runs beside this one for each N.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -94,7 +96,21 @@ async function idlePages(pid: number): Promise<string> {
   return ['Anonymous', 'LazyFree', 'AnonHugePages', 'Private_Dirty', 'Private_Clean', 'Shared_Clean'].map((field) => `${field} ${mib(kib(field))}`).join(', ');
 }
 
-async function run(variant: Variant, registryHost: string, images: readonly string[]): Promise<{ peak: number; idle: number; anonPeak: number; anonIdle: number; cpu: number; perNode: string }> {
+interface Figures {
+  readonly peak: number;
+  readonly idle: number;
+  readonly anonPeak: number;
+  readonly anonIdle: number;
+  /** Medians of each node's samples over the idle time (the most of any node). */
+  readonly idleMedian: number;
+  readonly anonIdleMedian: number;
+  readonly cpu: number;
+  readonly perNode: string;
+}
+
+const median = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
+
+async function run(variant: Variant, registryHost: string, images: readonly string[]): Promise<Figures> {
   const dir = await mkdtemp(join(tmpdir(), 'prestage-bench-agent-'));
   let cluster: TestCluster | undefined;
   const agents: Daemon[] = [];
@@ -113,9 +129,15 @@ async function run(variant: Variant, registryHost: string, images: readonly stri
     const started = Date.now();
     let sampling = true;
     const last = new Map<number, Sample>();
+    let idling = false;
+    const idleSamples = new Map<number, Sample[]>(agents.map((agent) => [agent.pid, []]));
     const sampler = (async () => {
       while (sampling) {
-        for (const agent of agents) last.set(agent.pid, await status(agent.pid, last.get(agent.pid)));
+        for (const agent of agents) {
+          const sample = await status(agent.pid, last.get(agent.pid));
+          last.set(agent.pid, sample);
+          if (idling) idleSamples.get(agent.pid)!.push(sample);
+        }
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     })();
@@ -125,6 +147,7 @@ async function run(variant: Variant, registryHost: string, images: readonly stri
       if (Date.now() - started > 15 * 60_000) throw new Error('not pinned everywhere within 15 minutes');
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
+    idling = true;
     await new Promise((resolve) => setTimeout(resolve, IDLE_S * 1000));
     sampling = false;
     await sampler;
@@ -133,7 +156,17 @@ async function run(variant: Variant, registryHost: string, images: readonly stri
     const figures = [...last.values()];
     // CPU the agents used, staging and idle: what a flag that saves memory costs.
     const cpu = agents.reduce((sum, agent) => sum + processCpuSeconds(agent.pid), 0) / agents.length;
-    return { peak: Math.max(...figures.map((f) => f.hwm)), idle: Math.max(...figures.map((f) => f.rss)), anonPeak: Math.max(...figures.map((f) => f.anonPeak)), anonIdle: Math.max(...figures.map((f) => f.anon)), cpu, perNode: figures.map((f) => `${mib(f.hwm)}/${mib(f.rss)}`).join(' ') };
+    const idles = [...idleSamples.values()];
+    return {
+      peak: Math.max(...figures.map((f) => f.hwm)),
+      idle: Math.max(...figures.map((f) => f.rss)),
+      anonPeak: Math.max(...figures.map((f) => f.anonPeak)),
+      anonIdle: Math.max(...figures.map((f) => f.anon)),
+      idleMedian: Math.max(...idles.map((samples) => median(samples.map((f) => f.rss)))),
+      anonIdleMedian: Math.max(...idles.map((samples) => median(samples.map((f) => f.anon)))),
+      cpu,
+      perNode: figures.map((f) => `${mib(f.hwm)}/${mib(f.rss)}`).join(' '),
+    };
   } finally {
     await Promise.allSettled(agents.map((agent) => agent.stop(30_000)));
     await cluster?.stop();
@@ -176,12 +209,16 @@ try {
   for (const variant of variants) {
     results.push({ variant, ...(await run(variant, registry.host, images)) });
     const r = results.at(-1)!;
-    console.log(`  (done: ${variant.name}: peak ${mib(r.peak)} MiB, idle ${mib(r.idle)} MiB; anonymous ${mib(r.anonPeak)}/${mib(r.anonIdle)}; CPU ${r.cpu.toFixed(1)} s an agent)`);
+    console.log(`  (done: ${variant.name}: peak ${mib(r.peak)} MiB, idle ${mib(r.idle)} MiB (median ${mib(r.idleMedian)}); anonymous ${mib(r.anonPeak)}/${mib(r.anonIdle)} (median ${mib(r.anonIdleMedian)}); CPU ${r.cpu.toFixed(1)} s an agent)`);
   }
   const base = results[0]!;
-  console.log(`bench:agent  ${NODES} nodes (real CRI-O), one set of the fixture release's ${images.length} images; NODE_OPTIONS ${AGENT_NODE_OPTIONS} (the DaemonSet's) + the variant's; MiB, the most of any node; ratio = variant / ${base.variant.name}`);
-  console.log(`  ${'variant'.padEnd(58)}${'peak'.padStart(8)}${'ratio'.padStart(7)}${'idle'.padStart(8)}${'ratio'.padStart(7)}  anon peak/idle  cpu s  ratio   per node peak/idle`);
-  for (const r of results) console.log(`  ${r.variant.name.padEnd(58)}${mib(r.peak).padStart(8)}${(r.peak / base.peak).toFixed(2).padStart(7)}${mib(r.idle).padStart(8)}${(r.idle / base.idle).toFixed(2).padStart(7)}  ${`${mib(r.anonPeak)}/${mib(r.anonIdle)}`.padStart(14)}${r.cpu.toFixed(1).padStart(7)}${(r.cpu / base.cpu).toFixed(2).padStart(7)}   ${r.perNode}`);
+  console.log(`bench:agent  ${NODES} nodes (real CRI-O), one set of the fixture release's ${images.length} images; NODE_OPTIONS ${AGENT_NODE_OPTIONS} (the DaemonSet's) + the variant's; MiB, the most of any node; idle at the end and the median over ${IDLE_S} s idle; ratio = variant / ${base.variant.name}`);
+  console.log(`  ${'variant'.padEnd(58)}${'peak'.padStart(8)}${'ratio'.padStart(7)}${'idle'.padStart(8)}${'ratio'.padStart(7)}${'median'.padStart(8)}${'ratio'.padStart(7)}  anon peak/idle  cpu s  ratio   per node peak/idle`);
+  for (const r of results) {
+    console.log(
+      `  ${r.variant.name.padEnd(58)}${mib(r.peak).padStart(8)}${(r.peak / base.peak).toFixed(2).padStart(7)}${mib(r.idle).padStart(8)}${(r.idle / base.idle).toFixed(2).padStart(7)}${mib(r.idleMedian).padStart(8)}${(r.idleMedian / base.idleMedian).toFixed(2).padStart(7)}  ${`${mib(r.anonPeak)}/${mib(r.anonIdle)}`.padStart(14)}${r.cpu.toFixed(1).padStart(7)}${(r.cpu / base.cpu).toFixed(2).padStart(7)}   ${r.perNode}`,
+    );
+  }
   console.log('  goals: peak <= 64 MiB, idle <= 48 MiB');
 } finally {
   await registry.stop();
@@ -194,19 +231,32 @@ async function byImageCount(counts: readonly number[]): Promise<void> {
   // BENCH_AGENT_NODE_OPTIONS: e.g. --heapsnapshot-signal=SIGUSR2, to see what the agent holds; BENCH_AGENT_NODE_FLAGS: flags
   // NODE_OPTIONS refuses (e.g. --trace-gc, with BENCH_AGENT_LOGS to keep what it prints), on node's command line.
   const flags = (process.env.BENCH_AGENT_NODE_FLAGS ?? '').split(' ').filter(Boolean);
-  const variant: Variant = { name: 'this build', entry: [...flags, join(ROOT, 'bin/prestage.js')], nodeOptions: process.env.BENCH_AGENT_NODE_OPTIONS ?? '' };
-  const results = [];
-  for (const count of counts) {
-    const synthetic = syntheticImages(count);
-    await pushFixture(registry.url, synthetic.fixture);
-    results.push({ count, ...(await run(variant, registry.host, synthetic.pullSpecs)) });
-    const r = results.at(-1)!;
-    console.log(`  (done: ${count} images: peak ${mib(r.peak)} MiB, idle ${mib(r.idle)} MiB; anonymous ${mib(r.anonPeak)}/${mib(r.anonIdle)}; CPU ${r.cpu.toFixed(1)} s an agent)`);
+  const current: Variant = { name: 'this build', entry: [...flags, join(ROOT, 'bin/prestage.js')], nodeOptions: process.env.BENCH_AGENT_NODE_OPTIONS ?? '' };
+  // With BENCH_BASELINE, the previous build too, each count's runs side by side.
+  const baseline = process.env.BENCH_BASELINE ? await baselineEntry() : undefined;
+  const variants: Variant[] = [...(baseline ? [{ name: baseline.name, entry: [...flags, ...baseline.entry], nodeOptions: current.nodeOptions }] : []), current];
+  const results: (Figures & { count: number; variant: Variant })[] = [];
+  try {
+    for (const count of counts) {
+      const synthetic = syntheticImages(count);
+      await pushFixture(registry.url, synthetic.fixture);
+      for (const variant of variants) {
+        results.push({ count, variant, ...(await run(variant, registry.host, synthetic.pullSpecs)) });
+        const r = results.at(-1)!;
+        console.log(`  (done: ${variant.name}, ${count} images: peak ${mib(r.peak)} MiB, idle ${mib(r.idle)} MiB (median ${mib(r.idleMedian)}); anonymous ${mib(r.anonPeak)}/${mib(r.anonIdle)} (median ${mib(r.anonIdleMedian)}); CPU ${r.cpu.toFixed(1)} s an agent)`);
+      }
+    }
+  } finally {
+    if (baseline && !process.env.BENCH_KEEP_BASELINE) await baseline.remove().catch(() => undefined);
   }
-  const base = results[0]!;
   const ratio = (value: number, of: number) => (value / of).toFixed(3).padStart(7);
-  console.log(`bench:agent  this build, ${NODES} node(s) (real CRI-O), N tiny synthetic images (one unique layer each) in sets of at most ${SET_MAX_IMAGES}; NODE_OPTIONS ${AGENT_NODE_OPTIONS} (the DaemonSet's); MiB, the most of any node; ratio = N's / ${base.count}'s`);
-  console.log(`  ${'images'.padStart(7)}${'peak'.padStart(8)}${'ratio'.padStart(7)}${'idle'.padStart(8)}${'ratio'.padStart(7)}${'anon peak'.padStart(11)}${'ratio'.padStart(7)}${'anon idle'.padStart(11)}${'ratio'.padStart(7)}  cpu s`);
-  for (const r of results) console.log(`  ${String(r.count).padStart(7)}${mib(r.peak).padStart(8)}${ratio(r.peak, base.peak)}${mib(r.idle).padStart(8)}${ratio(r.idle, base.idle)}${mib(r.anonPeak).padStart(11)}${ratio(r.anonPeak, base.anonPeak)}${mib(r.anonIdle).padStart(11)}${ratio(r.anonIdle, base.anonIdle)}${r.cpu.toFixed(1).padStart(7)}`);
+  console.log(`bench:agent  ${NODES} node(s) (real CRI-O), N tiny synthetic images (one unique layer each) in sets of at most ${SET_MAX_IMAGES}; NODE_OPTIONS ${AGENT_NODE_OPTIONS} (the DaemonSet's); MiB, the most of any node; idle at the end and the median over ${IDLE_S} s idle; ratio = N's / ${counts[0]}'s of the same build`);
+  console.log(`  ${'build'.padEnd(20)}${'images'.padStart(7)}${'peak'.padStart(8)}${'ratio'.padStart(7)}${'idle'.padStart(8)}${'ratio'.padStart(7)}${'median'.padStart(8)}${'ratio'.padStart(7)}${'anon peak'.padStart(11)}${'ratio'.padStart(7)}${'anon idle'.padStart(11)}${'median'.padStart(8)}${'ratio'.padStart(7)}  cpu s`);
+  for (const r of results) {
+    const base = results.find((other) => other.variant === r.variant)!;
+    console.log(
+      `  ${r.variant.name.padEnd(20)}${String(r.count).padStart(7)}${mib(r.peak).padStart(8)}${ratio(r.peak, base.peak)}${mib(r.idle).padStart(8)}${ratio(r.idle, base.idle)}${mib(r.idleMedian).padStart(8)}${ratio(r.idleMedian, base.idleMedian)}${mib(r.anonPeak).padStart(11)}${ratio(r.anonPeak, base.anonPeak)}${mib(r.anonIdle).padStart(11)}${mib(r.anonIdleMedian).padStart(8)}${ratio(r.anonIdleMedian, base.anonIdleMedian)}${r.cpu.toFixed(1).padStart(7)}`,
+    );
+  }
   console.log('  goal: memory flat (ratio within 0.95..1.05) from the fewest images to the most');
 }

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../telemetry/log.js';
-import { QuietCollector } from './quiet-collector.js';
+import { compactingCollection, QuietCollector } from './quiet-collector.js';
 import { NodeAgent, type AgentCluster } from './reconcile.js';
 import { MemoryRuntime } from '../../test/support/memory-runtime.js';
 
@@ -29,6 +29,24 @@ describe('QuietCollector', () => {
     const collector = new QuietCollector({ afterMs: 5_000 });
     collector.quiet();
     expect(vi.getTimerCount()).toBe(0);
+  });
+});
+
+describe('compactingCollection', () => {
+  it('compacts for its own collection only, and restores the default when the collection throws', () => {
+    const flags: string[] = [];
+    compactingCollection(() => void flags.push('gc'), (flag) => void flags.push(flag));
+    expect(flags).toEqual(['--compact-on-every-full-gc', 'gc', '--no-compact-on-every-full-gc']);
+    flags.length = 0;
+    expect(() =>
+      compactingCollection(
+        () => {
+          throw new Error('collection failed');
+        },
+        (flag) => void flags.push(flag),
+      ),
+    ).toThrow('collection failed');
+    expect(flags).toEqual(['--compact-on-every-full-gc', '--no-compact-on-every-full-gc']);
   });
 });
 

@@ -4,14 +4,18 @@
  *
  * Why V8 does not do it alone: its memory reducer, which collects and releases pages once
  * allocation slows, stops after three collections and arms again only when the committed heap
- * has grown by 10 MB since. The agent's whole heap is 10-20 MB, so after its first quiet spell the
- * reducer never runs again, and each pass's objects that outlived two scavenges (the DaemonSet's
- * 1 MiB semi-space) keep their old-space pages after they die: 6-7 MB at 1000 images, measured
- * with `--trace-gc` (docs/benchmarks.md). A collection costs a few milliseconds of a 10 MB heap,
- * once a pass (a resync a minute at idle).
+ * has grown by 10 MB since, or the old generation expands. A staging expands it and spends the
+ * three while pulls still allocate; once it ends, a heap of 10-20 MB re-arms nothing, and the
+ * pass's objects that outlived two scavenges (the DaemonSet's 1 MiB semi-space) keep their
+ * old-space pages after they die: 5 MiB at 1000 images (bench:agent, docs/benchmarks.md).
+ *
+ * The collection moves every movable object (V8's `--compact-on-every-full-gc`, set for it alone):
+ * a plain one leaves each page that still holds a few live objects, and gave back 2 MiB where
+ * this gives back 5. It takes 15-22 ms of a 10 MB heap, once a pass (a resync a minute at idle).
  *
  * `gc` is there only under `--expose-gc` (the DaemonSet's NODE_OPTIONS); without it, nothing runs.
  */
+import { setFlagsFromString } from 'node:v8';
 
 /** V8's `gc()` under `--expose-gc`. */
 type Collect = () => void;
@@ -28,7 +32,8 @@ export class QuietCollector {
   private readonly collect: Collect | undefined;
 
   constructor(private readonly options: QuietCollectorOptions) {
-    this.collect = options.collect ?? (globalThis as { gc?: Collect }).gc;
+    const gc = (globalThis as { gc?: Collect }).gc;
+    this.collect = options.collect ?? (gc && (() => compactingCollection(gc)));
   }
 
   /** A pass starts: a collection waiting for quiet waits again. */
@@ -49,5 +54,16 @@ export class QuietCollector {
     }, this.options.afterMs);
     // Never what keeps the process up.
     this.timer.unref();
+  }
+}
+
+/** One full collection that evacuates every page it can, so that none stays for a few live objects. */
+export function compactingCollection(gc: Collect, setFlags: (flags: string) => void = setFlagsFromString): void {
+  // V8 reads the flag as each full collection picks the pages to evacuate; the passes' own collections keep the default.
+  setFlags('--compact-on-every-full-gc');
+  try {
+    gc();
+  } finally {
+    setFlags('--no-compact-on-every-full-gc');
   }
 }

@@ -15,7 +15,7 @@ import { agentAccess } from './agent-access.js';
  * less RSS, 97 -> 82 MiB on the test bed) and V8 without its compilers (bytecode only: 3.7 MiB less
  * at peak, 69.6 -> 65.9, at the same CPU). --jitless turns WebAssembly off, which nothing of
  * prestage uses; V8 says so in one line on stderr at start. `--expose-gc` lets the agent collect
- * once its passes go quiet (src/agent/quiet-collector.ts: 64.0 -> 56.4 MiB idle at 1000 images).
+ * once its passes go quiet (src/agent/quiet-collector.ts: 62.9 -> 58.1 MiB idle at 1000 images).
  */
 export const AGENT_NODE_OPTIONS = '--max-semi-space-size=1 --jitless --expose-gc';
 
