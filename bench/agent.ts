@@ -36,6 +36,7 @@ import { pinState, startNodeAgent } from '../test/support/agent-bed.js';
 import { runCli } from '../test/support/cli.js';
 import { processCpuSeconds } from './process-cpu.js';
 import { syntheticImages } from './synthetic-images.js';
+import { median } from './median.js';
 
 const exec = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -82,9 +83,12 @@ interface Sample {
   readonly anonPeak: number;
 }
 
+/** A `Field:   N kB` line of a /proc file (status, smaps_rollup), in bytes; 0 when absent. */
+const kibField = (text: string, field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0) * 1024;
+
 async function status(pid: number, before?: Sample): Promise<Sample> {
   const text = await readFile(`/proc/${pid}/status`, 'utf8');
-  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0) * 1024;
+  const kib = (field: string) => kibField(text, field);
   const anon = kib('RssAnon');
   return { rss: kib('VmRSS'), hwm: kib('VmHWM'), anon, anonPeak: Math.max(anon, before?.anonPeak ?? 0) };
 }
@@ -92,8 +96,7 @@ async function status(pid: number, before?: Sample): Promise<Sample> {
 /** What of the idle RSS is lazily freed or huge pages (smaps_rollup), for reading the idle figure. */
 async function idlePages(pid: number): Promise<string> {
   const text = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8');
-  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0) * 1024;
-  return ['Anonymous', 'LazyFree', 'AnonHugePages', 'Private_Dirty', 'Private_Clean', 'Shared_Clean'].map((field) => `${field} ${mib(kib(field))}`).join(', ');
+  return ['Anonymous', 'LazyFree', 'AnonHugePages', 'Private_Dirty', 'Private_Clean', 'Shared_Clean'].map((field) => `${field} ${mib(kibField(text, field))}`).join(', ');
 }
 
 interface Figures {
@@ -108,7 +111,6 @@ interface Figures {
   readonly perNode: string;
 }
 
-const median = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 
 async function run(variant: Variant, registryHost: string, images: readonly string[]): Promise<Figures> {
   const dir = await mkdtemp(join(tmpdir(), 'prestage-bench-agent-'));

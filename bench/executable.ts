@@ -17,6 +17,7 @@ import { promisify } from 'node:util';
 import { pushFixture } from '../fixtures/push.js';
 import { buildReleaseFixture } from '../fixtures/release.js';
 import { startFaultProxy, startRegistry } from '../test/harness/index.js';
+import { median } from './median.js';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
@@ -71,7 +72,6 @@ async function ms(argv: readonly string[]): Promise<number> {
   return Number(process.hrtime.bigint() - start) / 1e6;
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const SIDES = ['this', 'previous', 'node'] as const;
 type Side = (typeof SIDES)[number];
 /** A program under `name` (a plugin name is a link beside the executable). */

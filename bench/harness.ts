@@ -14,10 +14,10 @@ import { loadavg } from 'node:os';
 import { buildReleaseFixture } from '../fixtures/release.js';
 import { ERAS, buildEraFixture, clearEraLayerCache } from '../fixtures/eras.js';
 import { startFaultProxy } from '../test/harness/index.js';
+import { median } from './median.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const MiB = 1024 * 1024;
-const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 console.log(`bench:harness: ${RUNS} runs, medians; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 

@@ -37,6 +37,7 @@ import { buildReleaseFixture } from '../fixtures/release.js';
 import { startFaultProxy, startRegistry } from '../test/harness/index.js';
 import { CURRENT, previousBuild, type Build } from './previous-build.js';
 import { processCpuSeconds } from './process-cpu.js';
+import { median } from './median.js';
 
 const run = promisify(execFile);
 const RTT_MS = Number(process.env.BENCH_RTT_MS ?? 20);
@@ -246,7 +247,6 @@ async function criticalPath(previous: Build): Promise<void> {
   proxy.setLatency(RTT_MS);
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const previous = await previousBuild();
 /** BENCH_SECTIONS=critical (comma-separated: previous, agent, skopeo, critical) runs only those; default all. */
 const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'previous,agent,skopeo,critical').split(','));

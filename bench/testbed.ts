@@ -23,9 +23,9 @@ import { CrioNode, type StorageDriver } from '../test/cluster/crio.js';
 import type { GoCollector } from '../test/harness/go-runtime.js';
 import { startRegistry } from '../test/harness/index.js';
 import { processCpuSeconds } from './process-cpu.js';
+import { median } from './median.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
-const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 /** CPU seconds of the processes whose command line names `marker` (children they waited for too). */
 function cpuSeconds(marker: string): number {
