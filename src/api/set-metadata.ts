@@ -22,6 +22,8 @@ export const DISK_BYTES_ANNOTATION = 'prestage.dev/disk-bytes';
 export const COMPRESSED_BYTES_ANNOTATION = 'prestage.dev/compressed-bytes';
 /** Set annotation (rendered by `prestage plan`): the role the set was planned for, where its labels do not say. */
 export const ROLE_ANNOTATION = 'prestage.dev/role';
+/** An operator's set: the bundles whose images it holds, a comma list (its package: plan/assemble.ts's label). */
+export const OPERATOR_BUNDLES_ANNOTATION = 'prestage.dev/operator-bundles';
 
 /** The label every set prestage writes carries; `status` and `wait` without names use it. */
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';

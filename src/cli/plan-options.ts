@@ -6,6 +6,9 @@ import { DEFAULT_PROFILE } from '../plan/inclusion.js';
 import { parsePlatform, PLATFORMS } from '../plan/platform.js';
 import type { LiveCluster } from '../plan/live.js';
 import type { ImageRole } from '../plan/types.js';
+import type { CatalogSelection } from '../catalog/selection.js';
+import { parsePackageFlag } from '../catalog/package-flag.js';
+import { readImageSetConfiguration, type ImageSetConfiguration } from '../config/image-set-config.js';
 
 export interface PlanFlags {
   arch: string;
@@ -23,6 +26,9 @@ export interface PlanFlags {
   'images-file'?: string;
   'extra-role': ImageRole;
   'name-prefix': string;
+  config?: string;
+  catalog?: string;
+  package: string[];
 }
 
 /** Repeatable flags that also take comma lists (`--capabilities Build,Console`). */
@@ -44,7 +50,10 @@ export function withPlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags> {
     .option('image', { type: 'string', array: true, default: [] as string[], describe: 'Extra image REF to add (repeatable; tags resolved to digests)' })
     .option('images-file', { type: 'string', describe: 'File with extra image references, one per line' })
     .option('extra-role', { choices: ['all', 'worker', 'control-plane'] as const, default: 'all' as const, describe: 'Which nodes get the extra images' })
-    .option('name-prefix', { type: 'string', default: 'prestage', describe: 'Prefix of the PinnedImageSet names' }) as unknown as Argv<T & PlanFlags>;
+    .option('name-prefix', { type: 'string', default: 'prestage', describe: 'Prefix of the PinnedImageSet names' })
+    .option('config', { type: 'string', describe: "oc-mirror v2 ImageSetConfiguration FILE (mirror.openshift.io/v2alpha1): its mirror.operators (catalogs, packages, channels, version ranges) and mirror.additionalImages are staged beside the release, with each selected bundle's dependencies" })
+    .option('catalog', { type: 'string', describe: 'Operator catalog image REF (file-based, e.g. registry.redhat.io/redhat/redhat-operator-index:v4.16) to stage --package operators from; alone: the head of every channel of every package' })
+    .option('package', { type: 'string', array: true, default: [] as string[], describe: 'With --catalog: operator NAME[/CHANNEL][@RANGE] to stage (repeatable); RANGE is V (exactly), MIN..MAX, MIN.. or ..MAX (inclusive); no channel: every channel\'s; no range: the channel heads' }) as unknown as Argv<T & PlanFlags>;
 }
 
 /** `--cluster`/`--no-cluster`: plan the upgrade of the running cluster (live.ts), or from the release alone. */
@@ -108,6 +117,8 @@ export async function releaseToPlan(flags: ToFlags, warn: (line: string) => void
 }
 
 export function planOptionsFrom(flags: PlanFlags, release: string, live?: LiveCluster): PlanOptions {
+  const config = flags.config !== undefined ? readImageSetConfiguration(flags.config) : undefined;
+  const operators = operatorSelections(flags, config);
   return {
     release,
     arch: flags.arch,
@@ -122,8 +133,26 @@ export function planOptionsFrom(flags: PlanFlags, release: string, live?: LiveCl
     ...(flags.platform !== undefined ? { platform: parsePlatform(flags.platform) } : {}),
     controlPlaneOnly: list(flags['control-plane-only']),
     allNodes: list(flags['all-nodes']),
-    extraImages: [...flags.image, ...(flags['images-file'] ? readImagesFile(flags['images-file']) : [])],
+    extraImages: [...flags.image, ...(flags['images-file'] ? readImagesFile(flags['images-file']) : []), ...(config?.additionalImages ?? [])],
     extraRole: flags['extra-role'],
     namePrefix: flags['name-prefix'],
+    ...(operators.length > 0 ? { operators } : {}),
+    ...(config ? { inputWarnings: configWarnings(flags.config!, config) } : {}),
   };
+}
+
+/** The operators to stage: the config's catalogs, then `--catalog` with its `--package`s. */
+function operatorSelections(flags: PlanFlags, config: ImageSetConfiguration | undefined): CatalogSelection[] {
+  if (flags.package.length > 0 && flags.catalog === undefined) throw new BadInputError('--package needs --catalog REF: the catalog image to stage the operator from');
+  const fromFlags: CatalogSelection[] = flags.catalog !== undefined ? [{ catalog: flags.catalog, full: false, packages: flags.package.map(parsePackageFlag) }] : [];
+  return [...(config?.operators ?? []), ...fromFlags];
+}
+
+/** What the config asks that a plan does not do, said once. */
+function configWarnings(file: string, config: ImageSetConfiguration): string[] {
+  return [
+    ...(config.platform && config.platform.channels.length > 0 ? [`--config ${file}: mirror.platform.channels are not planned (the release is the one named on the command line)`] : []),
+    ...(config.blockedImages.length > 0 ? [`--config ${file}: mirror.blockedImages are not applied to a plan`] : []),
+    ...config.ignored.map((path) => `--config ${file}: ${path} is accepted and not used by prestage`),
+  ];
 }

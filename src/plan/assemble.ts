@@ -7,10 +7,15 @@ import type { ReleaseInfo } from '../release/payload.js';
 import type { Classification } from './classify.js';
 import { newBytesPerNode, type HeldLayers, type NodeHolding } from './held.js';
 import type { MeasuredImage } from './sizes.js';
-import { PLAN_API_VERSION, type ImageRole, type Plan, type PlanCluster, type PlannedImage, type PlannedSet, type SetRole, type SkippedImage } from './types.js';
+import type { OperatorImage } from './operators.js';
+import { PLAN_API_VERSION, type ImageRole, type Plan, type PlanCluster, type PlannedImage, type PlannedOperators, type PlannedRoleTotal, type PlannedSet, type SetRole, type SkippedImage } from './types.js';
 
 /** PinnedImageSet.spec.pinnedImages holds at most 500 entries (openshift/api validation). */
 export const MAX_IMAGES_PER_SET = 500;
+/** MCO handles at most 100 PinnedImageSets per pool (FACTS §3); past it, operators share one set per role. */
+export const MAX_SETS_PER_POOL = 100;
+/** An operator's set: the OLM package it serves, for selectors (its bundles: the render's annotation). */
+export const OPERATOR_PACKAGE_LABEL = 'prestage.dev/operator-package';
 
 export const POOL_ROLE_LABEL = 'machineconfiguration.openshift.io/role';
 const POOL_OF: Record<SetRole, string> = { 'control-plane': 'master', worker: 'worker' };
@@ -20,6 +25,14 @@ export interface ExtraImage {
   readonly pullSpec: string;
   readonly digest: string;
   readonly role: ImageRole;
+  readonly measured: MeasuredImage;
+}
+
+/** An operator's image, resolved to its digest and measured. */
+export interface MeasuredOperatorImage extends OperatorImage {
+  readonly pullSpec: string;
+  readonly digest: string;
+  readonly source: 'operator' | 'catalog';
   readonly measured: MeasuredImage;
 }
 
@@ -36,6 +49,8 @@ export interface PlanInput {
   readonly warnings: readonly string[];
   /** A live cluster: the images each node runs and their layers, for the new bytes per node. */
   readonly held?: { readonly nodes: readonly NodeHolding[]; readonly layers: HeldLayers };
+  /** Operators planned beside the release. */
+  readonly operators?: { readonly images: readonly MeasuredOperatorImage[]; readonly summary: PlannedOperators };
 }
 
 export function assemblePlan(input: PlanInput): Plan {
@@ -59,6 +74,10 @@ export function assemblePlan(input: PlanInput): Plan {
     ...input.extras.map((e) =>
       planned({ name: e.name, names: [e.name], pullSpec: e.pullSpec, digest: e.digest, source: 'extra', role: e.role, evidence: [`added with --image (--extra-role ${e.role})`] }, e.measured),
     ),
+    ...(input.operators?.images ?? []).map((o) => ({
+      ...planned({ name: o.name, names: [o.name], pullSpec: o.pullSpec, digest: o.digest, source: o.source, role: o.role, evidence: o.evidence }, o.measured),
+      operator: { packages: o.packages, bundles: o.bundles },
+    })),
   ];
   const unique = dedupeByPullSpec(images);
   const kept = new Set(unique.map((i) => i.digest));
@@ -68,9 +87,13 @@ export function assemblePlan(input: PlanInput): Plan {
     .sort((a, b) => a.name.localeCompare(b.name));
 
   const base = objectName(`${input.namePrefix}-${input.release.version}`);
-  const sets = (['control-plane', 'worker'] as const).flatMap((role) =>
-    buildSets(`${base}-${role}`, role, unique.filter((i) => i.role === 'all' || i.role === role)),
-  );
+  const warnings = [...input.warnings];
+  const onRole = (role: SetRole) => (i: PlannedImage) => i.role === 'all' || i.role === role;
+  const releaseImages = unique.filter((i) => i.operator === undefined);
+  const sets = (['control-plane', 'worker'] as const).flatMap((role) => {
+    const releaseSets = buildSets(`${base}-${role}`, role, releaseImages.filter(onRole(role)));
+    return [...releaseSets, ...operatorSets(base, role, unique.filter((i) => i.operator !== undefined && onRole(role)(i)), releaseSets.length, warnings)];
+  });
 
   return {
     apiVersion: PLAN_API_VERSION,
@@ -90,7 +113,8 @@ export function assemblePlan(input: PlanInput): Plan {
     skipped,
     sets,
     ...(input.held ? { nodes: newBytesPerNode(unique, sets, input.held.nodes, input.held.layers) } : {}),
-    warnings: [...new Set(input.warnings)].sort(),
+    ...(input.operators ? { operators: input.operators.summary, perNode: roleTotals(unique, sets) } : {}),
+    warnings: [...new Set(warnings)].sort(),
   };
 }
 
@@ -129,7 +153,41 @@ function dedupeByPullSpec(images: PlannedImage[]): PlannedImage[] {
   return [...out.values()].sort((a, b) => (a.source === b.source ? a.name.localeCompare(b.name) : SOURCE_ORDER[a.source] - SOURCE_ORDER[b.source]));
 }
 
-const SOURCE_ORDER: Record<PlannedImage['source'], number> = { release: 0, component: 1, extra: 2 };
+const SOURCE_ORDER: Record<PlannedImage['source'], number> = { release: 0, component: 1, extra: 2, catalog: 3, operator: 4 };
+
+/**
+ * One set per operator package and role (its label names the package, so GitOps and prune see
+ * which operator a set serves); an image two packages bring is in both (MCO pins it once).
+ */
+function operatorSets(base: string, role: SetRole, images: readonly PlannedImage[], releaseSets: number, warnings: string[]): PlannedSet[] {
+  if (images.length === 0) return [];
+  const packages = [...new Set(images.flatMap((i) => i.operator!.packages))].sort();
+  const perPackage = packages.map((pkg) => ({ pkg, images: images.filter((i) => i.operator!.packages.includes(pkg)) }));
+  const count = perPackage.reduce((n, p) => n + Math.ceil(p.images.length / MAX_IMAGES_PER_SET), 0);
+  if (releaseSets + count > MAX_SETS_PER_POOL) {
+    warnings.push(`${packages.length} operator packages would make ${releaseSets + count} sets for the ${role} pool, over MCO's ${MAX_SETS_PER_POOL}: their images share one set per role`);
+    return buildSets(`${base}-operators-${role}`, role, images);
+  }
+  return perPackage.flatMap(({ pkg, images: own }) => {
+    const bundles = [...new Set(own.flatMap((i) => i.operator!.bundles))].sort();
+    return buildSets(objectName(`${base}-op-${pkg}-${role}`), role, own).map((set) => ({
+      ...set,
+      labels: { ...set.labels, [OPERATOR_PACKAGE_LABEL]: objectName(pkg).slice(0, 63) },
+      operator: { package: pkg, bundles },
+    }));
+  });
+}
+
+/** Per role, every set together on one node: blobs and layers counted once across sets. */
+function roleTotals(images: readonly PlannedImage[], sets: readonly PlannedSet[]): PlannedRoleTotal[] {
+  const byPullSpec = new Map(images.map((i) => [i.pullSpec, i]));
+  return (['control-plane', 'worker'] as const).flatMap((role) => {
+    const own = sets.filter((s) => s.role === role);
+    if (own.length === 0) return [];
+    const onNode = [...new Set(own.flatMap((s) => s.images))].map((p) => byPullSpec.get(p)!);
+    return [{ role, sets: own.map((s) => s.name), images: onNode.length, ...setSizes(onNode) }].map(({ estimate: _, ...total }) => total);
+  });
+}
 
 function buildSets(name: string, role: SetRole, images: readonly PlannedImage[]): PlannedSet[] {
   if (images.length === 0) return [];

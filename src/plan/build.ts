@@ -9,7 +9,10 @@ import { PlatformNotFoundError, type RegistryClient } from '../registry/client.j
 import { digestReference, parseReference } from '../registry/reference.js';
 import { readRelease, type ReleaseFacts } from '../release/payload.js';
 import type { ComponentImage } from '../release/image-references.js';
-import type { ExtraImage } from './assemble.js';
+import type { ExtraImage, MeasuredOperatorImage } from './assemble.js';
+import type { CatalogSelection } from '../catalog/selection.js';
+import { chooseBundles, readCatalogs, type ChosenOperators } from './choose-bundles.js';
+import { placeOperatorImages } from './operators.js';
 import type { Classification, ClassifyOptions } from './classify.js';
 import type { InclusionOptions } from './inclusion.js';
 import type { OsImage, StreamChoice } from './os-streams.js';
@@ -17,7 +20,7 @@ import { PLATFORMS, type Platform } from './platform.js';
 import type { MeasuredImage } from './sizes.js';
 import type { NodeHolding } from './held.js';
 import type { LiveCluster } from './live.js';
-import type { ImageRole, Plan, PlannedOsStreams, PlanObserved } from './types.js';
+import type { ImageRole, Plan, PlannedOperators, PlannedOsStreams, PlanObserved } from './types.js';
 
 /** The classification options less what cvo-inputs.ts derives (gates, capabilities, feature sets, versions). */
 export interface PlanOptions extends Omit<ClassifyOptions, Exclude<keyof InclusionOptions, 'profile' | 'exclude'>> {
@@ -41,6 +44,10 @@ export interface PlanOptions extends Omit<ClassifyOptions, Exclude<keyof Inclusi
   readonly extraImages: readonly string[];
   readonly extraRole: ImageRole;
   readonly namePrefix: string;
+  /** Operator catalogs and what to stage of each (`--config`, `--catalog`/`--package`). */
+  readonly operators?: readonly CatalogSelection[];
+  /** What reading the inputs found to say (a config's fields prestage does not use). */
+  readonly inputWarnings?: readonly string[];
 }
 
 /** Where a plan is, for a progress line. */
@@ -75,10 +82,16 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   checkOverrides(opts);
   const loading = loadDecisions();
   loading.catch(() => undefined);
+  // Catalogs are read while the release is: both are mostly waiting on registries.
+  const catalogWarnings: string[] = [];
+  const catalogs = opts.operators && opts.operators.length > 0 ? readCatalogs(client, opts.operators, opts.arch, catalogWarnings) : undefined;
+  catalogs?.catch(() => undefined);
   const facts = await readRelease(client, opts.release, opts.arch);
   const decide = await loading;
   const { cvoInputs, classifyComponents, classifyLive, measureImages, assemblePlan } = decide;
-  const warnings = [...facts.warnings];
+  const warnings = [...facts.warnings, ...(opts.inputWarnings ?? [])];
+  const operators = catalogs ? await chooseBundles(await catalogs, opts.operators!, warnings) : undefined;
+  warnings.push(...catalogWarnings);
   const { live } = opts;
   const cvo = cvoInputs({
     version: facts.release.version,
@@ -118,9 +131,11 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   const kept = facts.components.filter((c) => classifications.get(c.digest)!.role !== 'none');
   const leftOutOs = osImages.filter((i) => classifications.get(i.component.digest)!.role === 'none').map((i) => i.component);
   const extraRefs = opts.extraImages.map((text) => parseReference(text));
+  const operatorImages = operators ? placeOperatorImages(operators.chosen, operators.catalogs.map((c) => ({ reference: c.reference, pullSpec: c.pullSpec, packages: operators.packagesOf.get(c.reference) ?? [] }))) : [];
+  const operatorRefs = operatorImages.map((o) => parseOperatorReference(o.reference, o.bundles));
   const measured = await measureImages(
     client,
-    [parseReference(facts.release.pullSpec), ...[...kept, ...leftOutOs].map((c) => parseReference(c.pullSpec)), ...extraRefs],
+    [parseReference(facts.release.pullSpec), ...[...kept, ...leftOutOs].map((c) => parseReference(c.pullSpec)), ...extraRefs, ...operatorRefs],
     opts.arch,
     warnings,
     onProgress && ((done, total) => onProgress({ phase: 'sizing', done, total })),
@@ -131,6 +146,10 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   const extras: ExtraImage[] = extraRefs.map((ref, i) => {
     const m = measured[1 + kept.length + leftOutOs.length + i]!;
     return { name: ref.repository.split('/').at(-1)!, pullSpec: digestReference(ref, m.digest), digest: m.digest, role: opts.extraRole, measured: m };
+  });
+  const operatorsMeasured: MeasuredOperatorImage[] = operatorImages.map((o, i) => {
+    const m = measured[1 + kept.length + leftOutOs.length + extraRefs.length + i]!;
+    return { ...o, pullSpec: digestReference(operatorRefs[i]!, m.digest), digest: m.digest, source: o.bundles.length === 0 ? 'catalog' : 'operator', measured: m };
   });
   if (!platform) warnPlatformSavings(kept, classifications, sizes, warnings);
   const measuredByDigest = new Map([[releaseImage.digest, releaseImage], ...[...sizes.values(), ...extras.map((e) => e.measured)].map((m) => [m.digest, m] as const)]);
@@ -156,7 +175,33 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
     namePrefix: opts.namePrefix,
     warnings,
     ...(held ? { held } : {}),
+    ...(operators ? { operators: { images: operatorsMeasured, summary: operatorSummary(operators) } } : {}),
   });
+}
+
+/** A catalog names images as it likes: one that is no image reference fails naming the bundle. */
+function parseOperatorReference(text: string, bundles: readonly string[]) {
+  try {
+    return parseReference(text);
+  } catch (error) {
+    if (error instanceof BadInputError) throw new BadInputError(`${bundles[0] ? `bundle ${bundles[0]}` : 'a catalog'} names the image ${JSON.stringify(text)}, which is not an image reference: ${error.message}`);
+    throw error;
+  }
+}
+
+function operatorSummary(operators: ChosenOperators): PlannedOperators {
+  return {
+    catalogs: operators.catalogs.map((c) => ({ reference: c.reference, pullSpec: c.pullSpec, digest: c.digest, packages: operators.packagesOf.get(c.reference) ?? [] })),
+    bundles: operators.chosen.map(({ catalog, bundle, why }) => ({
+      catalog,
+      package: bundle.package,
+      name: bundle.name,
+      version: bundle.version,
+      image: bundle.image,
+      why,
+      ...(bundle.maxOpenShiftVersion !== undefined ? { maxOpenShiftVersion: bundle.maxOpenShiftVersion } : {}),
+    })).sort((a, b) => a.package.localeCompare(b.package) || a.name.localeCompare(b.name)),
+  };
 }
 
 /**

@@ -33,7 +33,8 @@ export interface PlannedImage {
   readonly names: readonly string[];
   readonly pullSpec: string;
   readonly digest: string;
-  readonly source: 'release' | 'component' | 'extra';
+  /** `operator`: brought by an OLM bundle the plan stages; `catalog`: an operator catalog image. */
+  readonly source: 'release' | 'component' | 'extra' | 'operator' | 'catalog';
   readonly role: ImageRole;
   readonly evidence: readonly string[];
   /** Config plus layers as pulled. */
@@ -43,6 +44,8 @@ export interface PlannedImage {
   readonly sizeMethod: SizeMethod | 'mixed';
   readonly config: { readonly digest: string; readonly size: number };
   readonly layers: readonly PlannedLayer[];
+  /** An operator's image: the packages and bundles that bring it. */
+  readonly operator?: { readonly packages: readonly string[]; readonly bundles: readonly string[] };
 }
 
 export interface SetEstimate {
@@ -64,6 +67,31 @@ export interface PlannedSet {
   readonly compressedBytes: number;
   readonly diskBytes: number;
   readonly estimate: SetEstimate;
+  /** An operator's set: its package and the bundles whose images it holds. */
+  readonly operator?: { readonly package: string; readonly bundles: readonly string[] };
+}
+
+/** The operators a plan stages (`--config`, `--catalog`/`--package`). */
+export interface PlannedOperators {
+  readonly catalogs: ReadonlyArray<{ readonly reference: string; readonly pullSpec: string; readonly digest: string; readonly packages: readonly string[] }>;
+  readonly bundles: ReadonlyArray<{
+    readonly catalog: string;
+    readonly package: string;
+    readonly name: string;
+    readonly version: string;
+    readonly image: string;
+    readonly why: string;
+    readonly maxOpenShiftVersion?: string;
+  }>;
+}
+
+/** What all the sets of a role put on one node: layers shared between sets (an operator's and the release's) counted once. */
+export interface PlannedRoleTotal {
+  readonly role: SetRole;
+  readonly sets: readonly string[];
+  readonly images: number;
+  readonly compressedBytes: number;
+  readonly diskBytes: number;
 }
 
 /** A release image the cluster never runs under the planned inclusion and platform: in no set. */
@@ -151,6 +179,9 @@ export interface Plan {
   readonly sets: readonly PlannedSet[];
   /** Planned from a live cluster: new bytes per node, against what each runs now. */
   readonly nodes?: readonly PlannedNodeBytes[];
+  /** Operators planned beside the release, and per role what every set together puts on a node. */
+  readonly operators?: PlannedOperators;
+  readonly perNode?: readonly PlannedRoleTotal[];
   readonly warnings: readonly string[];
 }
 

@@ -38,6 +38,8 @@ export function renderPlanTable(plan: Plan, wide = false): string {
     [['SET', 'ROLE', 'IMAGES', 'COMPRESSED', 'ON DISK', 'SIZES'], ...plan.sets.map((s) => [s.name, s.role, String(s.images.length), formatBytes(s.compressedBytes), formatBytes(s.diskBytes), estimateText(s)])],
     new Set([2, 3, 4]),
   ));
+  if (plan.perNode) out.push('', ...perNodeLines(plan));
+  if (plan.operators) out.push('', ...operatorLines(plan, wide));
   if (plan.nodes && plan.nodes.length > 0) out.push('', ...nodeBytesLines(plan));
   const byPullSpec = new Map(plan.images.map((i) => [i.pullSpec, i]));
   for (const set of plan.sets) {
@@ -65,6 +67,26 @@ function osStreamsLine(os: NonNullable<Plan['cluster']['osStreams']>): string {
   const pinned = os.pinned.length > 0 ? `pinned ${os.why}` : `none pinned: ${os.why}`;
   const left = os.skipped.map((s) => `${s.stream} left out: ${s.images.length} image${s.images.length === 1 ? '' : 's'}, ${formatBytes(s.diskBytes)} on disk per node saved`);
   return `OS streams: ${[pinned, ...left].join('; ')}`;
+}
+
+/** Every set of a role together on one node: a layer the release and an operator share counts once. */
+function perNodeLines(plan: Plan): string[] {
+  return [
+    'Per node, all sets of its role (layers shared between sets counted once):',
+    table([['ROLE', 'SETS', 'IMAGES', 'COMPRESSED', 'ON DISK'], ...plan.perNode!.map((t) => [t.role, String(t.sets.length), String(t.images), formatBytes(t.compressedBytes), formatBytes(t.diskBytes)])], new Set([1, 2, 3, 4])),
+  ];
+}
+
+/** The operators staged: catalogs, and each bundle with why (all of them with -o wide). */
+function operatorLines(plan: Plan, wide: boolean): string[] {
+  const ops = plan.operators!;
+  const packages = new Set(ops.bundles.map((b) => b.package));
+  const lines = [`Operators: ${count(packages.size, 'package')}, ${count(ops.bundles.length, 'bundle')} from ${count(ops.catalogs.length, 'catalog')} (${ops.catalogs.map((c) => c.reference).join(', ')})`];
+  const shown = wide ? ops.bundles : ops.bundles.filter((b) => !b.why.startsWith('dependency')).slice(0, 20);
+  const dependencies = ops.bundles.filter((b) => b.why.startsWith('dependency'));
+  lines.push(table([['PACKAGE', 'BUNDLE', 'VERSION', 'WHY'], ...shown.map((b) => [b.package, b.name, b.version, b.why]), ...(wide ? [] : dependencies.map((b) => [b.package, b.name, b.version, b.why]))]));
+  if (!wide && shown.length + dependencies.length < ops.bundles.length) lines.push(`(${ops.bundles.length - shown.length - dependencies.length} more bundles: -o wide lists all)`);
+  return lines;
 }
 
 /** New bytes per node: what stage will download and store, against what each node runs now. */

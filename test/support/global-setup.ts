@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { pushFixture } from '../../fixtures/push.js';
 import { buildReleaseFixture, type FixtureTruth } from '../../fixtures/release.js';
+import { buildCatalogFixture, type CatalogTruth } from '../../fixtures/catalog.js';
+import { RegistryContent } from '../../fixtures/repositories.js';
 import { testbedBinaries } from '../cluster/binaries.js';
 import { startRegistry } from '../harness/index.js';
 
@@ -18,6 +20,7 @@ declare module 'vitest' {
   export interface ProvidedContext {
     fixtureStorageDir: string;
     fixtureTruth: FixtureTruth;
+    catalogTruth: CatalogTruth;
   }
 }
 
@@ -25,6 +28,7 @@ interface Prepared {
   readonly root: string;
   readonly storageDir: string;
   readonly truth: FixtureTruth;
+  readonly catalog: CatalogTruth;
 }
 
 /**
@@ -40,23 +44,28 @@ async function prepare(): Promise<Prepared> {
   const root = await mkdtemp(join(tmpdir(), 'prestage-fixture-'));
   const storageDir = join(root, 'storage');
   const fixture = buildReleaseFixture();
+  // The operator catalog, its bundles and their images, beside the release in the same storage.
+  const operators = new RegistryContent();
+  const catalog = buildCatalogFixture(operators);
   const registry = await startRegistry({ storageDir });
   try {
     await pushFixture(registry.url, fixture);
+    await pushFixture(registry.url, { blobs: operators.blobs, repositories: operators.toRepositories() });
   } finally {
     await registry.stop();
   }
   console.log(`fixture release built and pushed in ${Date.now() - started} ms`);
-  return { root, storageDir, truth: fixture.truth };
+  return { root, storageDir, truth: fixture.truth, catalog };
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   shared.prestageFixture ??= { prepared: prepare(), users: 0 };
   const state = shared.prestageFixture;
   state.users++;
-  const { root, storageDir, truth } = await state.prepared;
+  const { root, storageDir, truth, catalog } = await state.prepared;
   project.provide('fixtureStorageDir', storageDir);
   project.provide('fixtureTruth', truth);
+  project.provide('catalogTruth', catalog);
   return async () => {
     if (--state.users > 0) return;
     shared.prestageFixture = undefined;
