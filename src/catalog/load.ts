@@ -229,9 +229,11 @@ function bundleOf(doc: JsonObject, at: string, limits: CatalogLimits): CatalogBu
         break;
       }
       case 'olm.maxOpenShiftVersion':
-        // OLM reads the value as a string "X.Y"; YAML writers often leave it a number.
-        if (typeof value !== 'string' && typeof value !== 'number') throw new BadInputError(`${where}: olm.maxOpenShiftVersion is not a version`);
-        maxOpenShiftVersion = String(value);
+        // OLM trims the quotes off the value's JSON and parses what is left tolerantly (4.16,
+        // "4.16", v4.16); a value it cannot read, or two of them, makes the CSV block every minor
+        // update, so such values are kept for upgrade.ts to judge rather than refused here. A
+        // number (4.16 unquoted) arrives as JSON.parse read it, as YAML catalogs reach OLM.
+        maxOpenShiftVersion = maxOpenShiftVersion === undefined ? String(typeof value === 'object' ? JSON.stringify(value) : value) : `${maxOpenShiftVersion} and ${String(value)} (two olm.maxOpenShiftVersion properties)`;
         break;
       case 'olm.constraint':
         constraints.push(property.type);
