@@ -88,6 +88,8 @@ describe('plan --catalog --package', () => {
     expect(bundleImage.role).toBe('all');
     const operatorImage = planned.images.find((i) => i.pullSpec === pullSpecOf(bundleTruth('datagrid-operator.v2.4.2').images[1]!.reference, bundleTruth('datagrid-operator.v2.4.2').images[1]!.digest))!;
     expect(operatorImage.role).toBe('worker');
+    // The catalog carries only olm.csv.metadata: the deployment is read from the bundle image's CSV.
+    expect(operatorImage.evidence).toEqual([expect.stringMatching(/deployment datagrid-controller-manager selects no nodes and does not tolerate the control-plane taint: workers \(the CSV in its bundle image\)$/)]);
     expect(planned.images.find((i) => i.source === 'catalog')!.role).toBe('all');
     const set = planned.sets.find((s) => s.name === 'prestage-4.16.3-op-datagrid-worker')!;
     expect(set.labels).toEqual({ 'machineconfiguration.openshift.io/role': 'worker', 'prestage.dev/operator-package': 'datagrid' });

@@ -48,7 +48,8 @@ let agentReadsRegistriesConf = false;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'prestage-stage-agents-'));
   registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
-  cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': registry.host }, insecureRegistries: [registry.host] });
+  // The operator catalog comes from registry.redhat.io, its bundles and images from quay.io.
+  cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': registry.host, 'registry.redhat.io': `${registry.host}/registry.redhat.io` }, insecureRegistries: [registry.host] });
   client = new KubeClient(cluster.kubeConfig);
   kube = ['--kubeconfig', cluster.kubeconfigPath];
   // As a user installs it: CRDs, namespace, RBAC, admission policy, DaemonSet. No kubelet runs
@@ -270,6 +271,26 @@ describe('prestage stage with the real agents', () => {
     expect(finished.stdout).toMatch(/^late: 2\/2 nodes done .* ready$/m);
     expect(await criPins(worker1, images.slice(0, 2))).toEqual(Object.fromEntries(images.slice(0, 2).map((image) => [image, true])));
   }, 5 * 60_000);
+
+  it('stages an operator beside the release: catalog and bundle images on every node, its operator image on the workers only', async () => {
+    const catalog = inject('catalogTruth');
+    const head = catalog.bundles.find((b) => b.name === 'datagrid-operator.v2.4.2')!;
+    const result = await runCli([
+      'stage', RELEASE, '--mirror', `quay.io=${registry.host}`, '--mirror', `registry.redhat.io=${registry.host}/registry.redhat.io`, '--insecure-registry', registry.host,
+      '--catalog', catalog.reference, '--package', 'datagrid/stable@2.4.2', '--timeout', '5m', ...kube,
+    ]);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    for (const set of ['prestage-4.16.3-op-datagrid-control-plane', 'prestage-4.16.3-op-datagrid-worker']) expect(result.stdout).toMatch(new RegExp(`^pinnedimageset/${set} created: \\d+ images$`, 'm'));
+    expect(result.stdout).toMatch(/^prestage-4\.16\.3-op-datagrid-control-plane: 1\/1 nodes done\b.* ready$/m);
+    expect(result.stdout).toMatch(/^prestage-4\.16\.3-op-datagrid-worker: 2\/2 nodes done\b.* ready$/m);
+    const byDigest = (reference: string, digest: string) => `${reference.replace(/[:@][^/]*$/, '')}@${digest}`;
+    const bundleImage = byDigest(head.images[0]!.reference, head.images[0]!.digest);
+    const operatorImage = byDigest(head.images[1]!.reference, head.images[1]!.digest);
+    const catalogImage = `${catalog.reference.replace(/:[^/]*$/, '')}@${catalog.digest}`;
+    for (const worker of ['worker-0', 'worker-1']) expect(await criPins(node(worker), [bundleImage, operatorImage, catalogImage])).toEqual({ [bundleImage]: true, [operatorImage]: true, [catalogImage]: true });
+    expect(await criPins(node('master-0'), [bundleImage, catalogImage, operatorImage])).toEqual({ [bundleImage]: true, [catalogImage]: true, [operatorImage]: 'absent' });
+  }, 10 * 60_000);
 
   it("the agents did all of it with the DaemonSet's pod-bound token: RBAC and the admission policy denied nothing", async () => {
     for (const testNode of cluster.nodes) {

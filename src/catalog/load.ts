@@ -288,9 +288,14 @@ function csvDeployments(value: Json | undefined, where: string, limits: CatalogL
   } catch {
     throw new BadInputError(`${where}: an olm.bundle.object is not a YAML or JSON manifest`);
   }
-  if (!isObject(object) || object.kind !== 'ClusterServiceVersion') return undefined;
-  checkDepth(object, limits.maxDepth, `${where} ClusterServiceVersion`);
-  const spec = path(object, ['spec', 'install', 'spec']);
+  return isObject(object) && object.kind === 'ClusterServiceVersion' ? deploymentsOfCsv(object, where, limits) : undefined;
+}
+
+/** A ClusterServiceVersion's deployments (`spec.install.spec.deployments`), from the catalog or from its bundle image. */
+export function deploymentsOfCsv(csv: unknown, where: string, limits: CatalogLimits = CATALOG_LIMITS): BundleDeployment[] {
+  if (!isObject(csv as Json)) throw new BadInputError(`${where}: the ClusterServiceVersion is not an object`);
+  checkDepth(csv as Json, limits.maxDepth, `${where} ClusterServiceVersion`);
+  const spec = path(csv as JsonObject, ['spec', 'install', 'spec']);
   return list(spec, 'deployments', `${where} ClusterServiceVersion`, limits.maxEntries).map((d) => deploymentOf(d, where));
 }
 

@@ -11,7 +11,7 @@ import { readRelease, type ReleaseFacts } from '../release/payload.js';
 import type { ComponentImage } from '../release/image-references.js';
 import type { ExtraImage, MeasuredOperatorImage } from './assemble.js';
 import type { CatalogSelection } from '../catalog/selection.js';
-import { chooseBundles, readCatalogs, type ChosenOperators } from './choose-bundles.js';
+import { chooseBundles, readCatalogs, withBundleDeployments, type ChosenOperators } from './choose-bundles.js';
 import { placeOperatorImages } from './operators.js';
 import type { Classification, ClassifyOptions } from './classify.js';
 import type { InclusionOptions } from './inclusion.js';
@@ -90,7 +90,8 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   const decide = await loading;
   const { cvoInputs, classifyComponents, classifyLive, measureImages, assemblePlan } = decide;
   const warnings = [...facts.warnings, ...(opts.inputWarnings ?? [])];
-  const operators = catalogs ? await chooseBundles(await catalogs, opts.operators!, warnings) : undefined;
+  const selected = catalogs ? await chooseBundles(await catalogs, opts.operators!, warnings) : undefined;
+  const operators = selected ? { ...selected, chosen: await withBundleDeployments(client, selected.chosen, opts.arch, warnings) } : undefined;
   warnings.push(...catalogWarnings);
   const { live } = opts;
   const cvo = cvoInputs({

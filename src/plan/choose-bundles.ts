@@ -28,6 +28,19 @@ export async function readCatalogs(client: RegistryClient, selections: readonly 
   return Promise.all(selections.map((s) => readCatalog(client, s.catalog, arch, warnings)));
 }
 
+/**
+ * Bundles whose catalog entry carries no CSV get their deployments from the CSV in their bundle
+ * image (a few KiB each, read at once): where the operator runs is evidence the plan places by.
+ */
+export async function withBundleDeployments(client: RegistryClient, chosen: readonly ChosenBundle[], arch: string, warnings: string[]): Promise<ChosenBundle[]> {
+  const { readBundleDeployments } = await import('../catalog/bundle-image.js');
+  return Promise.all(chosen.map(async (c) => {
+    if (c.bundle.deployments !== undefined || c.bundle.image === '') return c;
+    const deployments = await readBundleDeployments(client, c.bundle.image, arch, warnings);
+    return deployments ? { ...c, bundle: { ...c.bundle, deployments }, csvFrom: 'bundle image' as const } : c;
+  }));
+}
+
 /** Selection, then dependencies: the bundles the plan stages, each with why. */
 export async function chooseBundles(catalogs: readonly Catalog[], selections: readonly CatalogSelection[], warnings: string[]): Promise<ChosenOperators> {
   const [{ selectFromCatalog }, { resolveDependencies }] = await Promise.all([import('../catalog/select.js'), import('../catalog/resolve.js')]);

@@ -10,8 +10,8 @@
  *   node; else workers, since control-plane nodes carry a NoSchedule taint).
  * - Other related images are operands the operator starts for its custom resources, where the
  *   workloads run: the worker set by default (the catalog cannot say more).
- * A bundle whose CSV the catalog does not carry (only `olm.csv.metadata`) is placed by the worker
- * default, and says so.
+ * A bundle whose CSV the catalog does not carry (only `olm.csv.metadata`) is placed by the CSV in
+ * its bundle image (catalog/bundle-image.ts), else by the worker default, and says so.
  */
 import type { BundleDeployment, CatalogBundle } from '../catalog/declcfg.js';
 import type { ImageRole } from './types.js';
@@ -22,6 +22,8 @@ export interface ChosenBundle {
   readonly catalog: string;
   readonly bundle: CatalogBundle;
   readonly why: string;
+  /** Where its CSV's deployments were read when the catalog did not carry them. */
+  readonly csvFrom?: 'bundle image';
 }
 
 /** One image an operator brings, with the nodes it goes to and why. */
@@ -63,7 +65,7 @@ export function placeOperatorImages(chosen: readonly ChosenBundle[], catalogs: R
     if (bundle) image.bundles.add(bundle);
   };
   for (const catalog of catalogs) add(catalog.pullSpec, repositoryName(catalog.reference), 'all', `catalog ${catalog.reference}: its CatalogSource's registry pod in openshift-marketplace may run on any node`, catalog.packages);
-  for (const { bundle, why } of chosen) {
+  for (const { bundle, why, csvFrom } of chosen) {
     const of = `${bundle.name} (${why})`;
     if (bundle.image !== '') add(bundle.image, `${bundle.name}-bundle`, 'all', `bundle image of ${of}: OLM's unpack Job runs on any Linux node`, bundle.package, bundle.name);
     const deployed = new Set<string>();
@@ -71,7 +73,7 @@ export function placeOperatorImages(chosen: readonly ChosenBundle[], catalogs: R
       const { role, why: placed } = deploymentRole(d);
       for (const image of d.images) {
         deployed.add(image);
-        add(image, relatedName(bundle, image), role, `runs in ${of}: ${placed}`, bundle.package, bundle.name);
+        add(image, relatedName(bundle, image), role, `runs in ${of}: ${placed}${csvFrom ? ` (the CSV in its ${csvFrom})` : ''}`, bundle.package, bundle.name);
       }
     }
     for (const related of bundle.relatedImages) {
