@@ -13,7 +13,7 @@ import { BadInputError } from '../errors.js';
 import { replacesChain } from './channel-graph.js';
 import { bundlesByPackage } from './declcfg.js';
 import type { CatalogBundle, CatalogChannel, ChannelEntry, DeclarativeConfig, GroupVersionKind } from './declcfg.js';
-import { parseBlangRange, parseTolerant } from './upgrade.js';
+import { parseBlangRange, parseTolerant } from './semver-grammar.js';
 
 export interface CatalogIndex {
   readonly name: string;

@@ -2,7 +2,8 @@ import semver from 'semver';
 import { describe, expect, it } from 'vitest';
 import { BadInputError } from '../errors.js';
 import type { CatalogBundle, CatalogChannel, ChannelEntry } from './declcfg.js';
-import { openShiftAllows, parseBlangRange, upgradeBlockers, upgradeWalkV0, upgradeWalkV1 } from './upgrade.js';
+import { openShiftAllows, upgradeBlockers, upgradeWalkV0, upgradeWalkV1 } from './upgrade.js';
+import { parseBlangRange } from './semver-grammar.js';
 import type { UpgradeWalk } from './upgrade.js';
 
 function bundle(pkg: string, name: string, version: string, extra: Partial<CatalogBundle> = {}): CatalogBundle {
