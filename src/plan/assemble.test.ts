@@ -85,3 +85,45 @@ describe('assemblePlan', () => {
     expect(merged[0]!.role).toBe('all');
   });
 });
+
+describe('assemblePlan with operators', () => {
+  const summary = { catalogs: [], bundles: [] };
+  const operatorImage = (n: number, packages: string[], role: 'all' | 'worker' | 'control-plane') => ({
+    reference: `quay.io/op/i${n}:v1`, name: `i${n}`, role, evidence: ['test'], packages, bundles: packages.map((p) => `${p}.v1.0.0`),
+    pullSpec: `quay.io/op/i${n}@${digest(50_000 + n)}`, digest: digest(50_000 + n), source: 'operator' as const,
+    measured: measured(50_000 + n),
+  });
+
+  it('gives each package a set per role its images need, labelled with the package, beside the release sets', () => {
+    const plan = assemblePlan({ ...input(2, () => 'all'), operators: { images: [operatorImage(1, ['etcd'], 'worker'), operatorImage(2, ['etcd'], 'all'), operatorImage(3, ['kv'], 'worker')], summary } });
+    expect(plan.sets.map((s) => s.name)).toEqual(['prestage-4.16.3-control-plane', 'prestage-4.16.3-op-etcd-control-plane', 'prestage-4.16.3-worker', 'prestage-4.16.3-op-etcd-worker', 'prestage-4.16.3-op-kv-worker']);
+    const etcdWorker = plan.sets.find((s) => s.name === 'prestage-4.16.3-op-etcd-worker')!;
+    expect(etcdWorker.labels).toEqual({ 'machineconfiguration.openshift.io/role': 'worker', 'prestage.dev/operator-package': 'etcd' });
+    expect(etcdWorker.operator).toEqual({ package: 'etcd', bundles: ['etcd.v1.0.0'] });
+    expect(etcdWorker.images).toEqual([`quay.io/op/i1@${digest(50_001)}`, `quay.io/op/i2@${digest(50_002)}`]);
+    expect(plan.sets.find((s) => s.name === 'prestage-4.16.3-worker')!.images).not.toContain(`quay.io/op/i1@${digest(50_001)}`);
+  });
+
+  it("puts an image two packages bring in both packages' sets", () => {
+    const plan = assemblePlan({ ...input(1, () => 'all'), operators: { images: [operatorImage(1, ['a', 'b'], 'worker')], summary } });
+    for (const name of ['prestage-4.16.3-op-a-worker', 'prestage-4.16.3-op-b-worker']) expect(plan.sets.find((s) => s.name === name)!.images).toEqual([`quay.io/op/i1@${digest(50_001)}`]);
+  });
+
+  it("counts a layer shared between the release's and an operator's sets once per node", () => {
+    const plan = assemblePlan({ ...input(1, () => 'all'), operators: { images: [operatorImage(1, ['etcd'], 'worker')], summary } });
+    const sets = plan.sets.filter((s) => s.role === 'worker');
+    const worker = plan.perNode!.find((t) => t.role === 'worker')!;
+    // Both sets hold the shared 1000-byte layer (3000 on disk); a node stores it once.
+    expect(sets.reduce((n, s) => n + s.diskBytes, 0) - worker.diskBytes).toBe(3000);
+    expect(worker).toEqual({ role: 'worker', sets: sets.map((s) => s.name), images: 2, compressedBytes: 1000 + 10 + 10 + 2, diskBytes: 3000 + 30 + 30 });
+  });
+
+  it("shares one set per role among the operators past MCO's 100 sets a pool, and says so", () => {
+    const images = Array.from({ length: 120 }, (_, i) => operatorImage(i, [`p${String(i).padStart(3, '0')}`], 'worker'));
+    const plan = assemblePlan({ ...input(1, () => 'all'), operators: { images, summary } });
+    const worker = plan.sets.filter((s) => s.role === 'worker');
+    expect(worker.map((s) => s.name)).toEqual(['prestage-4.16.3-worker', 'prestage-4.16.3-operators-worker']);
+    expect(worker[1]!.images).toHaveLength(120);
+    expect(plan.warnings).toContain("120 operator packages would make 121 sets for the worker pool, over MCO's 100: their images share one set per role");
+  });
+});
