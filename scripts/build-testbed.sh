@@ -3,7 +3,7 @@
 # setup), so the README's test command works on a fresh machine. Nothing else runs it, CI included.
 # Builds the real-cluster test bed, or reuses it from the cache: etcd, kube-apiserver, kubelet,
 # kube-controller-manager, kube-scheduler, kube-proxy, CRI-O (with its pinns helper) and the distribution
-# registry v3 (the in-cluster cache's engine) from the Go module proxy, pinned by the modules in tools/testbed/; conmon, crun, runc, CNI plugins, openssl,
+# registry v3 (the in-cluster cache's engine) and operator-registry's opm from the Go module proxy, pinned by the modules in tools/testbed/; conmon, crun, runc, CNI plugins, openssl,
 # htpasswd and docker-registry from Debian. Idempotent: a component is rebuilt only
 # when its binary for that version is missing. Prints per-component and total build times.
 #
@@ -122,6 +122,11 @@ build_kube_proxy() { build_kube_command kube-proxy; }
 # The cache's engine (`registry:3` in clusters): distribution 3, whose proxy fetches a missing blob
 # upstream once; Debian's docker-registry is 2.8 (twice). Pure Go.
 build_distribution() { CGO_ENABLED=0 go_build distribution github.com/distribution/distribution/v3/cmd/registry ''; }
+# The operator bundle test: operator-registry's real opm (validate, render, serve) checks the catalog
+# `bundle create` rebuilds. cgo for its SQLite commands; tags as its Makefile builds it.
+build_opm() {
+  CGO_ENABLED=1 go_build opm github.com/operator-framework/operator-registry/cmd/opm "-X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$opm_version" -tags json1,containers_image_openpgp
+}
 build_crio() { CGO_ENABLED=1 go_build crio github.com/cri-o/cri-o/cmd/crio '' -tags "$CRIO_TAGS"; }
 # pinns (C, in the cri-o module's source) pins namespaces for pod sandboxes. The proof tests
 # create no sandboxes, but CRI-O refuses to start without it, so build the real one.
@@ -148,6 +153,25 @@ build_openshift_api() { # $out is a directory here
   fi
 }
 
+# OLM's own CRDs, as its Go modules ship them: github.com/operator-framework/api's crds/ (OLM v0:
+# Subscription, ClusterServiceVersion, CatalogSource, ...) and operator-controller's (OLM v1:
+# ClusterExtension, ClusterCatalog, under config/base/*/crd/bases). The module proxy here serves
+# operator-controller v1.2.0 and refuses v1.3.0, v1.4.0, v1.5.0 (403) and its version list.
+declare -A OLM_CRDS=(
+  [api]="github.com/operator-framework/api v0.40.0 crds"
+  [operatorController]="github.com/operator-framework/operator-controller v1.2.0 config/base/operator-controller/crd/bases config/base/catalogd/crd/bases"
+)
+fetch_module_crds() { # fetch_module_crds MODULE VERSION FOLDER...: the folders' YAML files into $out
+  local module=$1 version=$2 source folder
+  shift 2
+  source=$(cd "$TOOLS" && go mod download -json "$module@$version" | awk -F'"' '$2 == "Dir" { print $4 }')
+  [[ -d $source ]] || die "go mod download $module@$version gave no directory"
+  for folder in "$@"; do
+    compgen -G "$source/$folder/*.yaml" >/dev/null || die "$module@$version has no CRDs in $folder"
+    cp "$source/$folder"/*.yaml "$out/"
+  done
+}
+
 build_pinns() {
   local source
   source=$(cd "$TOOLS/crio" && go mod download -json github.com/cri-o/cri-o | awk -F'"' '$2 == "Dir" { print $4 }')
@@ -171,6 +195,7 @@ etcd_version=$(required_version etcd go.etcd.io/etcd/server/v3)
 kube_version=$(required_version kube k8s.io/kubernetes)
 crio_version=$(required_version crio github.com/cri-o/cri-o)
 distribution_version=$(required_version distribution github.com/distribution/distribution/v3)
+opm_version=$(required_version opm github.com/operator-framework/operator-registry)
 
 paths=()
 build etcd "$etcd_version" build_etcd
@@ -184,6 +209,7 @@ build gitops-check "$(cat "$TOOLS/gitops-check/go.mod" "$TOOLS/gitops-check/go.s
 build crio "$crio_version" build_crio
 build pinns "$crio_version" build_pinns
 build distribution "$distribution_version" build_distribution
+build opm "$opm_version" build_opm
 openshift_api=()
 for release in "${!OPENSHIFT_API[@]}"; do
   openshift_api_version=${OPENSHIFT_API[$release]}
@@ -200,8 +226,26 @@ for release in "${!OPENSHIFT_API[@]}"; do
   openshift_api+=("\"$release\": \"$dir/crds\"")
 done
 
+olm_crds=()
+for key in "${!OLM_CRDS[@]}"; do
+  read -r module version folders <<<"${OLM_CRDS[$key]}"
+  name=${module#github.com/}
+  dir=$CACHE/${name//\//-}-$version
+  if [[ -d $dir/crds ]]; then
+    log "$module $version CRDs: cached"
+  else
+    out=$dir/.crds.partial.$$
+    rm -rf "$out"; mkdir -p "$out"
+    # shellcheck disable=SC2086 # the folders are words
+    fetch_module_crds "$module" "$version" $folders || die "fetching the CRDs of $module@$version failed"
+    mv "$out" "$dir/crds"
+    log "$module $version CRDs: fetched"
+  fi
+  olm_crds+=("\"$key\": \"$dir/crds\"")
+done
+
 log "total $((SECONDS - started))s (built: ${built[*]:-nothing, all cached}) in $CACHE"
 if $json; then
-  printf '{%s, "openshiftApi": {%s}, "conmon": "%s", "crun": "%s", "runc": "%s", "cniPlugins": "%s", "busybox": "%s", "versions": {"etcd": "%s", "kube-apiserver": "%s", "crio": "%s", "distribution": "%s"}}\n' \
-    "$(IFS=,; echo "${paths[*]}")" "$(IFS=,; echo "${openshift_api[*]}")" "$(command -v conmon)" "$(command -v crun)" "$(command -v runc || echo /usr/sbin/runc)" /usr/lib/cni /bin/busybox "$etcd_version" "$kube_version" "$crio_version" "$distribution_version"
+  printf '{%s, "openshiftApi": {%s}, "olmCrds": {%s}, "conmon": "%s", "crun": "%s", "runc": "%s", "cniPlugins": "%s", "busybox": "%s", "versions": {"etcd": "%s", "kube-apiserver": "%s", "crio": "%s", "distribution": "%s"}}\n' \
+    "$(IFS=,; echo "${paths[*]}")" "$(IFS=,; echo "${openshift_api[*]}")" "$(IFS=,; echo "${olm_crds[*]}")" "$(command -v conmon)" "$(command -v crun)" "$(command -v runc || echo /usr/sbin/runc)" /usr/lib/cni /bin/busybox "$etcd_version" "$kube_version" "$crio_version" "$distribution_version"
 fi

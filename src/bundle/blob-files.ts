@@ -69,6 +69,17 @@ export async function openVerifiedBlob(dir: string, blob: Descriptor): Promise<V
   return { stream: () => handle.createReadStream({ start: 0, autoClose: false }), close: () => handle.close() };
 }
 
+/** A big blob (a layer) as one verified stream, its file closed once the stream ends or fails. */
+export async function verifiedBlobStream(dir: string, blob: Descriptor): Promise<Readable> {
+  const file = await openVerifiedBlob(dir, blob);
+  let closed = false;
+  const close = (): void => {
+    if (!closed) void file.close();
+    closed = true;
+  };
+  return file.stream().once('end', close).once('error', close).once('close', close);
+}
+
 function checkDigest(blob: Descriptor, size: number, digest: string): void {
   if (size !== blob.size || digest !== blob.digest) throw corrupt(`blob ${blob.digest} is corrupt (${formatBytes(size)} hashing to ${digest})`);
 }

@@ -71,6 +71,15 @@ describe('checkMetadataNames', () => {
     expect(() => checkMetadataNames(metadata({}, { signatures: { release: { digest: `sha256:${HEX}`, signatures: [{ digest: 'sha256:AB', size: 1 }] } } }), 'b')).toThrow(/release signature blobs digest "sha256:AB"/);
     expect(() => checkMetadataNames(metadata({}, { signatures: { release: { digest: 'x', signatures: [] } } }), 'b')).toThrow(/signed digest "x"/);
   });
+  it('refuses an operator catalog whose record would become a request path or a path inside an image', () => {
+    const catalog = { reference: 'registry.redhat.io/redhat/redhat-operator-index:v4.16', source: `registry.redhat.io/redhat/redhat-operator-index@sha256:${HEX}`, image: `registry.redhat.io/redhat/redhat-operator-index@sha256:${HEX}`, rebuilt: true, configsDir: '/configs', packages: ['etcd'], bundles: ['etcd.v1.0.0'], tag: 'v4.16' };
+    const recorded = (fields: object) => metadata({}, { operators: { catalogs: [{ ...catalog, ...fields }] } });
+    expect(() => checkMetadataNames(recorded({ targetCatalog: 'olm/index' }), 'b')).not.toThrow();
+    expect(() => checkMetadataNames(recorded({ targetCatalog: '../tenant-b/index' }), 'b')).toThrow(/names catalog targetCatalog "\.\.\/tenant-b\/index", which is not a repository path/);
+    expect(() => checkMetadataNames(recorded({ tag: '../x' }), 'b')).toThrow(/names catalog tag "\.\.\/x", which is not a tag/);
+    expect(() => checkMetadataNames(recorded({ image: 'registry.redhat.io/redhat/redhat-operator-index:v4.16' }), 'b')).toThrow(/names catalog image .*, not an image reference by digest/);
+    expect(() => checkMetadataNames(recorded({ configsDir: '/configs/../../etc' }), 'b')).toThrow(/names catalog configsDir "\/configs\/\.\.\/\.\.\/etc", which is not a directory inside an image/);
+  });
 });
 
 describe('checkBound', () => {

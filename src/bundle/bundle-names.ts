@@ -6,7 +6,7 @@
  * so a name with a newline still gives one line. No I/O.
  */
 import { BadInputError } from '../errors.js';
-import { isDigest, isTag, parseReference, type ImageReference } from '../registry/reference.js';
+import { isDigest, isRepositoryPath, isTag, parseReference, type ImageReference } from '../registry/reference.js';
 
 /** A name that stays in its directory: no separator, not `.` or `..`, no control character, at most 255 bytes. */
 export function isPlainFileName(name: unknown): name is string {
@@ -52,7 +52,7 @@ export function indexReference(name: unknown, where: string): ImageReference {
 }
 
 /** The names `prestage-bundle.json` gives: the release's pullspec and tags, and blob digests. */
-export function checkMetadataNames(metadata: { release?: unknown; previous?: unknown; signatures?: unknown }, where: string): void {
+export function checkMetadataNames(metadata: { release?: unknown; previous?: unknown; signatures?: unknown; operators?: unknown }, where: string): void {
   const fail = (why: string): never => {
     throw new BadInputError(`${where}: prestage-bundle.json ${why}; the bundle was altered: create it again`);
   };
@@ -80,11 +80,37 @@ export function checkMetadataNames(metadata: { release?: unknown; previous?: unk
     if (typeof previous.source !== 'string' || /[\x00-\x1f\x7f]/.test(previous.source)) fail(`names previous bundle ${quote(previous.source)}`);
     blobs(previous.blobs, 'previous blobs');
   }
+  const catalogs = (metadata.operators as { catalogs?: unknown } | undefined)?.catalogs;
+  if (metadata.operators !== undefined && !Array.isArray(catalogs)) fail('has operators.catalogs that are not a list');
+  for (const catalog of (catalogs ?? []) as unknown[]) checkCatalogNames((catalog ?? {}) as Record<string, unknown>, fail);
   const gpg = (metadata.signatures as { release?: { digest?: unknown; signatures?: unknown; keys?: unknown } } | undefined)?.release;
   if (gpg !== undefined) {
     if (typeof gpg.digest !== 'string' || !isDigest(gpg.digest)) fail(`names signed digest ${quote(gpg.digest)}, not sha256:<64 lowercase hex>`);
     blobs(gpg.signatures, 'release signature blobs');
     if (gpg.keys !== undefined) checkBlobRef(gpg.keys, 'release keys blob', fail);
+  }
+}
+
+/** An operator catalog's record: what push turns into requests (images, repository, tag) and verify into paths inside an image. */
+function checkCatalogNames(c: Record<string, unknown>, fail: (why: string) => never): void {
+  const reference = (value: unknown, byDigest: boolean): boolean => {
+    if (typeof value !== 'string') return false;
+    try {
+      return !byDigest || parseReference(value).digest !== undefined;
+    } catch {
+      return false;
+    }
+  };
+  if (!reference(c.reference, false)) fail(`names catalog ${quote(c.reference)}, which is not a valid image reference`);
+  for (const field of ['source', 'image'] as const) if (!reference(c[field], true)) fail(`names catalog ${field} ${quote(c[field])}, not an image reference by digest`);
+  if (c.targetCatalog !== undefined && !isRepositoryPath(c.targetCatalog)) fail(`names catalog targetCatalog ${quote(c.targetCatalog)}, which is not a repository path`);
+  if (c.tag !== undefined && !isTag(c.tag)) fail(`names catalog tag ${quote(c.tag)}, which is not a tag`);
+  for (const field of ['configsDir', 'cacheDir'] as const) {
+    const path = c[field];
+    if (path !== undefined && (typeof path !== 'string' || !path.startsWith('/') || path.split('/').includes('..') || /[\x00-\x1f\x7f]/.test(path))) fail(`names catalog ${field} ${quote(path)}, which is not a directory inside an image`);
+  }
+  for (const field of ['packages', 'bundles'] as const) {
+    if (c[field] !== undefined && (!Array.isArray(c[field]) || (c[field] as unknown[]).some((n) => typeof n !== 'string' || /[\x00-\x1f\x7f]/.test(n)))) fail(`names catalog ${field} that are not a list of names`);
   }
 }
 

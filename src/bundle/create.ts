@@ -14,12 +14,14 @@ import type { RegistryClient } from '../registry/client.js';
 import type { Descriptor } from '../registry/manifest.js';
 import type { ImageReference } from '../registry/reference.js';
 import type { GatheredSignatures } from '../signatures/gather.js';
+import type { CatalogSelection } from '../catalog/selection.js';
+import { carryCatalogs } from './catalog-rebuild.js';
 import type { BundleContent, BundleImage, BundleManifest } from './content.js';
 import { Discovery, ImageTracker, imageBytes, type CompleteImage } from './discovery.js';
 import { freeSpaceCheck, type StatFs } from './disk-space.js';
 import { planBlobSizes } from './inputs.js';
 import { TransferLanes } from './lanes.js';
-import { blobFileName, blobPath, type BundleSignatures, type LayoutIndex } from './layout.js';
+import { blobFileName, blobPath, type BundleSignatures, type CatalogRecord, type LayoutIndex } from './layout.js';
 import {
   dropOtherIndex, finishLayout, layoutFiles, layoutIndex, makeLayoutDirs, refuseOtherContent, sizeOf, storeReleaseSignatures, writeMetadata, writeOciLayout,
   type LayoutFile,
@@ -65,6 +67,10 @@ export interface CreateOptions {
    * attachments against `--sigstore-key`): when it throws, the run fails resumable, not complete.
    */
   readonly beforeComplete?: (index: LayoutIndex) => Promise<void>;
+  /** What the command asked of each operator catalog the plan stages from: the filtered catalogs' channels and targets. */
+  readonly catalogSelections?: readonly CatalogSelection[];
+  /** A line worth saying that is no error (a filtered catalog's default channel replaced). */
+  readonly warn?: (line: string) => void;
 }
 
 export interface CreateReport {
@@ -81,6 +87,8 @@ export interface CreateReport {
   readonly previousBlobs: number;
   readonly seconds: number;
   readonly signatures: BundleSignatures;
+  /** The operator catalogs carried: rebuilt, filtered to what the plan stages, or whole. */
+  readonly catalogs: readonly CatalogRecord[];
 }
 
 /**
@@ -118,14 +126,14 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
   await writeOciLayout(dir);
 
   /** Once every manifest is read: the content, the files the layout holds, and its index.json. */
-  let collected: { content: BundleContent; layout: LayoutFile[]; index: string } | undefined;
+  let collected: { content: BundleContent; layout: LayoutFile[]; index: LayoutIndex; external: Descriptor[] } | undefined;
   /** Every manifest read: the whole content is known; check it fits, and record it. */
   const allRead = async (content: BundleContent): Promise<void> => {
     const layout = [...layoutFiles(content, external), ...(release?.files ?? [])];
-    collected = { content, layout, index: `${JSON.stringify(layoutIndex(content), null, 2)}\n` };
+    collected = { content, layout, index: layoutIndex(content), external: [...content.blobs.values()].map((b) => b.descriptor).filter((d) => external(d.digest)) };
     fits(layout.reduce((a, f) => a + missingBytes(f.digest, f.size), 0) + (opts.extraBytes?.({ bytes: sizeOf(layout), files: layout.length }) ?? 0));
-    await writeMetadata(dir, plan, opts, [...content.blobs.values()].map((b) => b.descriptor).filter((d) => external(d.digest)), signatures);
-    await dropOtherIndex(dir, collected.index);
+    await writeMetadata(dir, plan, opts, collected.external, signatures);
+    await dropOtherIndex(dir, renderIndex(collected.index));
   };
   // One pacer for the run: every manifest and blob read, small, streamed or in Range parts, shares its rate.
   const pacer = opts.linkRate !== undefined ? new StreamPacer(opts.linkRate) : undefined;
@@ -178,19 +186,32 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
     await written.settled();
   }
   if (!collected) throw new Error('bundle create: the transfers ended before every manifest was read');
-  const { content, layout, index } = collected;
-  await opts.beforeComplete?.(JSON.parse(index) as LayoutIndex);
-  await finishLayout(dir, layout, index, left.blobs.keys(), written);
+  const { content } = collected;
+  // Every blob is in: the operator catalogs are rebuilt from the layout's own, before index.json completes it.
+  const catalogs = plan.operators
+    ? await carryCatalogs({ dir, plan, content, selections: opts.catalogSelections ?? [], external, client, written, warn: opts.warn ?? ((line) => opts.progressTo.write(`warning: ${line}\n`)) })
+    : { entries: [], files: [], records: [] };
+  const layout = [...collected.layout, ...catalogs.files];
+  const index: LayoutIndex = { ...collected.index, manifests: [...collected.index.manifests, ...catalogs.entries] };
+  if (plan.operators) await writeMetadata(dir, plan, opts, collected.external, signatures, { catalogs: catalogs.records });
+  await opts.beforeComplete?.(index);
+  await finishLayout(dir, layout, renderIndex(index), left.blobs.keys(), written);
 
   return {
-    images: content.images.filter((i) => i.signs === undefined).length,
+    // A rebuilt catalog is an image of the layout too, as verify counts them.
+    images: content.images.filter((i) => i.signs === undefined).length + catalogs.entries.length,
     blobs: layout.length,
     bytes: sizeOf(layout),
     ...blobs.counts,
     previousBlobs: [...content.blobs.keys()].filter(external).length,
     seconds: progress.elapsedSeconds(),
     signatures,
+    catalogs: catalogs.records,
   };
+}
+
+function renderIndex(index: LayoutIndex): string {
+  return `${JSON.stringify(index, null, 2)}\n`;
 }
 
 /** Connections big blobs hold while small work is left: a quarter (each keeps the link busy). */

@@ -75,7 +75,7 @@ export interface MetadataOptions {
 }
 
 /** prestage-bundle.json: whose bundle this is, and the previous bundle's blobs it relies on. */
-export function bundleMetadata(plan: Plan, opts: MetadataOptions, external: readonly Descriptor[], signatures: BundleSignatures): BundleMetadata {
+export function bundleMetadata(plan: Plan, opts: MetadataOptions, external: readonly Descriptor[], signatures: BundleSignatures, operators?: BundleMetadata['operators']): BundleMetadata {
   const previousBlobs: BundleBlobRef[] = [...external].sort((a, b) => (a.digest < b.digest ? -1 : 1)).map((d) => ({ digest: d.digest, size: d.size }));
   return {
     apiVersion: PLAN_API_VERSION,
@@ -85,11 +85,12 @@ export function bundleMetadata(plan: Plan, opts: MetadataOptions, external: read
     allPlatforms: opts.allPlatforms,
     ...(opts.previous ? { previous: { source: opts.previous.source, blobs: previousBlobs } } : {}),
     signatures,
+    ...(operators ? { operators } : {}),
   };
 }
 
-export async function writeMetadata(dir: string, plan: Plan, opts: MetadataOptions, external: readonly Descriptor[], signatures: BundleSignatures): Promise<void> {
-  const metadata = bundleMetadata(plan, opts, external, signatures);
+export async function writeMetadata(dir: string, plan: Plan, opts: MetadataOptions, external: readonly Descriptor[], signatures: BundleSignatures, operators?: BundleMetadata['operators']): Promise<void> {
+  const metadata = bundleMetadata(plan, opts, external, signatures, operators);
   await writeFileAtomic(join(dir, BUNDLE_FILE), `${JSON.stringify(metadata, null, 2)}\n`, join(dir, PARTIAL_DIR));
 }
 

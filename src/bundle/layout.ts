@@ -53,6 +53,28 @@ export interface BundleMetadata {
   readonly previous?: { readonly source: string; readonly blobs: readonly BundleBlobRef[] };
   /** Absent in bundles written before signatures travelled. */
   readonly signatures?: BundleSignatures;
+  /** The operator catalogs the bundle carries (`--config`, `--catalog`): what `push` writes CatalogSources for. */
+  readonly operators?: { readonly catalogs: readonly CatalogRecord[] };
+}
+
+/** An operator catalog in a bundle (bundle/catalog-rebuild.ts). */
+export interface CatalogRecord {
+  /** The catalog as the plan named it (`registry.redhat.io/redhat/redhat-operator-index:v4.16`). */
+  readonly reference: string;
+  /** The source catalog image by digest, an image of the layout. */
+  readonly source: string;
+  /** What push writes to the mirror and the CatalogSource names: the rebuilt catalog, or the source carried whole (`full`). */
+  readonly image: string;
+  readonly rebuilt: boolean;
+  /** A rebuilt catalog's FBC root, packages and bundles, and the stale opm cache its new layer deletes. */
+  readonly configsDir?: string;
+  readonly packages?: readonly string[];
+  readonly bundles?: readonly string[];
+  readonly cacheDir?: string;
+  /** The ISC's targetCatalog: a repository path under the push target (default: the source repository's place). */
+  readonly targetCatalog?: string;
+  /** The tag push writes (the ISC's targetTag, else the source reference's tag). */
+  readonly tag?: string;
 }
 
 /** What prestage-bundle.json says of the release's GPG signatures. */

@@ -14,7 +14,8 @@ import type { PushClient } from '../registry/upload.js';
 import { signedDigestOfTag } from '../signatures/sigstore.js';
 import { keptPlatforms, manifestBlobs } from './content.js';
 import { openVerifiedBlob, readVerifiedBlob } from './blob-files.js';
-import { REF_NAME, type Bundle } from './layout.js';
+import { REF_NAME, type Bundle, type CatalogRecord } from './layout.js';
+import { withCatalogs } from './catalog-push.js';
 import { mirroredImage, mirrorRepository, repositoryMirrors, type MirroredImage, type MirrorTarget } from './mirror.js';
 import { TransferProgress, type ProgressMode } from './progress.js';
 
@@ -43,6 +44,8 @@ export interface PushReport {
   readonly tags: { written: number; present: number };
   /** Sigstore attachments tagged next to their images, or found tagged there. */
   readonly signatures: { written: number; present: number };
+  /** The operator catalogs in the mirror: by digest (what a CatalogSource names) and by tag. */
+  readonly catalogs: ReadonlyArray<{ readonly record: CatalogRecord; readonly mirror: string; readonly tagged?: string }>;
   readonly bytesUploaded: number;
   readonly seconds: number;
 }
@@ -63,15 +66,18 @@ interface ImageToPush {
   readonly blobs: readonly Descriptor[];
   /** A sigstore attachment's tag (`sha256-<hex>.sig`), written once its manifest is there. */
   readonly tag?: string;
+  /** An operator catalog, pushed where its record says (and tagged there), never in the mirror set. */
+  readonly catalog?: CatalogRecord;
 }
 
 export async function pushBundle(bundle: Bundle, client: PushClient, target: MirrorTarget, opts: PushOptions): Promise<PushReport> {
-  const images = (await readImages(bundle, target)).filter((i) => !(opts.removeSignatures && i.tag !== undefined));
+  const images = withCatalogs(await readImages(bundle, target), bundle.metadata.operators?.catalogs ?? [], target).filter((i) => !(opts.removeSignatures && i.tag !== undefined));
   // Attachments share their images' repositories: the mirror set and mapping name images only.
-  const mirrored = images.filter((i) => i.tag === undefined).map((i) => mirroredImage(i.pullSpec, target));
+  // A catalog is named by digest in its CatalogSource; a rebuilt one is at no source to mirror.
+  const mirrored = images.filter((i) => i.tag === undefined && i.catalog === undefined).map((i) => mirroredImage(i.pullSpec, target));
   repositoryMirrors(mirrored);
   const external = new Set(bundle.metadata.previous?.blobs.map((b) => b.digest) ?? []);
-  const report = { blobs: { uploaded: 0, mounted: 0, present: 0 }, manifests: { pushed: 0, present: 0 }, signatures: { written: 0, present: 0 } };
+  const report = { blobs: { uploaded: 0, mounted: 0, present: 0 }, manifests: { pushed: 0, present: 0 }, signatures: { written: 0, present: 0 }, catalogTags: { written: 0, present: 0 } };
   const repositories = [...new Set(images.map((i) => i.repository))];
   // Progress counts each blob once per repository: what the push checks, mounts or sends.
   const blobBytes = new Map(images.flatMap((i) => i.blobs.map((b) => [`${i.repository}@${b.digest}`, b.size] as const)));
@@ -189,7 +195,8 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
       await Promise.all(image.blobs.map((b) => blobOnce(image.repository, b)));
       // Registries check that a manifest's blobs and a list's manifests are there.
       for (const m of image.manifests) await manifestOnce(image.repository, m);
-      if (image.tag !== undefined) await step(() => tagAttachment(client, image, report.signatures, dryRun));
+      if (image.tag !== undefined) await step(() => putTag(client, image, image.tag!, report.signatures, dryRun));
+      if (image.catalog?.tag !== undefined) await step(() => putTag(client, image, image.catalog!.tag!, report.catalogTags, dryRun));
       progress.imageDone(image.pullSpec, image.blobs.reduce((a, b) => a + b.size, 0));
     } catch (error) {
       failure ??= { error };
@@ -201,18 +208,25 @@ export async function pushBundle(bundle: Bundle, client: PushClient, target: Mir
   while (running.size > 0) await Promise.allSettled([...running]);
   progress.finish();
   if (failure) throw failure.error;
+  const { catalogTags, ...counts } = report;
   const tags = await pushReleaseTags(bundle, images, client, dryRun);
-  return { images: mirrored, ...report, ...tags, bytesUploaded: dryRun ? bytesToUpload : client.counters.bytesUploaded, seconds: progress.elapsedSeconds() };
+  const catalogs = images.filter((i) => i.catalog !== undefined).map((i) => ({
+    record: i.catalog!,
+    mirror: `${client.registry}/${i.repository}@${i.manifests.at(-1)!.digest}`,
+    ...(i.catalog!.tag !== undefined ? { tagged: `${client.registry}/${i.repository}:${i.catalog!.tag}` } : {}),
+  }));
+  const allTags = { written: tags.tags.written + catalogTags.written, present: tags.tags.present + catalogTags.present };
+  return { images: mirrored, ...counts, ...tags, tags: allTags, catalogs, bytesUploaded: dryRun ? bytesToUpload : client.counters.bytesUploaded, seconds: progress.elapsedSeconds() };
 }
 
-/** An attachment is found by its tag alone: write it, unless the mirror has it on the same manifest. */
-async function tagAttachment(client: PushClient, image: ImageToPush, counts: { written: number; present: number }, dryRun: PushOptions['dryRun']): Promise<void> {
+/** A tag (an attachment's, a catalog's) is written unless the mirror has it on the same manifest. */
+async function putTag(client: PushClient, image: ImageToPush, tag: string, counts: { written: number; present: number }, dryRun: PushOptions['dryRun']): Promise<void> {
   const manifest = image.manifests.at(-1)!;
-  if (dryRun !== 'client' && (await client.manifestDigest(image.repository, image.tag!)) === manifest.digest) {
+  if (dryRun !== 'client' && (await client.manifestDigest(image.repository, tag)) === manifest.digest) {
     counts.present++;
     return;
   }
-  if (!dryRun) await client.putManifest(image.repository, manifest.digest, manifest.bytes, manifest.mediaType, image.tag);
+  if (!dryRun) await client.putManifest(image.repository, manifest.digest, manifest.bytes, manifest.mediaType, tag);
   counts.written++;
 }
 

@@ -53,8 +53,7 @@ type JsonObject = { [key: string]: Json };
 /** Parse one catalog file; `where` names it in errors (`catalog X: configs/etcd/catalog.json`). */
 export function loadCatalogFile(text: string, where: string, limits: CatalogLimits = CATALOG_LIMITS, documentsSoFar = 0): CatalogFile {
   const out = { packages: [] as CatalogPackage[], channels: [] as CatalogChannel[], bundles: [] as CatalogBundle[], deprecations: [] as Deprecation[], documents: 0 };
-  const docs = /^\s*\{/.test(text) ? jsonDocuments(text, where, limits) : yamlDocuments(text, where, limits);
-  for (const { doc, index } of docs) {
+  for (const { doc, index } of catalogDocuments(text, where, limits)) {
     if (doc === null || doc === undefined) continue;
     if (++out.documents + documentsSoFar > limits.maxDocuments) throw new BadInputError(`${where}: the catalog has over ${limits.maxDocuments} documents; not a sane catalog`);
     const at = `${where} document ${index + 1}`;
@@ -72,6 +71,13 @@ export function loadCatalogFile(text: string, where: string, limits: CatalogLimi
 interface Document {
   readonly doc: Json | undefined;
   readonly index: number;
+  /** A JSON document's own text (a rebuilt catalog carries kept documents as they were written). */
+  readonly raw?: string;
+}
+
+/** Every document of a catalog file, parsed and bounded as loadCatalogFile reads them. */
+export function catalogDocuments(text: string, where: string, limits: CatalogLimits = CATALOG_LIMITS): Iterable<Document> {
+  return /^\s*\{/.test(text) ? jsonDocuments(text, where, limits) : yamlDocuments(text, where, limits);
 }
 
 /** Concatenated JSON values, each sliced out and checked before it is parsed. */
@@ -95,7 +101,8 @@ function* jsonDocuments(text: string, where: string, limits: CatalogLimits): Gen
       if (--depth < 0) throw new BadInputError(`${where} is not valid JSON (a closing bracket with nothing open, at byte ${i})`);
       if (depth === 0) {
         if (i + 1 - start > limits.maxDocumentBytes) throw new BadInputError(`${where} document ${index + 1} is ${i + 1 - start} bytes, over the ${limits.maxDocumentBytes}-byte limit for one catalog document`);
-        yield { doc: parseJson(text.slice(start, i + 1), where, index), index };
+        const raw = text.slice(start, i + 1);
+        yield { doc: parseJson(raw, where, index), index, raw };
         index++;
       }
     } else if (depth === 0 && c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) {

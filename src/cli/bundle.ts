@@ -24,6 +24,7 @@ import { applyObject, applyServerSide } from '../install/apply.js';
 import { withDryRunOption, type DryRun } from './dry-run.js';
 import { PUSH_DRY_RUN_HELP, pushDryRunClosing, refuseArchiveDryRun, renderPushDryRun } from './push-dry-run.js';
 import { checkAttachmentsOrFail, checkReleaseSignaturesOrFail, signatureLines, unsignedWarning, verifiedReader } from './bundle-signatures.js';
+import { catalogLines, catalogResourceFiles, verifyCatalogs, writeCatalogResources } from './bundle-operators.js';
 import { releaseSignaturesFor, signatureInputs, sigstoreKeyFrom, trustAnchors, withCreateSignatureOptions, withSignatureKeyOptions, withTrustOptions } from './signature-options.js';
 import { attachmentEntries } from '../bundle/signatures.js';
 import { BadInputError } from '../errors.js';
@@ -99,7 +100,8 @@ function createCommand(ctx: CommandContext) {
       // The bundle reads again the manifests its plan (or --since's) read.
       client.rememberManifests();
       try {
-        const planned = planFromFile ?? await buildPlan(client, planOptionsFrom(args, args.source));
+        const planOptions = planOptionsFrom(args, args.source);
+        const planned = planFromFile ?? await buildPlan(client, planOptions);
         const plan = args['agent-image'] ? await withAgentImage(client, planned, args['agent-image']) : planned;
         const previous = args.since !== undefined ? await previousBundle(args.since, client, args) : undefined;
         const namedBy = sourceIsFile ? undefined : parseReference(args.source).tag;
@@ -128,13 +130,15 @@ function createCommand(ctx: CommandContext) {
           releaseSignatures,
           ...(args['link-rate'] !== undefined ? { linkRate: args['link-rate'] as number } : {}),
           ...(beforeComplete ? { beforeComplete } : {}),
+          catalogSelections: planOptions.operators ?? [],
+          warn: (line) => ctx.log.warn(line),
         });
         const again = [report.resumedBlobs ? `${report.resumedBlobs} resumed` : '', report.repairedBlobs ? `${report.repairedBlobs} damaged, fetched again` : ''].filter(Boolean).join(', ');
         const cap = args['link-rate'] !== undefined ? ` at ${formatBytes(args['link-rate'])}/s cap` : '';
         const fetched = `fetched ${formatBytes(report.fetchedBytes)} in ${count(report.fetchedBlobs, 'blob')}${again ? ` (${again})` : ''} in ${report.seconds.toFixed(1)} s${cap}`;
         const fromPrevious = report.previousBlobs ? `; ${count(report.previousBlobs, 'blob')} left to the previous bundle` : '';
         ctx.stdout.write(`bundle ${dir}: ${count(report.images, 'image')}, ${count(report.blobs, 'blob')}, ${formatBytes(report.bytes)}; ${fetched}${fromPrevious}\n`);
-        for (const line of signatureLines(plan.release, report.signatures)) ctx.stdout.write(`${line}\n`);
+        for (const line of [...signatureLines(plan.release, report.signatures), ...catalogLines(report.catalogs)]) ctx.stdout.write(`${line}\n`);
         if (sigstoreLine) ctx.stdout.write(`${sigstoreLine}\n`);
         if (maxPartBytes) {
           const archiveDir = archiveDirFor(dir);
@@ -190,6 +194,9 @@ function verifyCommand(ctx: CommandContext) {
       const sigstore = sigstoreKey ? await checkAttachmentsOrFail(bundle, inventory.read, sigstoreKey, args, path, format === undefined ? ctx : { ...ctx, stdout: ctx.stderr }) : attachments > 0 ? `sigstore signatures: ${count(attachments, 'attachment')} not checked (give --sigstore-key)` : undefined;
       if (sigstore !== undefined) out.write(`${sigstore}\n`);
       if (sigstore !== undefined) document.sigstoreSignatures = sigstore;
+      const catalogs = await verifyCatalogs(bundle, inventory.read, isArchive(path) ? undefined : path, path);
+      for (const line of catalogs) out.write(`${line}\n`);
+      if (catalogs.length > 0) document.catalogs = catalogs;
       emit();
       if (gpg?.warning) ctx.stderr.write(`${gpg.warning}\n`);
     },
@@ -245,7 +252,7 @@ function pushCommand(ctx: CommandContext) {
       try {
         const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr, progress: progressModeFrom(args, ctx.stderr), removeSignatures: args['remove-signatures'], ...(dryRun !== 'none' ? { dryRun } : {}) });
         if (dryRun !== 'none') {
-          ctx.stdout.write(renderPushDryRun(report, { target: args.target, files: [MAPPING_FILE, IDMS_FILE, ...(configMap ? [SIGNATURE_CONFIGMAP_FILE] : [])].map((f) => join(args['output-dir'], f)), dryRun, removeSignatures: args['remove-signatures'] }));
+          ctx.stdout.write(renderPushDryRun(report, { target: args.target, files: [MAPPING_FILE, IDMS_FILE, ...(configMap ? [SIGNATURE_CONFIGMAP_FILE] : []), ...catalogResourceFiles(report)].map((f) => join(args['output-dir'], f)), dryRun, removeSignatures: args['remove-signatures'] }));
           if (args.apply && configMap) ctx.stdout.write(`configmap/${configMap.metadata.name} ${cluster ? await applyObject(cluster, configMap, dryRun) : 'would be applied (client dry run)'} (namespace ${configMap.metadata.namespace})\n`);
           if (args.apply && !configMap) ctx.stdout.write(`configmap ${SIGNATURE_CONFIGMAP_FILE} not checked: a client dry run reads no cluster keys to verify the release signatures with (give --verification-key)\n`);
           if (gpg) ctx.stdout.write(`${gpg.line}\n`);
@@ -260,6 +267,7 @@ function pushCommand(ctx: CommandContext) {
         ctx.stdout.write(`pushed ${count(report.images.length, 'image')} to ${args.target}: blobs ${blobs.uploaded} uploaded (${formatBytes(report.bytesUploaded)}), ${blobs.mounted} mounted, ${blobs.present} present; manifests ${manifests.pushed} pushed, ${manifests.present} present; tags ${tags.written} written, ${tags.present} present; in ${report.seconds.toFixed(1)} s\n`);
         if (report.releaseTags.length > 0) ctx.stdout.write(`release ${report.releaseTags.join(' ')}\n`);
         ctx.stdout.write(`wrote ${join(args['output-dir'], MAPPING_FILE)} and ${join(args['output-dir'], IDMS_FILE)} (ImageDigestMirrorSet ${name})\n`);
+        for (const line of await writeCatalogResources(report, args['output-dir'])) ctx.stdout.write(`${line}\n`);
         if (!args['remove-signatures']) ctx.stdout.write(`sigstore signatures: ${report.signatures.written} tagged, ${report.signatures.present} present\n`);
         if (gpg) ctx.stdout.write(`${gpg.line}\n`);
         if (gpg && !configMap) ctx.stdout.write(`${SIGNATURE_CONFIGMAP_FILE} not written: no trusted key verified the release signatures (give --verification-key or --kubeconfig, or --allow-unverified-signatures)\n`);

@@ -36,6 +36,8 @@ export interface TestbedBinaries {
   readonly busybox: string;
   /** OpenShift's CRD folders from github.com/openshift/api, per release branch of the module. */
   readonly openshiftApi: { readonly 'release-4.16': string; readonly 'release-4.21': string; readonly main: string };
+  /** OLM's CRD files: github.com/operator-framework/api's crds/ (v0) and operator-controller's (v1: ClusterExtension, ClusterCatalog). */
+  readonly olmCrds: { readonly api: string; readonly operatorController: string };
   readonly versions: { readonly etcd: string; readonly 'kube-apiserver': string; readonly crio: string; readonly distribution: string };
 }
 
