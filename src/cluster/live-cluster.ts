@@ -2,8 +2,9 @@
  * What a running OpenShift cluster says about itself, read-only: ClusterVersion (the release it
  * runs, its capabilities and overrides), FeatureGate `cluster` (its feature set and enabled gates
  * per version), Infrastructure (its platform), the OS streams its pools boot (OSImageStream and
- * MachineConfigPools, where served), Nodes (their roles) and Pods of all namespaces (the images
- * each node runs). The RBAC this needs is LIVE_CLUSTER_RBAC.
+ * MachineConfigPools, where served), Nodes (their roles), Pods of all namespaces (the images
+ * each node runs; the CSV an OLM deployment's Pod runs) and, where it runs OLM, its operators
+ * (live-operators.ts). The RBAC this needs is LIVE_CLUSTER_RBAC, and LIVE_OPERATORS_RBAC with OLM.
  */
 import { ClusterError } from '../errors.js';
 import { gateNames } from '../plan/feature-gates.js';
@@ -11,7 +12,8 @@ import type { UnmanagedOverride } from '../plan/inclusion.js';
 import type { LiveCluster, RunningPod } from '../plan/live.js';
 import { KubeApiError, KubeClient, type KubeList, type KubeObject } from '../kube/client.js';
 import { loadKubeconfig } from '../kube/kubeconfig.js';
-import { LIVE_CLUSTER_RBAC } from './live-cluster-help.js';
+import { readLiveOperators } from './live-operators.js';
+import { listAll, LiveClusterRefused, read } from './live-reads.js';
 
 /** ClusterVersion `version`: there on every OpenShift cluster, nowhere else. */
 export const CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version';
@@ -20,8 +22,6 @@ const FEATURE_GATE = '/apis/config.openshift.io/v1/featuregates/cluster';
 const OS_IMAGE_STREAM = '/apis/machineconfiguration.openshift.io/v1/osimagestreams/cluster';
 const MACHINE_CONFIG_POOLS = '/apis/machineconfiguration.openshift.io/v1/machineconfigpools';
 const CONTROL_PLANE_LABELS = ['node-role.kubernetes.io/master', 'node-role.kubernetes.io/control-plane'];
-/** Pods per list request: a big cluster has tens of thousands. */
-const PAGE = 500;
 
 /** A release as ClusterVersion names it (`status.desired`, `availableUpdates[]`, `conditionalUpdates[].release`). */
 export interface ClusterRelease {
@@ -68,19 +68,8 @@ interface MachineConfigPool extends KubeObject {
 
 interface Pod extends KubeObject {
   metadata: KubeObject['metadata'] & { namespace?: string; ownerReferences?: Array<{ kind?: string; name?: string }> };
-  spec?: { nodeName?: string; containers?: Array<{ image?: string }>; initContainers?: Array<{ image?: string }> };
+  spec?: { nodeName?: string; containers?: Array<{ image?: string; env?: Array<{ name?: string; value?: string }> }>; initContainers?: Array<{ image?: string }> };
   status?: { containerStatuses?: Array<{ imageID?: string }>; initContainerStatuses?: Array<{ imageID?: string }> };
-}
-
-/** The API server refused a read live planning needs. */
-export class LiveClusterRefused extends ClusterError {
-  constructor(
-    readonly server: string,
-    readonly what: string,
-    readonly status: number,
-  ) {
-    super(`${server} refused to ${what} (HTTP ${status}): planning from the live cluster needs ${LIVE_CLUSTER_RBAC}; or plan with --no-cluster`);
-  }
 }
 
 /**
@@ -96,7 +85,7 @@ export async function liveClusterFrom(flags: { kubeconfig?: string; context?: st
     live = await readLiveCluster(client);
   } catch (error) {
     if (required || !(error instanceof LiveClusterRefused)) throw error;
-    warn(`${error.server} refused to ${error.what} (HTTP ${error.status}), so the plan comes from the release alone; planning from the live cluster needs ${LIVE_CLUSTER_RBAC} (--no-cluster skips it)`);
+    warn(`${error.server} refused to ${error.what} (HTTP ${error.status}), so the plan comes from the release alone; planning from the live cluster needs ${error.needs} (--no-cluster skips it)`);
     return undefined;
   }
   if (!live && required) throw new ClusterError(`${client.server} has no ClusterVersion (not an OpenShift cluster): nothing to plan the upgrade of; plan with --no-cluster`);
@@ -129,6 +118,7 @@ export async function readLiveCluster(client: KubeClient): Promise<LiveCluster |
   const pods = await read(client, () => listAll<Pod, RunningPod>(client, '/api/v1/pods', runningPod), 'list pods in all namespaces');
   const featureGate = await read(client, () => client.find<FeatureGate>(FEATURE_GATE), 'get featuregates/cluster');
   const osStreams = await readOsStreams(client);
+  const operators = await readLiveOperators(client);
   const platform = infrastructure?.status?.platformStatus?.type ?? infrastructure?.status?.platform;
   const capabilities = clusterVersion.status?.capabilities?.enabledCapabilities;
   const spec = clusterVersion.spec?.capabilities;
@@ -144,6 +134,7 @@ export async function readLiveCluster(client: KubeClient): Promise<LiveCluster |
     ...(platform ? { platform } : {}),
     nodes: nodes.map((n) => ({ name: n.metadata.name, role: CONTROL_PLANE_LABELS.some((l) => l in (n.metadata.labels ?? {})) ? 'control-plane' : 'worker' })),
     pods,
+    ...(operators ? { operators } : {}),
   };
 }
 
@@ -187,7 +178,9 @@ function runningPod(pod: Pod): RunningPod[] {
     ...[...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])].map((s) => s.imageID),
   ];
   const digests = [...new Set(texts.flatMap((t) => (typeof t === 'string' ? [...t.matchAll(/@(sha256:[a-f0-9]{64})/g)].map((m) => m[1]!) : [])))];
-  return [{ workload: workloadOf(pod), node, digests }];
+  // OLM sets OPERATOR_CONDITION_NAME to the CSV's name on every container of its deployments (install/deployment.go).
+  const csv = (pod.spec?.containers ?? []).flatMap((c) => (Array.isArray(c.env) ? c.env : [])).find((e) => e?.name === 'OPERATOR_CONDITION_NAME')?.value;
+  return [{ workload: workloadOf(pod), node, digests, ...(typeof csv === 'string' && csv !== '' ? { csv } : {}) }];
 }
 
 /** `namespace/name` of the DaemonSet, Deployment (its ReplicaSet less the hash) or owner; else the Pod. */
@@ -195,39 +188,4 @@ function workloadOf(pod: Pod): string {
   const owner = pod.metadata.ownerReferences?.[0];
   const name = owner?.name ? (owner.kind === 'ReplicaSet' ? owner.name.replace(/-[a-z0-9]{5,10}$/, '') : owner.name) : pod.metadata.name;
   return `${pod.metadata.namespace ?? ''}/${name}`;
-}
-
-/** Fresh lists after a `continue` token expired mid-list (410 Gone), before giving up. */
-const EXPIRED_RESTARTS = 3;
-
-/**
- * Every item of a collection, page by page, each page reduced by `keep` before the next is read.
- * A token that expired while a big cluster was read (etcd compacted its revision: 410 Gone) starts
- * the list over, as client-go's pager does: pages of two revisions are never mixed.
- */
-async function listAll<T extends KubeObject, R>(client: KubeClient, path: string, keep: (item: T) => R[]): Promise<R[]> {
-  for (let restarts = 0; ; restarts++) {
-    const kept: R[] = [];
-    let next: string | undefined;
-    try {
-      do {
-        const page = await client.get<KubeList<T>>(path, { limit: PAGE, continue: next });
-        for (const item of page.items) kept.push(...keep(item));
-        next = page.metadata.continue || undefined;
-      } while (next);
-      return kept;
-    } catch (error) {
-      if (!(error instanceof KubeApiError && error.status === 410 && next !== undefined && restarts < EXPIRED_RESTARTS)) throw error;
-    }
-  }
-}
-
-/** A refusal names the RBAC live planning needs and the way around it. */
-async function read<T>(client: KubeClient, call: () => Promise<T>, what: string): Promise<T> {
-  try {
-    return await call();
-  } catch (error) {
-    if (error instanceof KubeApiError && (error.status === 401 || error.status === 403)) throw new LiveClusterRefused(client.server, what, error.status);
-    throw error;
-  }
 }

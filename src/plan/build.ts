@@ -11,7 +11,7 @@ import { readRelease, type ReleaseFacts } from '../release/payload.js';
 import type { ComponentImage } from '../release/image-references.js';
 import type { ExtraImage, MeasuredOperatorImage } from './assemble.js';
 import type { CatalogSelection } from '../catalog/selection.js';
-import { chooseBundles, readCatalogs, withBundleDeployments, type ChosenOperators } from './choose-bundles.js';
+import { chooseBundles, operatorSummary, parseOperatorReference, readCatalogs, readLiveCatalogs, withBundleDeployments, withLiveBundles } from './choose-bundles.js';
 import { placeOperatorImages } from './operators.js';
 import type { Classification, ClassifyOptions } from './classify.js';
 import type { InclusionOptions } from './inclusion.js';
@@ -20,7 +20,7 @@ import { PLATFORMS, type Platform } from './platform.js';
 import type { MeasuredImage } from './sizes.js';
 import type { NodeHolding } from './held.js';
 import type { LiveCluster } from './live.js';
-import type { ImageRole, Plan, PlannedOperators, PlannedOsStreams, PlanObserved } from './types.js';
+import type { ImageRole, Plan, PlannedOsStreams, PlanObserved } from './types.js';
 
 /** The classification options less what cvo-inputs.ts derives (gates, capabilities, feature sets, versions). */
 export interface PlanOptions extends Omit<ClassifyOptions, Exclude<keyof InclusionOptions, 'profile' | 'exclude'>> {
@@ -86,6 +86,9 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
   const catalogWarnings: string[] = [];
   const catalogs = opts.operators && opts.operators.length > 0 ? readCatalogs(client, opts.operators, opts.arch, catalogWarnings) : undefined;
   catalogs?.catch(() => undefined);
+  // So are the catalogs a live cluster's operators come from (live-operators.ts).
+  const liveCatalogs = opts.live?.operators ? readLiveCatalogs(client, opts.live.operators, opts.arch) : undefined;
+  liveCatalogs?.catch(() => undefined);
   const facts = await readRelease(client, opts.release, opts.arch);
   const decide = await loading;
   const { cvoInputs, classifyComponents, classifyLive, measureImages, assemblePlan } = decide;
@@ -127,12 +130,13 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
     warnings.push(...planned.warnings);
   }
   warnUnknownNames(opts, facts.components.flatMap((c) => c.names), warnings);
+  const staged = await withLiveBundles(client, operators, live && current && liveCatalogs ? { cluster: live, read: await liveCatalogs, currentRelease: current.release.version, targetRelease: facts.release.version } : undefined, opts.arch, warnings);
 
   // Images in no set are not measured: nothing reads their sizes, but the OS streams left out (what they save).
   const kept = facts.components.filter((c) => classifications.get(c.digest)!.role !== 'none');
   const leftOutOs = osImages.filter((i) => classifications.get(i.component.digest)!.role === 'none').map((i) => i.component);
   const extraRefs = opts.extraImages.map((text) => parseReference(text));
-  const operatorImages = operators ? placeOperatorImages(operators.chosen, operators.catalogs.map((c) => ({ reference: c.reference, pullSpec: c.pullSpec, packages: operators.packagesOf.get(c.reference) ?? [] }))) : [];
+  const operatorImages = staged ? placeOperatorImages(staged.chosen, staged.catalogs.filter((c) => !staged.offNodes.has(c.reference)).map((c) => ({ reference: c.reference, pullSpec: c.pullSpec, packages: staged.packagesOf.get(c.reference) ?? [] }))) : [];
   const operatorRefs = operatorImages.map((o) => parseOperatorReference(o.reference, o.bundles));
   const measured = await measureImages(
     client,
@@ -176,33 +180,8 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
     namePrefix: opts.namePrefix,
     warnings,
     ...(held ? { held } : {}),
-    ...(operators ? { operators: { images: operatorsMeasured, summary: operatorSummary(operators) } } : {}),
+    ...(staged ? { operators: { images: operatorsMeasured, summary: { ...operatorSummary(staged), ...(staged.blocked.length > 0 ? { blocked: staged.blocked } : {}) } } } : {}),
   });
-}
-
-/** A catalog names images as it likes: one that is no image reference fails naming the bundle. */
-function parseOperatorReference(text: string, bundles: readonly string[]) {
-  try {
-    return parseReference(text);
-  } catch (error) {
-    if (error instanceof BadInputError) throw new BadInputError(`${bundles[0] ? `bundle ${bundles[0]}` : 'a catalog'} names the image ${JSON.stringify(text)}, which is not an image reference: ${error.message}`);
-    throw error;
-  }
-}
-
-function operatorSummary(operators: ChosenOperators): PlannedOperators {
-  return {
-    catalogs: operators.catalogs.map((c) => ({ reference: c.reference, pullSpec: c.pullSpec, digest: c.digest, packages: operators.packagesOf.get(c.reference) ?? [] })),
-    bundles: operators.chosen.map(({ catalog, bundle, why }) => ({
-      catalog,
-      package: bundle.package,
-      name: bundle.name,
-      version: bundle.version,
-      image: bundle.image,
-      why,
-      ...(bundle.maxOpenShiftVersion !== undefined ? { maxOpenShiftVersion: bundle.maxOpenShiftVersion } : {}),
-    })).sort((a, b) => a.package.localeCompare(b.package) || a.name.localeCompare(b.name)),
-  };
 }
 
 /**

@@ -11,6 +11,7 @@
 import type { ComponentImage } from '../release/image-references.js';
 import type { Classification, ComponentRole } from './classify.js';
 import type { UnmanagedOverride } from './inclusion.js';
+import type { LiveOperators } from './live-olm.js';
 import { isNodeOsImage } from './os-streams.js';
 import type { PlanObserved, SetRole } from './types.js';
 
@@ -22,6 +23,8 @@ export interface RunningPod {
   readonly workload: string;
   readonly node: string;
   readonly digests: readonly string[];
+  /** The CSV whose deployment runs it: OLM's OPERATOR_CONDITION_NAME on its containers. */
+  readonly csv?: string;
 }
 
 /** What the cluster says about itself (src/cluster/live-cluster.ts reads it). */
@@ -49,6 +52,8 @@ export interface LiveCluster {
   readonly pods: readonly RunningPod[];
   /** Images sets already pin on a node (stage reads them from the backend): held there too. */
   readonly pinned?: ReadonlyArray<{ readonly node: string; readonly images: readonly string[] }>;
+  /** Its operators, where it runs OLM (v0 or v1): planned by live-operators.ts. */
+  readonly operators?: LiveOperators;
 }
 
 export interface LiveInput {

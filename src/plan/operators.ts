@@ -12,9 +12,29 @@
  *   workloads run: the worker set by default (the catalog cannot say more).
  * A bundle whose CSV the catalog does not carry (only `olm.csv.metadata`) is placed by the CSV in
  * its bundle image (catalog/bundle-image.ts), else by the worker default, and says so.
+ * From a live cluster (live-operators.ts), where the current CSV's Pods run wins, and a
+ * Subscription's spec.config is applied to the deployments first, as OLM applies it.
  */
-import type { BundleDeployment, CatalogBundle } from '../catalog/declcfg.js';
+import type { BundleDeployment, Catalog, CatalogBundle, Toleration } from '../catalog/declcfg.js';
 import type { ImageRole } from './types.js';
+
+/** Where an operator's deployments run, and why. */
+export interface Placement {
+  readonly role: ImageRole;
+  readonly why: string;
+}
+
+/**
+ * A Subscription's spec.config as OLM applies it to every deployment of the CSV
+ * (overrides/inject/inject.go): its nodeSelector replaces the deployment's, its tolerations are
+ * added to the deployment's.
+ */
+export interface PodOverrides {
+  /** `Subscription ns/name`, for the evidence. */
+  readonly from: string;
+  readonly nodeSelector?: Readonly<Record<string, string>>;
+  readonly tolerations?: readonly Toleration[];
+}
 
 /** A bundle the plan stages, and why. */
 export interface ChosenBundle {
@@ -24,6 +44,24 @@ export interface ChosenBundle {
   readonly why: string;
   /** Where its CSV's deployments were read when the catalog did not carry them. */
   readonly csvFrom?: 'bundle image';
+  /** A live Subscription's spec.config, applied to the CSV's deployments before they are placed. */
+  readonly overrides?: PodOverrides;
+  /**
+   * Where a live cluster runs the operator's deployments now (its current CSV's Pods): wins over
+   * the pod spec. Without a CSV read, it (or the overrides) places the images `opm render` lists
+   * unnamed: the CSV's deployment images.
+   */
+  readonly runsOn?: Placement;
+  /** OLM v1: operator-controller pulls bundle images in its own process (containers/image), no node does. */
+  readonly bundleImageOffNodes?: boolean;
+}
+
+/** The bundles a plan stages and the catalogs they come from. */
+export interface ChosenOperators {
+  readonly catalogs: readonly Catalog[];
+  /** Per catalog, the packages it serves in the plan. */
+  readonly packagesOf: ReadonlyMap<string, readonly string[]>;
+  readonly chosen: readonly ChosenBundle[];
 }
 
 /** One image an operator brings, with the nodes it goes to and why. */
@@ -40,13 +78,27 @@ export interface OperatorImage {
 const CONTROL_PLANE_LABELS = ['node-role.kubernetes.io/master', 'node-role.kubernetes.io/control-plane'];
 
 /** What a deployment's pod spec lets the scheduler do. */
-function deploymentRole(d: BundleDeployment): { role: ImageRole; why: string } {
+export function deploymentRole(d: BundleDeployment): Placement {
   const selector = Object.keys(d.nodeSelector);
   if (selector.some((k) => CONTROL_PLANE_LABELS.includes(k))) return { role: 'control-plane', why: `deployment ${d.name} selects control-plane nodes (nodeSelector ${selector.join(', ')})` };
   if (selector.includes('node-role.kubernetes.io/worker')) return { role: 'worker', why: `deployment ${d.name} selects workers (nodeSelector node-role.kubernetes.io/worker)` };
   const tolerates = d.tolerations.some((t) => (t.operator === 'Exists' && t.key === undefined) || (t.key !== undefined && CONTROL_PLANE_LABELS.includes(t.key)));
   if (tolerates && selector.length === 0) return { role: 'all', why: `deployment ${d.name} tolerates the control-plane taint and selects no nodes: any node` };
   return { role: 'worker', why: `deployment ${d.name} ${selector.length > 0 ? `selects ${selector.join(', ')}` : 'selects no nodes'} and does not tolerate the control-plane taint: workers` };
+}
+
+function overridden(d: BundleDeployment, o: PodOverrides): BundleDeployment {
+  const same = (x: Toleration, y: Toleration) => x.key === y.key && x.operator === y.operator && x.value === y.value && x.effect === y.effect;
+  const added = (o.tolerations ?? []).filter((t) => !d.tolerations.some((mine) => same(mine, t)));
+  return { ...d, nodeSelector: o.nodeSelector ?? d.nodeSelector, tolerations: [...d.tolerations, ...added] };
+}
+
+/** Where a chosen bundle's deployments go: the Pods running now, else the (overridden) pod spec. */
+function placeDeployment(chosen: ChosenBundle, d: BundleDeployment): Placement {
+  if (chosen.runsOn) return chosen.runsOn;
+  if (!chosen.overrides) return deploymentRole(d);
+  const { role, why } = deploymentRole(overridden(d, chosen.overrides));
+  return { role, why: `${why} (${chosen.overrides.from}'s spec.config applied, as OLM does)` };
 }
 
 function wider(a: ImageRole, b: ImageRole): ImageRole {
@@ -65,20 +117,24 @@ export function placeOperatorImages(chosen: readonly ChosenBundle[], catalogs: R
     if (bundle) image.bundles.add(bundle);
   };
   for (const catalog of catalogs) add(catalog.pullSpec, repositoryName(catalog.reference), 'all', `catalog ${catalog.reference}: its CatalogSource's registry pod in openshift-marketplace may run on any node`, catalog.packages);
-  for (const { bundle, why, csvFrom } of chosen) {
+  for (const c of chosen) {
+    const { bundle, why, csvFrom } = c;
     const of = `${bundle.name} (${why})`;
-    if (bundle.image !== '') add(bundle.image, `${bundle.name}-bundle`, 'all', `bundle image of ${of}: OLM's unpack Job runs on any Linux node`, bundle.package, bundle.name);
+    if (bundle.image !== '' && c.bundleImageOffNodes !== true) add(bundle.image, `${bundle.name}-bundle`, 'all', `bundle image of ${of}: OLM's unpack Job runs on any Linux node`, bundle.package, bundle.name);
     const deployed = new Set<string>();
     for (const d of bundle.deployments ?? []) {
-      const { role, why: placed } = deploymentRole(d);
+      const { role, why: placed } = placeDeployment(c, d);
       for (const image of d.images) {
         deployed.add(image);
-        add(image, relatedName(bundle, image), role, `runs in ${of}: ${placed}${csvFrom ? ` (the CSV in its ${csvFrom})` : ''}`, bundle.package, bundle.name);
+        add(image, relatedName(bundle, image), role, `runs in ${of}: ${placed}${csvFrom && !c.runsOn ? ` (the CSV in its ${csvFrom})` : ''}`, bundle.package, bundle.name);
       }
     }
+    const unread = bundle.deployments === undefined && (c.runsOn || c.overrides) ? placeDeployment(c, { name: 'of its CSV', nodeSelector: {}, tolerations: [], images: [] }) : undefined;
     for (const related of bundle.relatedImages) {
       if (related.image === bundle.image || deployed.has(related.image)) continue;
-      if (bundle.deployments === undefined) {
+      if (unread && related.name === '') {
+        add(related.image, relatedName(bundle, related.image), unread.role, `runs in ${of}: ${unread.why} (opm render lists the CSV's deployment images unnamed)`, bundle.package, bundle.name);
+      } else if (bundle.deployments === undefined) {
         add(related.image, relatedName(bundle, related.image), 'worker', `related image of ${of}; the catalog carries no CSV (olm.csv.metadata only), so the worker set by default`, bundle.package, bundle.name);
       } else {
         add(related.image, relatedName(bundle, related.image), 'worker', `operand of ${of} (a related image no CSV deployment runs): where workloads run, the worker set by default`, bundle.package, bundle.name);

@@ -71,7 +71,22 @@ export interface PlannedSet {
   readonly operator?: { readonly package: string; readonly bundles: readonly string[] };
 }
 
-/** The operators a plan stages (`--config`, `--catalog`/`--package`). */
+/**
+ * An installed operator whose olm.maxOpenShiftVersion makes OLM report Upgradeable=False
+ * (IncompatibleOperatorsInstalled), which holds back the planned minor or major update.
+ */
+export interface PlannedOperatorBlock {
+  /** The installed CSV, `namespace/name`. */
+  readonly csv: string;
+  /** OLM's line for it in the condition's message (`maximum supported OCP version for ns/name is 4.16`). */
+  readonly reason: string;
+  /** The Subscription that installed it, `namespace/name`, when one did. */
+  readonly subscription?: string;
+  /** The first bundle on its upgrade walk whose olm.maxOpenShiftVersion allows the target; null: none does. */
+  readonly liftedBy: string | null;
+}
+
+/** The operators a plan stages (`--config`, `--catalog`/`--package`, and a live cluster's Subscriptions and ClusterExtensions). */
 export interface PlannedOperators {
   readonly catalogs: ReadonlyArray<{ readonly reference: string; readonly pullSpec: string; readonly digest: string; readonly packages: readonly string[] }>;
   readonly bundles: ReadonlyArray<{
@@ -83,6 +98,8 @@ export interface PlannedOperators {
     readonly why: string;
     readonly maxOpenShiftVersion?: string;
   }>;
+  /** From a live cluster: installed operators that hold back the planned update. */
+  readonly blocked?: readonly PlannedOperatorBlock[];
 }
 
 /** What all the sets of a role put on one node: layers shared between sets (an operator's and the release's) counted once. */
