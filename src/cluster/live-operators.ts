@@ -12,12 +12,11 @@
 import { KubeApiError, matchesSelector, type KubeClient, type KubeObject, type LabelSelector } from '../kube/client.js';
 import type { Toleration } from '../catalog/declcfg.js';
 import type { LiveCatalogSource, LiveClusterCatalog, LiveCsv, LiveExtension, LiveOperators, LiveSubscription } from '../plan/live-olm.js';
+import { LIVE_OPERATORS_RBAC } from './live-cluster-help.js';
 import { listAll, read, type ListOptions } from './live-reads.js';
 
 const V0 = '/apis/operators.coreos.com/v1alpha1';
 const V1 = '/apis/olm.operatorframework.io/v1';
-/** What reading a cluster's operators needs, beyond LIVE_CLUSTER_RBAC. */
-export const LIVE_OPERATORS_RBAC = 'list on subscriptions, catalogsources and clusterserviceversions (operators.coreos.com, all namespaces) and on clusterextensions and clustercatalogs (olm.operatorframework.io) for the operators it runs';
 const PROPERTIES_ANNOTATION = 'operatorframework.io/properties';
 const MAX_OPEN_SHIFT_VERSION = 'olm.maxOpenShiftVersion';
 /** Selector entries, tolerations, channels: more than any real object carries. */
