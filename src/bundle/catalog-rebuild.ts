@@ -19,7 +19,8 @@ import { isRepositoryPath, isTag, parseReference } from '../registry/reference.j
 import { openVerifiedBlob, readVerifiedBlob, verifiedBlobStream } from './blob-files.js';
 import { filterCatalog } from './catalog-filter.js';
 import { blobOf, catalogLayers, rebuiltConfig, rebuiltList, rebuiltManifest, serveCommand, type Blob } from './catalog-image.js';
-import { applyLayers, readLayerChange } from './catalog-tree.js';
+import { applyLayers } from '../catalog/layers.js';
+import { readLayerChange } from './catalog-tree.js';
 import type { BundleContent, BundleImage } from './content.js';
 import { REF_NAME, type CatalogRecord, type IndexEntry } from './layout.js';
 import type { LayoutFile } from './layout-write.js';

@@ -24,6 +24,12 @@ export interface CommandDescriptor {
    * CPU (`npm run bench:plan`). Long-running commands (agent, wait, stage, bundle) keep it.
    */
   readonly brief?: boolean;
+  /**
+   * Flags that make a brief command CPU-bound: a plan reading operator catalogs parses hundreds of
+   * MB of documents, 4.5x slower at the baseline tier (`npm run bench:operators`: 39.3 s against
+   * 8.7 s on a Red Hat-scale catalog).
+   */
+  readonly notBriefWith?: readonly string[];
   /** Its own commands (`bundle create`): a flag error points at the one named. */
   readonly subcommands?: readonly string[];
   /** The page of docs/ that walks through it; its help ends by naming it. */
@@ -50,6 +56,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     ],
     load: async () => (await import('./plan.js')).planCommand,
     brief: true,
+    notBriefWith: ['--config', '--catalog'],
   },
   bundle: {
     usage: 'bundle <command>',

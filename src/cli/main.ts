@@ -189,7 +189,9 @@ export async function runAsBin(): Promise<void> {
   }
   const named = namedCommand(process.argv.slice(2));
   // Only a process of its own: tests call main() in-process.
-  if (named !== undefined && COMMANDS[named]!.brief) setFlagsFromString('--max-opt=1');
+  const args = process.argv.slice(2);
+  const heavy = (COMMANDS[named ?? '']?.notBriefWith ?? []).some((flag) => args.some((arg) => arg === flag || arg.startsWith(`${flag}=`)));
+  if (named !== undefined && COMMANDS[named]!.brief && !heavy) setFlagsFromString('--max-opt=1');
   let outputFailed = false;
   process.stdout.on('error', () => (outputFailed = true));
   process.stderr.on('error', () => undefined);
