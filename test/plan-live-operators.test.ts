@@ -241,3 +241,30 @@ describe('the RBAC reading operators needs', () => {
     expect(walkOf(JSON.parse(allowed.stdout) as Plan, 'Subscription csm/csm-storage')).toEqual(['csm-storage.v1.8.1', 'csm-storage.v1.9.0']);
   });
 });
+
+describe("prune of an operator's sets", () => {
+  it('deletes them once every install of the operator runs the newest bundle they hold, and not before', async () => {
+    // The sets as plan renders them for MCO, created as apply would.
+    const rendered = await runCli(['plan', RELEASE, ...flags, '--kubeconfig', cluster.kubeconfigPath, '-o', 'yaml']);
+    expect(rendered.code).toBe(0);
+    const sets = rendered.stdout.split(/^---\n/m).filter(Boolean).map((doc) => load(doc) as { apiVersion: string; metadata: { name: string; annotations: Record<string, string> } });
+    const datagrid = sets.filter((s) => s.metadata.name.includes('-op-datagrid-'));
+    expect(datagrid.map((s) => s.metadata.annotations['prestage.dev/operator-head'])).toEqual(datagrid.map(() => 'datagrid-operator.v2.4.2'));
+    for (const body of sets) await client.request('POST', `/apis/${body.apiVersion}/pinnedimagesets`, { body });
+    const pruned = async () => {
+      const r = await runCli(['prune', '--dry-run=client', '-o', 'json', '--kubeconfig', cluster.kubeconfigPath]);
+      expect(r.code).toBe(0);
+      return (JSON.parse(r.stdout) as { prune: Array<{ name: string; why: string }> }).prune;
+    };
+    // datagrid-a and the ClusterExtension are on their way to 2.4.2, datagrid-b too: nothing to prune.
+    expect((await pruned()).filter((s) => s.name.includes('-op-datagrid-'))).toEqual([]);
+    for (const ns of ['datagrid-a', 'datagrid-b']) await client.request('PATCH', `${V0}/namespaces/${ns}/subscriptions/datagrid/status`, { body: { status: { installedCSV: 'datagrid-operator.v2.4.2', currentCSV: 'datagrid-operator.v2.4.2', state: 'AtLatestKnown' } }, ...merge });
+    // One install (the ClusterExtension) still runs 2.4.1: the sets stay.
+    expect((await pruned()).filter((s) => s.name.includes('-op-datagrid-'))).toEqual([]);
+    await client.request('PATCH', `${V1}/clusterextensions/datagrid/status`, { body: { status: { install: { bundle: { name: 'datagrid-operator.v2.4.2', version: '2.4.2' } } } }, ...merge });
+    const gone = (await pruned()).filter((s) => s.name.includes('-op-datagrid-')).map(({ name, why }) => ({ name, why })).sort((a, b) => a.name.localeCompare(b.name));
+    expect(gone).toEqual(datagrid.map((s) => s.metadata.name).sort().map((name) => ({ name, why: 'operator datagrid runs datagrid-operator.v2.4.2, the newest bundle the set holds, wherever it is installed' })));
+    // The release's own sets and the other operators' stay: the cluster still runs 4.16.2.
+    expect((await pruned()).map((s) => s.name).filter((name) => !name.includes('-op-datagrid-'))).toEqual([]);
+  });
+});

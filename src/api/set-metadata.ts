@@ -24,6 +24,8 @@ export const COMPRESSED_BYTES_ANNOTATION = 'prestage.dev/compressed-bytes';
 export const ROLE_ANNOTATION = 'prestage.dev/role';
 /** An operator's set: the bundles whose images it holds, a comma list (its package: plan/assemble.ts's label). */
 export const OPERATOR_BUNDLES_ANNOTATION = 'prestage.dev/operator-bundles';
+/** An operator's set: the newest bundle it holds; once the cluster runs it, `prune` deletes the set. */
+export const OPERATOR_HEAD_ANNOTATION = 'prestage.dev/operator-head';
 
 /** The label every set prestage writes carries; `status` and `wait` without names use it. */
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';

@@ -6,8 +6,8 @@ const result: PruneResult = {
   current: '4.16.3',
   dryRun: 'server',
   prune: [
-    { name: 'prestage-4-16-2-worker', release: '4.16.2', diskBytes: 2048, nodes: ['w1', 'w2'], result: 'deleted' },
-    { name: 'prestage-4-16-2-control-plane', release: '4.16.2', nodes: [], result: 'gone' },
+    { name: 'prestage-4-16-2-worker', release: '4.16.2', why: 'release 4.16.2 is older than 4.16.3', diskBytes: 2048, nodes: ['w1', 'w2'], result: 'deleted' },
+    { name: 'prestage-4-16-2-control-plane', release: '4.16.2', why: 'release 4.16.2 is older than 4.16.3', nodes: [], result: 'gone' },
   ],
   kept: [{ name: 'prestage-4-16-3-worker', release: '4.16.3' }],
   freedBytesPerNode: { w1: 2048, w2: 2048 },

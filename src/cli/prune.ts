@@ -9,7 +9,7 @@ import { BadInputError } from '../errors.js';
 import type { PinningBackend } from '../cluster/backend.js';
 import type { ClusterClient } from '../cluster/connect.js';
 import { readClusterVersion } from '../cluster/live-cluster.js';
-import { byVersion, bytesFreedPerNode, decidePrune, deleteReleaseSet, listReleaseSets, setsPathOf } from '../cluster/release-lifecycle.js';
+import { byVersion, bytesFreedPerNode, decidePrune, deleteReleaseSet, listReleaseSets, setsPathOf, type ReleaseSet } from '../cluster/release-lifecycle.js';
 import { table } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
@@ -27,7 +27,7 @@ export interface PruneResult {
   readonly waiting?: string;
   readonly dryRun: DryRun;
   /** The sets deleted, or with a dry run that would be. */
-  readonly prune: ReadonlyArray<{ readonly name: string; readonly release: string; readonly diskBytes?: number; readonly nodes: readonly string[]; readonly result?: 'deleted' | 'gone' }>;
+  readonly prune: ReadonlyArray<{ readonly name: string; readonly release: string; readonly why: string; readonly diskBytes?: number; readonly nodes: readonly string[]; readonly result?: 'deleted' | 'gone' }>;
   readonly kept: ReadonlyArray<{ readonly name: string; readonly release?: string }>;
   /** Per node, the disk bytes the pruned sets took there (an upper bound: shared layers stay). */
   readonly freedBytesPerNode: Readonly<Record<string, number>>;
@@ -35,7 +35,7 @@ export interface PruneResult {
 
 export type PruneOutput = 'text' | 'name' | DocumentFormat;
 
-const PRUNE_OUTPUT_HELP = 'Output format: json, yaml: one object {current, waiting, dryRun, prune[] (name, release, diskBytes, nodes, result: deleted|gone), kept[] (name, release), freedBytesPerNode}; name: pinnedimageset/NAME per set deleted or that would be [default: the tables]';
+const PRUNE_OUTPUT_HELP = 'Output format: json, yaml: one object {current, waiting, dryRun, prune[] (name, release, why, diskBytes, nodes, result: deleted|gone), kept[] (name, release), freedBytesPerNode}; name: pinnedimageset/NAME per set deleted or that would be [default: the tables]';
 
 /** The result in a machine format (text is printed as prune goes). */
 export function renderPruneResult(output: Exclude<PruneOutput, 'text'>, result: PruneResult): string {
@@ -48,7 +48,10 @@ export async function runPrune(client: ClusterClient, backend: PinningBackend, s
   const out = output === 'text' ? stdout : { write: () => true };
   const finish = (result: PruneResult) => void (output !== 'text' && stdout.write(renderPruneResult(output, result)));
   const setsPath = await setsPathOf(client, backend);
-  const decision = decidePrune(await readClusterVersion(client, 'prune'), await listReleaseSets(client, setsPath));
+  const sets = await listReleaseSets(client, setsPath);
+  // Operator sets go once their operator runs the newest bundle they hold; read only when there are some.
+  const installed = sets.some((set) => set.operator) ? await (await import('../cluster/live-operators.js')).installedOperatorBundles(client) : new Map<string, string[]>();
+  const decision = decidePrune(await readClusterVersion(client, 'prune'), sets, installed);
   if ('waiting' in decision) {
     out.write(`nothing to prune: ${decision.waiting}\n`);
     return finish({ waiting: decision.waiting, dryRun, prune: [], kept: [], freedBytesPerNode: {} });
@@ -66,8 +69,11 @@ export async function runPrune(client: ClusterClient, backend: PinningBackend, s
   }
   const snapshot = await backend.snapshot(decision.prune.map((set) => set.name));
   const nodesOf = new Map(snapshot.sets.map((set) => [set.name, set.nodes.map((n) => n.node)]));
-  out.write(`The cluster runs ${decision.current} (Completed); ${dryRun !== 'none' ? 'would delete' : 'deleting'} ${count(decision.prune.length, 'set')} of older releases${kept ? `, keeping ${decision.keep.length} (${kept})` : ''}\n\n`);
-  out.write(`${table([['SET', 'RELEASE', 'ON DISK', 'NODES'], ...decision.prune.map((set) => [set.name, set.version!, set.diskBytes ? formatBytes(set.diskBytes) : 'unknown', nodesOf.get(set.name)?.join(', ') || '-'])])}\n\n`);
+  const movedOn = decision.prune.filter((set) => !decision.why.get(set.name)?.startsWith('release ')).length;
+  out.write(`The cluster runs ${decision.current} (Completed); ${dryRun !== 'none' ? 'would delete' : 'deleting'} ${count(decision.prune.length, 'set')} of older releases${movedOn ? ` or of operators that moved on (${movedOn})` : ''}${kept ? `, keeping ${decision.keep.length} (${kept})` : ''}\n\n`);
+  // WHY only when an operator's set is among them: else every set goes for its older release.
+  const row = (set: ReleaseSet) => [set.name, set.version ?? '-', set.diskBytes ? formatBytes(set.diskBytes) : 'unknown', nodesOf.get(set.name)?.join(', ') || '-', ...(movedOn ? [decision.why.get(set.name)!] : [])];
+  out.write(`${table([['SET', 'RELEASE', 'ON DISK', 'NODES', ...(movedOn ? ['WHY'] : [])], ...decision.prune.map(row)])}\n\n`);
   const freed = [...bytesFreedPerNode(decision.prune, snapshot)];
   if (freed.length) {
     out.write(`${table([['NODE', 'FREED (UP TO)'], ...freed.map(([node, bytes]) => [node, formatBytes(bytes)])])}\n\n`);
@@ -86,7 +92,7 @@ export async function runPrune(client: ClusterClient, backend: PinningBackend, s
   finish({
     current: decision.current,
     dryRun,
-    prune: decision.prune.map((set) => ({ name: set.name, release: set.version!, ...(set.diskBytes ? { diskBytes: set.diskBytes } : {}), nodes: nodesOf.get(set.name) ?? [], ...(results.has(set.name) ? { result: results.get(set.name)! } : {}) })),
+    prune: decision.prune.map((set) => ({ name: set.name, release: set.version ?? '', why: decision.why.get(set.name)!, ...(set.diskBytes ? { diskBytes: set.diskBytes } : {}), nodes: nodesOf.get(set.name) ?? [], ...(results.has(set.name) ? { result: results.get(set.name)! } : {}) })),
     kept: keptSets,
     freedBytesPerNode: Object.fromEntries(freed),
   });

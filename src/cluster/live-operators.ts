@@ -207,3 +207,19 @@ function extension(item: KubeObject, catalogs: readonly ReadCatalog[], warnings:
     ...(bundle.name && bundle.version ? { installed: { name: bundle.name, version: bundle.version } } : {}),
   }];
 }
+
+/**
+ * Per package, the bundle each install of it runs now: each Subscription's installedCSV and each
+ * ClusterExtension's installed bundle, '' for one that runs none yet (prune: an operator set whose
+ * newest bundle runs everywhere has done its work). Empty when the cluster serves no OLM API.
+ */
+export async function installedOperatorBundles(client: KubeClient): Promise<Map<string, string[]>> {
+  const warnings: string[] = [];
+  const subscriptions = (await listServed(client, V0, 'subscriptions', 'list subscriptions (operators.coreos.com) in all namespaces', (i) => subscription(i, warnings), { max: { count: 2000, what: 'subscriptions' } })) ?? [];
+  const extensions = (await listServed(client, V1, 'clusterextensions', 'list clusterextensions (olm.operatorframework.io)', (i) => extension(i, [], warnings), { max: { count: 1000, what: 'clusterextensions' } })) ?? [];
+  const installed = new Map<string, string[]>();
+  const add = (pkg: string, bundle: string | undefined) => installed.set(pkg, [...(installed.get(pkg) ?? []), bundle ?? '']);
+  for (const s of subscriptions) add(s.package, s.installedCSV);
+  for (const e of extensions) add(e.packageName, e.installed?.name);
+  return installed;
+}

@@ -76,6 +76,24 @@ describe('decidePrune', () => {
     expect('keep' in decision && decision.keep.map((s) => s.name)).toEqual(['prestage-4.16.3-worker', 'prestage-4.16.10-worker', 'hand-made', 'no-version']);
   });
 
+  it("prunes an operator's set once its operator runs the newest bundle it holds, and says why", () => {
+    const operatorSets: ReleaseSet[] = [
+      { name: 'prestage-4.16.3-op-datagrid-worker', version: '4.16.3', operator: { package: 'datagrid', head: 'datagrid-operator.v2.4.2' } },
+      { name: 'prestage-4.16.3-op-kv-store-worker', version: '4.16.3', operator: { package: 'kv-store', head: 'kv-store.v1.1.0' } },
+      { name: 'prestage-4.16.2-op-kv-store-worker', version: '4.16.2', operator: { package: 'kv-store', head: 'kv-store.v1.0.0' } },
+    ];
+    const installed = new Map([['datagrid', ['datagrid-operator.v2.4.2', 'datagrid-operator.v2.4.2']], ['kv-store', ['kv-store.v1.0.0']]]);
+    const decision = decidePrune(running([{ state: 'Completed', version: '4.16.3' }]), operatorSets, installed);
+    if (!('prune' in decision)) throw new Error('waiting');
+    expect(decision.prune.map((s) => s.name)).toEqual(['prestage-4.16.3-op-datagrid-worker', 'prestage-4.16.2-op-kv-store-worker']);
+    expect(decision.keep.map((s) => s.name)).toEqual(['prestage-4.16.3-op-kv-store-worker']);
+    expect(decision.why.get('prestage-4.16.3-op-datagrid-worker')).toBe('operator datagrid runs datagrid-operator.v2.4.2, the newest bundle the set holds, wherever it is installed');
+    expect(decision.why.get('prestage-4.16.2-op-kv-store-worker')).toBe('release 4.16.2 is older than 4.16.3');
+    // One install still on its way (another Subscription of the package): the set stays.
+    const halfway = decidePrune(running([{ state: 'Completed', version: '4.16.3' }]), operatorSets, new Map([['datagrid', ['datagrid-operator.v2.4.2', 'datagrid-operator.v2.3.3']]]));
+    expect('keep' in halfway && halfway.keep.map((s) => s.name)).toContain('prestage-4.16.3-op-datagrid-worker');
+  });
+
   it('prunes nothing while the newest history entry is Partial (an update in progress)', () => {
     expect(decidePrune(running([{ state: 'Partial', version: '4.16.3' }, { state: 'Completed', version: '4.16.2' }]), sets)).toEqual({
       waiting: 'the update to 4.16.3 is not Completed (history state Partial); prune once it is',

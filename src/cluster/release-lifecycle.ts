@@ -6,7 +6,8 @@
  */
 import { gitopsOwnerOf, type GitOpsOwner } from './gitops-owner.js';
 import semver from 'semver';
-import { DISK_BYTES_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL } from '../api/set-metadata.js';
+import { DISK_BYTES_ANNOTATION, OPERATOR_HEAD_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL } from '../api/set-metadata.js';
+import { OPERATOR_PACKAGE_LABEL } from '../plan/assemble.js';
 import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.js';
 import { AGENT_PATHS } from './agent/backend.js';
 import { setReady, type NodeSetProgress, type PinningBackend, type ProgressSnapshot } from './backend.js';
@@ -88,6 +89,8 @@ export interface ReleaseSet {
   readonly diskBytes?: number;
   /** The GitOps controller that applied it, if one did. */
   readonly gitops?: GitOpsOwner;
+  /** An operator's set: its package and the newest bundle it holds. */
+  readonly operator?: { readonly package: string; readonly head: string };
 }
 
 /** The collection of the backend's set objects. */
@@ -113,6 +116,7 @@ export async function listReleaseSets(client: KubeClient, setsPath: string): Pro
         ...(version ? { version } : {}),
         ...(Number.isFinite(diskBytes) && diskBytes > 0 ? { diskBytes } : {}),
         ...((owner) => (owner ? { gitops: owner } : {}))(gitopsOwnerOf(object.metadata)),
+        ...((pkg, head) => (pkg && head ? { operator: { package: pkg, head } } : {}))(object.metadata.labels?.[OPERATOR_PACKAGE_LABEL], annotations[OPERATOR_HEAD_ANNOTATION]),
       };
     })
     .sort((a, b) => a.name.localeCompare(b.name));
@@ -147,21 +151,34 @@ export interface PruneDecision {
   readonly current: string;
   readonly prune: readonly ReleaseSet[];
   readonly keep: readonly ReleaseSet[];
+  /** Why each pruned set goes, by name: an older release, or its operator moved on. */
+  readonly why: ReadonlyMap<string, string>;
 }
 
 /**
  * Which sets the cluster no longer needs: those of releases older than the one it runs, once
- * its newest history entry is Completed. The current release, newer (staged) ones and sets
- * without a version prestage can order are kept. Undefined, with why, while an update is in
- * progress or the history names no version.
+ * its newest history entry is Completed, and operator sets whose operator runs the newest bundle
+ * they hold wherever it is installed (`installed`: per package, the bundle each of its
+ * Subscriptions and ClusterExtensions runs, '' for one that runs none yet). The current release, newer (staged) ones and sets without a version prestage can
+ * order are kept. Undefined, with why, while an update is in progress or the history names no
+ * version.
  */
-export function decidePrune(clusterVersion: ClusterVersion, sets: readonly ReleaseSet[]): PruneDecision | { readonly waiting: string } {
+export function decidePrune(clusterVersion: ClusterVersion, sets: readonly ReleaseSet[], installed: ReadonlyMap<string, readonly string[]> = new Map()): PruneDecision | { readonly waiting: string } {
   const newest = clusterVersion.status?.history?.[0];
   if (!newest?.version) return { waiting: 'ClusterVersion status.history names no release version' };
   if (newest.state !== 'Completed') return { waiting: `the update to ${newest.version} is not Completed (history state ${newest.state ?? 'unknown'}); prune once it is` };
   const current = newest.version;
-  const older = (set: ReleaseSet) => !!set.version && !!semver.valid(set.version) && !!semver.valid(current) && semver.lt(set.version, current);
-  return { current, prune: sets.filter(older), keep: sets.filter((set) => !older(set)) };
+  const why = new Map<string, string>();
+  for (const set of sets) {
+    if (set.version && semver.valid(set.version) && semver.valid(current) && semver.lt(set.version, current)) why.set(set.name, `release ${set.version} is older than ${current}`);
+    else if (set.operator && movedOn(installed.get(set.operator.package) ?? [], set.operator.head)) why.set(set.name, `operator ${set.operator.package} runs ${set.operator.head}, the newest bundle the set holds, wherever it is installed`);
+  }
+  return { current, prune: sets.filter((set) => why.has(set.name)), keep: sets.filter((set) => !why.has(set.name)), why };
+}
+
+/** Every install of the package (each Subscription, each ClusterExtension) runs `head`: none still walks towards it. */
+function movedOn(installs: readonly string[], head: string): boolean {
+  return installs.length > 0 && installs.every((bundle) => bundle === head);
 }
 
 /** Per node, the bytes the sets to prune take there: an upper bound, since layers shared with kept sets stay. */

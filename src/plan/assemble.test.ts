@@ -104,6 +104,13 @@ describe('assemblePlan with operators', () => {
     expect(plan.sets.find((s) => s.name === 'prestage-4.16.3-worker')!.images).not.toContain(`quay.io/op/i1@${digest(50_001)}`);
   });
 
+  it("names each operator set's newest bundle (by semver, not by name), which prune waits for", () => {
+    const image = { ...operatorImage(1, ['etcd'], 'worker'), bundles: ['etcd.v0.10.0', 'etcd.v0.9.4'] };
+    const bundles = [{ name: 'etcd.v0.9.4', version: '0.9.4' }, { name: 'etcd.v0.10.0', version: '0.10.0' }].map((b) => ({ ...b, catalog: 'c', package: 'etcd', image: '', why: 'x' }));
+    const plan = assemblePlan({ ...input(1, () => 'all'), operators: { images: [image], summary: { catalogs: [], bundles } } });
+    expect(plan.sets.find((s) => s.name === 'prestage-4.16.3-op-etcd-worker')!.operator).toEqual({ package: 'etcd', bundles: ['etcd.v0.10.0', 'etcd.v0.9.4'], head: 'etcd.v0.10.0' });
+  });
+
   it("puts an image two packages bring in both packages' sets", () => {
     const plan = assemblePlan({ ...input(1, () => 'all'), operators: { images: [operatorImage(1, ['a', 'b'], 'worker')], summary } });
     for (const name of ['prestage-4.16.3-op-a-worker', 'prestage-4.16.3-op-b-worker']) expect(plan.sets.find((s) => s.name === name)!.images).toEqual([`quay.io/op/i1@${digest(50_001)}`]);

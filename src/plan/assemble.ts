@@ -2,6 +2,7 @@
  * Assemble the plan: a pure function from release facts, classifications and sizes to
  * PinnedImageSets. Deterministic: same input, same plan, byte for byte.
  */
+import semver from 'semver';
 import type { ComponentImage } from '../release/image-references.js';
 import type { ReleaseInfo } from '../release/payload.js';
 import type { Classification } from './classify.js';
@@ -92,7 +93,7 @@ export function assemblePlan(input: PlanInput): Plan {
   const releaseImages = unique.filter((i) => i.operator === undefined);
   const sets = (['control-plane', 'worker'] as const).flatMap((role) => {
     const releaseSets = buildSets(`${base}-${role}`, role, releaseImages.filter(onRole(role)));
-    return [...releaseSets, ...operatorSets(base, role, unique.filter((i) => i.operator !== undefined && onRole(role)(i)), releaseSets.length, warnings)];
+    return [...releaseSets, ...operatorSets(base, role, unique.filter((i) => i.operator !== undefined && onRole(role)(i)), releaseSets.length, warnings, input.operators?.summary)];
   });
 
   return {
@@ -159,7 +160,7 @@ const SOURCE_ORDER: Record<PlannedImage['source'], number> = { release: 0, compo
  * One set per operator package and role (its label names the package, so GitOps and prune see
  * which operator a set serves); an image two packages bring is in both (MCO pins it once).
  */
-function operatorSets(base: string, role: SetRole, images: readonly PlannedImage[], releaseSets: number, warnings: string[]): PlannedSet[] {
+function operatorSets(base: string, role: SetRole, images: readonly PlannedImage[], releaseSets: number, warnings: string[], summary: PlannedOperators | undefined): PlannedSet[] {
   if (images.length === 0) return [];
   const packages = [...new Set(images.flatMap((i) => i.operator!.packages))].sort();
   const perPackage = packages.map((pkg) => ({ pkg, images: images.filter((i) => i.operator!.packages.includes(pkg)) }));
@@ -170,12 +171,20 @@ function operatorSets(base: string, role: SetRole, images: readonly PlannedImage
   }
   return perPackage.flatMap(({ pkg, images: own }) => {
     const bundles = [...new Set(own.flatMap((i) => i.operator!.bundles))].sort();
+    const head = newestBundle(pkg, bundles, summary);
     return buildSets(objectName(`${base}-op-${pkg}-${role}`), role, own).map((set) => ({
       ...set,
       labels: { ...set.labels, [OPERATOR_PACKAGE_LABEL]: objectName(pkg).slice(0, 63) },
-      operator: { package: pkg, bundles },
+      operator: { package: pkg, bundles, ...(head ? { head } : {}) },
     }));
   });
+}
+
+/** The bundle of the highest version among `bundles` of `pkg` (semver; a version it cannot read loses). */
+function newestBundle(pkg: string, bundles: readonly string[], summary: PlannedOperators | undefined): string | undefined {
+  const versions = (summary?.bundles ?? []).filter((b) => b.package === pkg && bundles.includes(b.name));
+  const readable = versions.filter((b) => semver.valid(b.version, { loose: true }));
+  return readable.sort((a, b) => semver.rcompare(a.version, b.version, { loose: true }))[0]?.name;
 }
 
 /** Per role, every set together on one node: blobs and layers counted once across sets. */

@@ -67,8 +67,11 @@ export interface PlannedSet {
   readonly compressedBytes: number;
   readonly diskBytes: number;
   readonly estimate: SetEstimate;
-  /** An operator's set: its package and the bundles whose images it holds. */
-  readonly operator?: { readonly package: string; readonly bundles: readonly string[] };
+  /**
+   * An operator's set: its package, the bundles whose images it holds, and the newest of them
+   * (`head`): once the cluster runs it, the operator has moved on and `prune` deletes the set.
+   */
+  readonly operator?: { readonly package: string; readonly bundles: readonly string[]; readonly head?: string };
 }
 
 /**

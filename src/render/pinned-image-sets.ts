@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import yaml from 'js-yaml';
 import { writeFileAtomic } from '../atomic-file.js';
 import { OutputError, systemErrorText } from '../errors.js';
-import { COMPRESSED_BYTES_ANNOTATION, DISK_BYTES_ANNOTATION, OPERATOR_BUNDLES_ANNOTATION, ROLE_ANNOTATION, RELEASE_ANNOTATION, RELEASE_DIGEST_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL, releaseVersionLabel } from '../api/set-metadata.js';
+import { COMPRESSED_BYTES_ANNOTATION, DISK_BYTES_ANNOTATION, OPERATOR_BUNDLES_ANNOTATION, OPERATOR_HEAD_ANNOTATION, ROLE_ANNOTATION, RELEASE_ANNOTATION, RELEASE_DIGEST_ANNOTATION, RELEASE_VERSION_ANNOTATION, RELEASE_VERSION_LABEL, releaseVersionLabel } from '../api/set-metadata.js';
 import type { Plan, PlannedSet } from '../plan/types.js';
 import type { SetApi } from './output-dir.js';
 import { toAgentPinnedImageSet } from '../api/desired-set.js';
@@ -45,6 +45,7 @@ export function toPinnedImageSet(plan: Plan, set: PlannedSet, apiVersion = MCO_A
         [DISK_BYTES_ANNOTATION]: String(set.diskBytes),
         'prestage.dev/size-estimate': set.estimate.method,
         ...(set.operator ? { [OPERATOR_BUNDLES_ANNOTATION]: set.operator.bundles.join(',') } : {}),
+        ...(set.operator?.head ? { [OPERATOR_HEAD_ANNOTATION]: set.operator.head } : {}),
       },
     },
     spec: { pinnedImages: set.images.map((name) => ({ name })) },
