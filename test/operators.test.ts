@@ -93,7 +93,7 @@ describe('plan --catalog --package', () => {
     expect(planned.images.find((i) => i.source === 'catalog')!.role).toBe('all');
     const set = planned.sets.find((s) => s.name === 'prestage-4.16.3-op-datagrid-worker')!;
     expect(set.labels).toEqual({ 'machineconfiguration.openshift.io/role': 'worker', 'prestage.dev/operator-package': 'datagrid' });
-    expect(set.operator).toEqual({ package: 'datagrid', bundles: ['datagrid-operator.v2.4.0', 'datagrid-operator.v2.4.1', 'datagrid-operator.v2.4.2'] });
+    expect(set.operator).toEqual({ package: 'datagrid', bundles: ['datagrid-operator.v2.4.0', 'datagrid-operator.v2.4.1', 'datagrid-operator.v2.4.2'], head: 'datagrid-operator.v2.4.2' });
     expect(set.images).toContain(operatorImage.pullSpec);
     expect(planned.sets.find((s) => s.name === 'prestage-4.16.3-op-datagrid-control-plane')!.images).not.toContain(operatorImage.pullSpec);
     expect(planned.sets.map((s) => s.name)).toEqual(expect.arrayContaining(['prestage-4.16.3-control-plane', 'prestage-4.16.3-worker', 'prestage-4.16.3-op-kv-store-worker', 'prestage-4.16.3-op-app-operator-worker']));

@@ -177,7 +177,7 @@ describe('plan of the upgrade of a running cluster', () => {
 
   it('names the RBAC it needs in plan --help, and when a token lacks it (exit 4, one line)', async () => {
     const help = await runBin('prestage', ['plan', '--help']);
-    expect(help.stdout.replace(/\s+/g, ' ')).toContain('RBAC needed: get, list on nodes and pods (all namespaces); get on clusterversions, featuregates and infrastructures (config.openshift.io); get on osimagestreams, list on machineconfigpools (machineconfiguration.openshift.io).');
+    expect(help.stdout.replace(/\s+/g, ' ')).toContain('RBAC needed: get, list on nodes and pods (all namespaces); get on clusterversions, featuregates and infrastructures (config.openshift.io); get on osimagestreams, list on machineconfigpools (machineconfiguration.openshift.io); and list on subscriptions, catalogsources and clusterserviceversions (operators.coreos.com, all namespaces) and on clusterextensions and clustercatalogs (olm.operatorframework.io) for the operators it runs.');
     const token = await cluster.serviceAccountToken('default', 'nobody');
     const file = join(dir, 'nobody.kubeconfig');
     writeFileSync(file, cluster.kubeConfigForToken(token).exportConfig());
