@@ -3,7 +3,7 @@
 # setup), so the README's test command works on a fresh machine. Nothing else runs it, CI included.
 # Builds the real-cluster test bed, or reuses it from the cache: etcd, kube-apiserver, kubelet,
 # kube-controller-manager, kube-scheduler, kube-proxy, CRI-O (with its pinns helper) and the distribution
-# registry v3 (the in-cluster cache's engine) and operator-registry's opm from the Go module proxy, pinned by the modules in tools/testbed/; conmon, crun, runc, CNI plugins, openssl,
+# registry v3 (the in-cluster cache's engine), operator-registry's opm and OLM v0's catalog operator from the Go module proxy, pinned by the modules in tools/testbed/; conmon, crun, runc, CNI plugins, openssl,
 # htpasswd and docker-registry from Debian. Idempotent: a component is rebuilt only
 # when its binary for that version is missing. Prints per-component and total build times.
 #
@@ -127,6 +127,12 @@ build_distribution() { CGO_ENABLED=0 go_build distribution github.com/distributi
 build_opm() {
   CGO_ENABLED=1 go_build opm github.com/operator-framework/operator-registry/cmd/opm "-X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$opm_version" -tags json1,containers_image_openpgp
 }
+# The OLM test: OLM v0's catalog operator (cmd/catalog: its Subscription resolver, CatalogSource
+# and InstallPlan controllers), run against the test bed's API server. Pure Go, built as its
+# Makefile builds it (CGO_ENABLED=0, -tags json1, the version stamped into pkg/version).
+build_olm_catalog() {
+  CGO_ENABLED=0 go_build olm-catalog github.com/operator-framework/operator-lifecycle-manager/cmd/catalog "-X github.com/operator-framework/operator-lifecycle-manager/pkg/version.OLMVersion=$olm_version" -tags json1
+}
 build_crio() { CGO_ENABLED=1 go_build crio github.com/cri-o/cri-o/cmd/crio '' -tags "$CRIO_TAGS"; }
 # pinns (C, in the cri-o module's source) pins namespaces for pod sandboxes. The proof tests
 # create no sandboxes, but CRI-O refuses to start without it, so build the real one.
@@ -196,6 +202,7 @@ kube_version=$(required_version kube k8s.io/kubernetes)
 crio_version=$(required_version crio github.com/cri-o/cri-o)
 distribution_version=$(required_version distribution github.com/distribution/distribution/v3)
 opm_version=$(required_version opm github.com/operator-framework/operator-registry)
+olm_version=$(required_version olm-catalog github.com/operator-framework/operator-lifecycle-manager)
 
 paths=()
 build etcd "$etcd_version" build_etcd
@@ -210,6 +217,7 @@ build crio "$crio_version" build_crio
 build pinns "$crio_version" build_pinns
 build distribution "$distribution_version" build_distribution
 build opm "$opm_version" build_opm
+build olm-catalog "$olm_version" build_olm_catalog
 openshift_api=()
 for release in "${!OPENSHIFT_API[@]}"; do
   openshift_api_version=${OPENSHIFT_API[$release]}

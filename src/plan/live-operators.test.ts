@@ -208,3 +208,28 @@ describe('withLiveOperators', () => {
     expect(withLiveOperators(undefined, planLiveOperators(input(olm({}))))).toBeUndefined();
   });
 });
+
+describe('the dependencies OLM installs beside a live walk', () => {
+  const app = bundle('app-operator', 'app-operator.v3.0.0', '3.0.0', { requiresPackages: [{ packageName: 'kv-store', versionRange: '>=1.0.0 <2.0.0' }] });
+  const withApp = (): DeclarativeConfig => {
+    const base = config();
+    return { ...base, packages: [...base.packages, { name: 'app-operator', defaultChannel: 'stable' }], channels: [...base.channels, { name: 'stable', package: 'app-operator', entries: [{ name: app.name, skips: [] }] }], bundles: [...base.bundles, app] };
+  };
+  const catalogs = () => new Map([[INDEX, catalogOf(INDEX, withApp())]]);
+
+  it('adds what a first install requires, as OLM does (its catalog operator: test/olm-resolves.test.ts)', () => {
+    const plan = planLiveOperators(input(olm({ subscriptions: [sub('app', 'app', 'app-operator', undefined)] }), { catalogs: catalogs() }));
+    expect(plan.chosen.map((c) => [c.bundle.name, c.why])).toEqual([
+      ['app-operator.v3.0.0', 'install for Subscription app/app: nothing installed yet, so OLM installs app-operator.v3.0.0 first'],
+      ['kv-store.v1.1.0', 'dependency of app-operator.v3.0.0: package kv-store >=1.0.0 <2.0.0'],
+    ]);
+  });
+
+  it('adds nothing a bundle the cluster runs already satisfies', () => {
+    const operators = olm({ subscriptions: [sub('app', 'app', 'app-operator', undefined), sub('kv', 'kv', 'kv-store', 'kv-store.v1.0.0', { channel: 'alpha' })], csvs: [csv('kv', 'kv-store.v1.0.0', '1.0.0')] });
+    const plan = planLiveOperators(input(operators, { catalogs: catalogs() }));
+    // kv-store walks to 1.1.0 on its own; app-operator's requirement adds no second provider.
+    expect(names(plan)).toEqual(['app-operator.v3.0.0', 'kv-store.v1.1.0']);
+    expect(plan.chosen.find((c) => c.bundle.name === 'kv-store.v1.1.0')!.why).toMatch(/^upgrade step 1 of 1 for Subscription kv\/kv/);
+  });
+});

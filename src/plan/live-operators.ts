@@ -24,8 +24,9 @@ import { bundlesByPackage, type Catalog, type CatalogBundle } from '../catalog/d
 import { channelHead } from '../catalog/channel-graph.js';
 import { parseTolerant } from '../catalog/semver-grammar.js';
 import { openShiftAllows, upgradeBlockers, upgradeWalkV0, upgradeWalkV1, type UpgradeStep, type UpgradeWalk } from '../catalog/upgrade.js';
+import { resolveDependencies } from '../catalog/resolve.js';
 import { BadInputError, ClusterError } from '../errors.js';
-import type { LiveCsv, LiveExtension, LiveOperators, LiveSubscription } from './live-olm.js';
+import type { LiveCatalogSource, LiveCsv, LiveExtension, LiveOperators, LiveSubscription } from './live-olm.js';
 import type { ChosenBundle, ChosenOperators, Placement, PodOverrides } from './operators.js';
 import type { PlannedOperatorBlock, SetRole } from './types.js';
 
@@ -148,9 +149,38 @@ export function planLiveOperators(input: LiveOperatorsInput): LiveOperatorsPlan 
     }
   }
 
+  chosen.push(...dependencies(chosen, installedBundles(ops, sources, catalogs), [...used.values()].map((u) => u.catalog), warnings));
   const blocked = blockers(ops, owners, walks, input.currentRelease, input.targetRelease);
   for (const b of blocked) warnings.push(blockWarning(b, input.targetRelease));
   return { chosen, catalogs: [...used.values()], blocked, warnings };
+}
+
+/** The bundles the cluster's Subscriptions run now, as their catalogs name them: they satisfy requirements already. */
+function installedBundles(ops: LiveOperatorsInput['operators'], sources: ReadonlyMap<string, LiveCatalogSource>, catalogs: LiveOperatorsInput['catalogs']): Array<{ catalog: string; bundle: CatalogBundle }> {
+  return ops.subscriptions.flatMap((sub) => {
+    const image = sources.get(key(sub.sourceNamespace, sub.source))?.image;
+    const catalog = image ? catalogs.get(image) : undefined;
+    const bundle = catalog?.config.bundles.find((b) => b.package === sub.package && b.name === sub.installedCSV);
+    return catalog && bundle ? [{ catalog: catalog.reference, bundle }] : [];
+  });
+}
+
+/**
+ * What OLM installs beside each bundle of the walks to satisfy its olm.package.required and
+ * olm.gvk.required, as for a first install (found by OLM's own catalog operator:
+ * test/olm-resolves.test.ts); what the cluster runs already satisfies. One nothing satisfies is a
+ * warning: OLM fails that resolution too.
+ */
+function dependencies(chosen: readonly ChosenBundle[], installed: ReadonlyArray<{ catalog: string; bundle: CatalogBundle }>, catalogs: readonly Catalog[], warnings: string[]): ChosenBundle[] {
+  if (chosen.length === 0) return [];
+  try {
+    const { added } = resolveDependencies([...chosen.map((c) => ({ catalog: c.catalog, bundle: c.bundle })), ...installed], catalogs.map((c, i) => ({ name: c.reference, config: c.config, priority: catalogs.length - i })), warnings);
+    return added.map((a) => ({ catalog: a.catalog, bundle: a.bundle, why: `dependency of ${a.requiredBy}: ${a.requirement}` }));
+  } catch (error) {
+    if (!(error instanceof BadInputError)) throw error;
+    warnings.push(`${error.message}; OLM cannot resolve it either, so it is not staged`);
+    return [];
+  }
 }
 
 /** The bundles OLM installs for a Subscription: from its installed CSV, or its first install then on. */

@@ -29,6 +29,8 @@ export interface TestbedBinaries {
   /** The GitOps test: a real kubectl (`wait --for=condition=Ready`), and kstatus / Argo CD Lua under Go (tools/testbed/gitops-check). */
   readonly kubectl: string;
   readonly 'gitops-check': string;
+  /** The OLM test: OLM v0's catalog operator (operator-lifecycle-manager's cmd/catalog), its resolver as a cluster runs it (tools/testbed/olm-catalog). */
+  readonly 'olm-catalog': string;
   readonly runc: string;
   /** Directory of the CNI plugins (`loopback`, ...). */
   readonly cniPlugins: string;
