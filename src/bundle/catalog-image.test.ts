@@ -35,6 +35,8 @@ describe('what a catalog image serves', () => {
   it('reads the opm binary and the cache directory from Entrypoint and Cmd, in either flag form', () => {
     expect(serveCommand(SOURCE_CONFIG)).toEqual({ entrypoint: ['/bin/opm'], serves: true, cacheDir: '/tmp/cache' });
     expect(serveCommand({ config: { Entrypoint: ['/bin/opm', 'serve', '/configs', '--cache-dir', '/var/cache/'] } })).toEqual({ entrypoint: ['/bin/opm'], serves: true, cacheDir: '/var/cache' });
+    // A cache dir that is relative or climbs out of the image gets no whiteout (no path outside the image is written).
+    for (const dir of ['tmp/cache', '/tmp/../../etc', '/']) expect(serveCommand({ config: { Entrypoint: ['/bin/opm', 'serve', '/configs', `--cache-dir=${dir}`] } })).toEqual({ entrypoint: ['/bin/opm'], serves: true });
     expect(serveCommand({ config: { Cmd: ['/bin/true'] } })).toEqual({ entrypoint: [], serves: false });
   });
 });

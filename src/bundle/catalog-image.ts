@@ -54,14 +54,16 @@ export function serveCommand(config: Json): ServeCommand {
   const args = argv.slice(at + 1);
   const flag = args.findIndex((a) => a === '--cache-dir' || a.startsWith('--cache-dir='));
   const cacheDir = flag < 0 ? undefined : args[flag]!.includes('=') ? args[flag]!.slice('--cache-dir='.length) : args[flag + 1];
-  return { entrypoint: argv.slice(0, at), serves: true, ...(cacheDir ? { cacheDir: posix.normalize(cacheDir).replace(/(.)\/+$/, '$1') } : {}) };
+  // Only an absolute path below `/` gets a whiteout: the layer's paths must stay inside the image.
+  const inside = cacheDir !== undefined && cacheDir.startsWith('/') && !cacheDir.split('/').includes('..') && !/[\0\n]/.test(cacheDir) && posix.normalize(cacheDir) !== '/';
+  return { entrypoint: argv.slice(0, at), serves: true, ...(inside ? { cacheDir: posix.normalize(cacheDir).replace(/\/+$/, '') } : {}) };
 }
 
 /** The two new layers: the deleting one, then the filtered catalog, gzip as the manifest's type names it. */
 export async function catalogLayers(manifestType: string, configsDir: string, cacheDir: string | undefined, files: ReadonlyMap<string, string>, mtime: Date): Promise<[Layer, Layer]> {
   const mediaType = LAYER_TYPE[manifestType];
   if (!mediaType) throw new BadInputError(`catalog manifest type ${manifestType} is not an image manifest`);
-  const whiteouts = [configsDir, ...(cacheDir && cacheDir !== '/' ? [cacheDir] : [])].map((path) => {
+  const whiteouts = [configsDir, ...(cacheDir ? [cacheDir] : [])].map((path) => {
     const rel = path.replace(/^\/+/, '');
     return { name: posix.join(posix.dirname(rel), `.wh.${posix.basename(rel)}`), type: 'file' as const, mode: 0o644 };
   });

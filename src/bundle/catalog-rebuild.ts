@@ -8,9 +8,8 @@
  * mirrors it. What travels is recorded in prestage-bundle.json for `push` and `verify`.
  */
 import type { Readable } from 'node:stream';
-import { posix } from 'node:path';
 import { BadInputError } from '../errors.js';
-import { CATALOG_IMAGE_LIMITS, CONFIGS_LABEL } from '../catalog/image.js';
+import { CATALOG_IMAGE_LIMITS, catalogRootOf } from '../catalog/image.js';
 import type { CatalogSelection } from '../catalog/selection.js';
 import type { Plan } from '../plan/types.js';
 import type { RegistryClient } from '../registry/client.js';
@@ -94,7 +93,7 @@ async function rebuildCatalog(inputs: CatalogInputs, reference: string, image: B
   const isList = parseManifest(top!.bytes, top!.mediaType, `${where} manifest ${top!.digest}`).kind === 'list';
   const platforms = (isList ? children : [top!]).map((m) => ({ bytes: m.bytes, manifest: parseManifest(m.bytes, m.mediaType, `${where} manifest ${m.digest}`) as ImageManifest, digest: m.digest }));
   const configs = await Promise.all(platforms.map((p) => readConfig(inputs, image, p.manifest.config, where)));
-  const configsDir = configsDirOf(configs[0]!, where);
+  const configsDir = configsDirOf(configs[0]!, reference);
   const kept = new Map<string, Set<string>>();
   for (const b of inputs.plan.operators!.bundles.filter((x) => x.catalog === reference)) kept.set(b.package, (kept.get(b.package) ?? new Set()).add(b.name));
   // The catalog's documents are the same on every platform: read from the first one's layers.
@@ -144,12 +143,15 @@ async function layerStream(inputs: CatalogInputs, image: BundleImage, layer: Des
   return inputs.external(layer.digest) ? inputs.client.blobStream(image.ref, layer) : verifiedBlobStream(inputs.dir, layer);
 }
 
-/** The FBC root the configs label names (planning checked it is a directory inside the image). */
-function configsDirOf(config: Buffer, where: string): string {
-  const labels = ((JSON.parse(config.toString('utf8')) as { config?: { Labels?: Record<string, unknown> | null } }).config?.Labels ?? {}) as Record<string, unknown>;
-  const root = labels[CONFIGS_LABEL];
-  if (typeof root !== 'string' || !root.startsWith('/') || root.split('/').includes('..') || posix.normalize(root) === '/') throw new BadInputError(`${where}: its ${CONFIGS_LABEL} label is not a directory inside the image`);
-  return posix.normalize(root).replace(/\/+$/, '');
+/** The FBC root the configs label names, checked as planning checks it (catalog/image.ts). */
+function configsDirOf(config: Buffer, named: string): string {
+  let labels: Record<string, unknown>;
+  try {
+    labels = (JSON.parse(config.toString('utf8')) as { config?: { Labels?: Record<string, unknown> | null } }).config?.Labels ?? {};
+  } catch {
+    throw new BadInputError(`catalog ${named}: its image config is not JSON; not a catalog image`);
+  }
+  return catalogRootOf(labels, named);
 }
 
 /** The source's creation time: the new layers' file times, so a rerun builds the same bytes. */

@@ -54,7 +54,7 @@ export async function readCatalog(client: RegistryClient, reference: string, arc
   return { reference, pullSpec: digestReference(ref, digest), digest, configsDir, config: assemble([...files.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, f]) => f), named) };
 }
 
-/** The FBC root the image's label names: an absolute path inside the image, or a one-line refusal. */
+/** The FBC root the image's config labels name, or a one-line refusal. */
 async function catalogRoot(client: RegistryClient, reference: string, config: Descriptor, named: string): Promise<string> {
   const bytes = await client.readBlob(parseReference(reference), config, 4 * 1024 * 1024);
   let labels: Record<string, unknown> = {};
@@ -64,6 +64,14 @@ async function catalogRoot(client: RegistryClient, reference: string, config: De
   } catch {
     throw new BadInputError(`catalog ${named}: its image config is not JSON; not a catalog image`);
   }
+  return catalogRootOf(labels, named);
+}
+
+/**
+ * The FBC root a catalog image's labels name: an absolute path below `/` without `..`, the only
+ * kind a reader may join paths under; a SQLite catalog's label is refused in one line that says so.
+ */
+export function catalogRootOf(labels: Readonly<Record<string, unknown>>, named: string): string {
   const root = labels[CONFIGS_LABEL];
   if (root === undefined && labels[DATABASE_LABEL] !== undefined) {
     throw new BadInputError(`catalog ${named} is a SQLite (pre-FBC) catalog (label ${DATABASE_LABEL}); OLM serves only file-based catalogs since OpenShift 4.11: use the FBC catalog of your release (v4.11 or later), or convert it with opm migrate`);
@@ -105,11 +113,3 @@ function assemble(files: readonly CatalogFile[], named: string): DeclarativeConf
   return { packages, channels, bundles, deprecations };
 }
 
-/** Every image a bundle brings to a node: the bundle image (OLM's unpack Job), its related images and its CSV's. */
-export function bundleImages(bundle: CatalogBundle): string[] {
-  const images = new Set<string>();
-  if (bundle.image !== '') images.add(bundle.image);
-  for (const r of bundle.relatedImages) images.add(r.image);
-  for (const d of bundle.deployments ?? []) for (const i of d.images) images.add(i);
-  return [...images];
-}

@@ -124,6 +124,10 @@ describe('loadCatalogFile', () => {
     expect(refusal(lines.join('\n'))).toMatch(/expands to over 5,000,000 values/);
   });
 
+  it('refuses a package name that is no path segment (a rebuilt catalog writes <package>/catalog.json)', () => {
+    for (const name of ['..', '../../etc', 'a/b', '']) expect(refusal(json({ ...pkg, name }))).toMatch(/is not a name \(a path segment without \/ or \.\.\); not a sane catalog$/);
+  });
+
   it('refuses fields of the wrong type, naming the field', () => {
     expect(refusal(json({ ...channel, entries: 'etcd.v0.9.4' }))).toMatch(/field entries is not a list/);
     expect(refusal(json({ ...pkg, name: 7 }))).toMatch(/olm\.package field name is not a string/);

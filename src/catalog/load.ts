@@ -202,7 +202,10 @@ function list(doc: JsonObject, field: string, at: string, max: number): Json[] {
 
 function packageOf(doc: JsonObject, at: string): CatalogPackage {
   const defaultChannel = text(doc, 'defaultChannel', at, false);
-  return { name: text(doc, 'name', at)!, ...(defaultChannel ? { defaultChannel } : {}) };
+  const name = text(doc, 'name', at)!;
+  // A package name becomes a path segment (a rebuilt catalog's `<package>/catalog.json`).
+  if (name === '' || name === '.' || name === '..' || /[/\\\0\n]/.test(name)) throw new BadInputError(`${at}: package name ${JSON.stringify(name)} is not a name (a path segment without / or ..); not a sane catalog`);
+  return { name, ...(defaultChannel ? { defaultChannel } : {}) };
 }
 
 function channelOf(doc: JsonObject, at: string, limits: CatalogLimits): CatalogChannel {
