@@ -114,7 +114,7 @@ function withCacheFirst(entry: RegistryEntry, cache: RegistryMirror): RegistryEn
 export function renderCacheDropIn(mirrors: readonly CacheMirror[], base: RegistriesConf, bypass: readonly string[] = []): string {
   const toml = (value: string) => JSON.stringify(value);
   const lines = [
-    '# Written by the prestage node agent (--cache-mirror): digest pulls go through the in-cluster cache first,',
+    '# Written by the prestage node agent (--cache-mirror, or --link-relay under a cap): digest pulls go through the in-cluster cache or the agent\'s link relay first,',
     '# then the mirrors and the registry each entry had before (carried over: a [[registry]] here replaces',
     '# an earlier file\'s entry with the same prefix). Removed when the agent runs without --cache-mirror.',
     '# A repository of its own without the cache is being pulled past it: the cache served it a corrupt blob.',

@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pLimit from 'p-limit';
 import type { Logger } from 'pino';
-import { LedgerMeter, UNMETERED, type LinkMeter } from '../net/link-meter.js';
+import { LedgerMeter, LinkShutError, UNMETERED, type LinkMeter } from '../net/link-meter.js';
 import { measureImage, type LayerSize, type LayerSizeCache } from '../plan/sizes.js';
 import { RegistryClient } from '../registry/client.js';
 import type { PullSecret } from '../registry/credentials.js';
@@ -108,7 +108,7 @@ export class RegistryImageSizes implements ImageSizeSource {
   /** The batch's meter (one batch at a time: the agent's passes never overlap). */
   private meter: LedgerMeter | undefined;
   /** What the clients pay through: the meter of the batch under way, if any. */
-  private readonly linkMeter: LinkMeter = { open: (expected, signal) => this.meter?.open(expected, signal) ?? Promise.resolve(UNMETERED) };
+  private readonly linkMeter: LinkMeter = batchMeter(() => this.meter);
 
   constructor(options: RegistryImageSizesOptions) {
     this.options = { ...DEFAULTS, ...options };
@@ -205,6 +205,8 @@ export class RegistryImageSizes implements ImageSizeSource {
           this.options.log.debug({ image, from: result.from, layers: result.layers.length, ms: Date.now() - started, warnings }, 'image sizes read');
           return result;
         } catch (error) {
+          // A window that shut: no other source is asked either (each would cross the link).
+          if (error instanceof LinkShutError) return { error: error.message };
           if (isUnreachable(error)) this.unreachableUntil.set(source.ref.registry, Date.now() + this.options.unreachableBackoffMs);
           failures.push(`${source.mirror ? 'mirror ' : ''}${where}: ${oneLine((error as Error).message, 500)}`);
         }
@@ -285,3 +287,12 @@ export function isUnreachable(error: unknown): boolean {
   return false;
 }
 
+/** The meter of whichever batch is under way, or none: what the long-lived clients pay through. */
+function batchMeter(current: () => LedgerMeter | undefined): LinkMeter {
+  return {
+    open: (expected, signal) => current()?.open(expected, signal) ?? Promise.resolve(UNMETERED),
+    get partBytes() {
+      return current()?.partBytes;
+    },
+  };
+}

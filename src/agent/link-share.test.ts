@@ -4,11 +4,12 @@ import type { KubeClient } from '../kube/client.js';
 import { createLogger } from '../telemetry/log.js';
 import { virtualClock } from '../../test/support/virtual-clock.js';
 import type { SizeResult } from './image-sizes.js';
+import { RESPONSE_HEAD_BYTES } from '../net/link-meter.js';
 
 const layer = (name: string, linkBytes: number) => ({ digest: `sha256:${name}`, diskBytes: linkBytes * 2, linkBytes, exact: true });
 
 describe('linkCharges', () => {
-  it('charges each new layer once, to the first image that pulls it, plus its config and manifests; stored layers cost nothing; unknown images fall back', () => {
+  it("charges each new layer once, to the first image that pulls it, plus its config and manifests and every answer's head; stored layers cost nothing; unknown images fall back", () => {
     const sizes = new Map<string, SizeResult>([
       ['stored', { layers: [layer('base', 100)], from: 'r' }],
       ['a', { layers: [layer('base', 100), layer('mid', 30), layer('a', 5)], from: 'r', overheadBytes: 0 }],
@@ -16,7 +17,8 @@ describe('linkCharges', () => {
       ['c', { error: 'not found' }],
     ]);
     const charges = linkCharges(['a', 'b', 'c', 'd'], new Set(['stored']), sizes, (image) => (image === 'c' ? 42 : undefined));
-    expect(Object.fromEntries(charges)).toEqual({ a: 35, b: 10, c: 42, d: 0 });
+    // a: layers mid and a, 5 manifest and config answers and 2 layer answers, each with its head.
+    expect(Object.fromEntries(charges)).toEqual({ a: 35 + 7 * RESPONSE_HEAD_BYTES, b: 10 + 6 * RESPONSE_HEAD_BYTES, c: 42, d: 0 });
   });
 });
 

@@ -17,7 +17,7 @@
 import type { Logger } from 'pino';
 import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
 import { endCharge, LINK_WINDOW_MS, SYSTEM_CLOCK, WindowLedger, type Clock, type LedgerEntry } from '../net/link-rate.js';
-import type { LinkCharge, LinkLedger } from '../net/link-meter.js';
+import { RESPONSE_HEAD_BYTES, type LinkCharge, type LinkLedger } from '../net/link-meter.js';
 import { hasLayers, type SizeResult } from './image-sizes.js';
 
 export { LINK_LEASE } from '../api/names.js';
@@ -32,6 +32,9 @@ const MAX_ENTRIES = 2_000;
  * the round. Where the layers are unknown, `fallback` (the image's share of its set's
  * compressed bytes), else 0.
  */
+/** The requests a CRI-O pull makes besides its layers: the manifests (a list and its image, each read twice) and the config. */
+const PULL_MANIFEST_REQUESTS = 5;
+
 export function linkCharges(
   images: readonly string[],
   present: ReadonlySet<string>,
@@ -47,11 +50,12 @@ export function linkCharges(
       charges.set(image, fallback(image) ?? 0);
       continue;
     }
-    let bytes = result.overheadBytes ?? 0;
+    // Every answer's head crosses too: the manifests' (a list's and its image's, each asked twice), the config's, each layer's.
+    let bytes = (result.overheadBytes ?? 0) + PULL_MANIFEST_REQUESTS * RESPONSE_HEAD_BYTES;
     for (const layer of result.layers) {
       if (counted.has(layer.digest)) continue;
       counted.add(layer.digest);
-      bytes += layer.linkBytes!;
+      bytes += layer.linkBytes! + RESPONSE_HEAD_BYTES;
     }
     charges.set(image, bytes);
   }

@@ -10,17 +10,17 @@ import type { Logger } from 'pino';
 import { AGENT_NAME } from '../api/names.js';
 import { LeaseLinkLedger, MemoryLinkLedger } from './link-share.js';
 import type { KubeClient, KubeList, KubeObject } from '../kube/client.js';
-import { LedgerMeter, type LinkCharge, type LinkLedger } from '../net/link-meter.js';
+import { LedgerMeter, type LedgerMeterOptions, type LinkCharge, type LinkLedger } from '../net/link-meter.js';
 
 /** `prestage install`'s default namespace, where the agents' Lease is when no DaemonSet says otherwise. */
 const DEFAULT_AGENT_NAMESPACE = 'prestage';
 
 /** A meter on the agents' ledger for the CLI's reads; `finish()` it once the plan is read, before applying. */
-export async function planLinkMeter(client: KubeClient, capBytesPerSecond: number, warn: (line: string) => void, log: Logger): Promise<LedgerMeter> {
+export async function planLinkMeter(client: KubeClient, capBytesPerSecond: number, warn: (line: string) => void, log: Logger, options: LedgerMeterOptions = {}): Promise<LedgerMeter> {
   const namespace = await agentNamespace(client);
   const lease = new LeaseLinkLedger(client, { namespace, holder: 'prestage stage', log });
   const ledger = new FallbackLedger(lease, (error) => warn(`--link-rate: cannot charge the plan's reads on Lease ${namespace}/prestage-link (${error.message}); holding them to the cap alone`));
-  return new LedgerMeter(ledger, capBytesPerSecond);
+  return new LedgerMeter(ledger, capBytesPerSecond, options);
 }
 
 /** The namespace of the agents' DaemonSet; install's default when none (or more than one) is seen. */

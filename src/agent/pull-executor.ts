@@ -9,8 +9,10 @@ import pLimit from 'p-limit';
 import type { Logger } from 'pino';
 import type { Gate } from '../api/staging.js';
 import type { PullAuth } from '../cri/client.js';
+import type { PullSecret } from '../registry/credentials.js';
+import type { RelaySession } from './link-relay.js';
 import { SYSTEM_CLOCK, type Clock } from '../net/link-rate.js';
-import { LedgerMeter } from '../net/link-meter.js';
+import { LedgerMeter, type LedgerMeterOptions } from '../net/link-meter.js';
 import type { CacheWarmer } from './cache-warm.js';
 import type { AgentMetrics } from './metrics.js';
 import { MemoryLinkLedger, type LinkCharge, type LinkLedger } from './link-share.js';
@@ -37,6 +39,11 @@ export interface PullExecutorOptions {
   readonly pacer?: PullPacer;
   /** Where pulls over the link are charged under a cap: the cluster's one ledger (`link-share.ts`). */
   readonly linkLedger?: LinkLedger;
+  /**
+   * Under a cap, CRI-O pulls through the agent's link relay (`link-relay.ts`), which asks for
+   * each byte over the link only once it is paid: a pull is then not charged whole beforehand.
+   */
+  readonly linkRelay?: RelayPort;
   /** The agent's own link cap (`--link-rate`, bytes/s); a set's annotation may lower it. */
   readonly linkRate?: number;
   /** Images the in-cluster cache serves: their pulls do not cross the link (the warm did, under the cap). */
@@ -55,6 +62,13 @@ export interface PullExecutorOptions {
   readonly permanentFailureBackoffMs?: number;
   /** A step forward for liveness: an attempt ended, or waiting for the turn goes on. */
   readonly progressed: () => void;
+}
+
+/** What the executor needs of the link relay. */
+export interface RelayPort {
+  /** CRI-O pulls these images' registries through the relay (drop-in written, CRI-O reloaded); false when that failed (said in the log). */
+  wire(images: readonly string[]): Promise<boolean>;
+  open(image: string, capBytesPerSecond: number, pullSecrets: readonly PullSecret[]): RelaySession;
 }
 
 /** One image's pull history; a restart forgets it, which only resets attempt counts. */
@@ -86,6 +100,8 @@ export interface PullRound {
   readonly linkRate?: number;
   /** Compressed bytes the image's pull moves over the link (`linkCharges`). */
   readonly linkBytes?: (image: string) => number;
+  /** What the link relay reads upstream with: the node's and the sets' pull secrets. */
+  readonly pullSecrets?: readonly PullSecret[];
 }
 
 /** What a round did not start, and why (paused, outside a window): the status says so and a later pass goes on. */
@@ -138,8 +154,8 @@ export class PullExecutor {
   }
 
   /** Under a cap: a meter on the ledger the pulls charge, for this agent's own reads over the link (its size reads). */
-  linkMeter(cap: number | undefined): LedgerMeter | undefined {
-    return cap === undefined ? undefined : new LedgerMeter(this.linkLedger, cap);
+  linkMeter(cap: number | undefined, gate?: LedgerMeterOptions['gate']): LedgerMeter | undefined {
+    return cap === undefined ? undefined : new LedgerMeter(this.linkLedger, cap, gate ? { gate } : {});
   }
 
   /** The image's pull history, for the status. */
@@ -178,6 +194,8 @@ export class PullExecutor {
     const overLink = (image: string) => !(this.options.servedByCache?.(image) ?? false);
     const charge = (image: string) => (overLink(image) ? (round.linkBytes?.(image) ?? 0) : 0);
     const slot = due.length > 0 ? await this.waitForTurn(due.map(([image]) => image), round.arch, cap) : undefined;
+    // Through the relay each byte is paid as CRI-O asks for it; where it cannot be wired, each pull is charged whole.
+    const relayed = cap !== undefined && this.options.linkRelay && due.some(([image]) => charge(image) > 0) ? await this.options.linkRelay.wire(due.filter(([image]) => charge(image) > 0).map(([image]) => image)) : false;
     this.linkBytesPending = due.reduce((total, [image]) => total + charge(image), 0);
     const pullOne = async (image: string, bytes: number | undefined): Promise<void> => {
       // A set deleted or unselected meanwhile no longer wants this image.
@@ -192,7 +210,8 @@ export class PullExecutor {
       // The charge counts until a window after the pull ends (its bytes cross any time until
       // then), or after its deadline if this agent never says it ended.
       let charged: LinkCharge | undefined;
-      if (cap !== undefined && charge(image) > 0) {
+      let relay: RelaySession | undefined;
+      if (cap !== undefined && charge(image) > 0 && !relayed) {
         // Waiting for room is progress, not a hang (a big image at a low cap waits minutes).
         const heartbeat = setInterval(() => this.options.progressed(), 10_000);
         try {
@@ -210,6 +229,7 @@ export class PullExecutor {
           return progress.poke();
         }
         if (cap !== undefined) this.linkBytesStarted += charge(image);
+        if (cap !== undefined && charge(image) > 0 && relayed) relay = this.options.linkRelay!.open(image, cap, round.pullSecrets ?? []);
         record.pulling = true;
         progress.poke();
         // A strict window stops the pull at its close; it is started again in the next window.
@@ -218,6 +238,8 @@ export class PullExecutor {
         await this.pull(image, bytes, round.auth(image), () => progress.poke(), signal);
         await charged?.end();
         charged = undefined;
+        if (relay) await this.closeRelay(image, relay, charge(image), cap!);
+        relay = undefined;
         if (signal?.aborted) {
           // The timer may fire a few ms before the wall clock reaches the close (libuv's loop time lags it).
           const early = (now.closesAt ?? 0) - this.clock.now();
@@ -227,6 +249,7 @@ export class PullExecutor {
         }
       } finally {
         await charged?.end();
+        if (relay) await this.closeRelay(image, relay, charge(image), cap!);
       }
       progress.poke();
     };
@@ -254,6 +277,18 @@ export class PullExecutor {
       this.linkBytesPending = 0;
       await slot?.release();
     }
+  }
+
+  /**
+   * A relayed pull is over. One that CRI-O took around the relay (a drop-in it did not read yet, a
+   * relay it could not reach) moved its bytes uncounted: charged now, so the pulls after it wait for them.
+   */
+  private async closeRelay(image: string, relay: RelaySession, expected: number, cap: number): Promise<void> {
+    const { requests } = await relay.close();
+    if (requests > 0 || expected === 0) return;
+    this.options.log.warn({ image }, 'CRI-O pulled this image around the link relay: its bytes are charged after they crossed');
+    const late = await this.linkLedger.start(expected, cap, undefined, 0);
+    await late.end();
   }
 
   /** One attempt's deadline: from the image's size at the minimum throughput, never under the minimum. */

@@ -26,6 +26,7 @@ import { buildStatus, isSetFailed } from './node-status.js';
 import { imagesToPin, pinImages } from './pinning.js';
 import { pullAuthForSets, readNodePullSecret, readSetPullSecrets } from './pull-credentials.js';
 import { PullExecutor, type PullExecutorOptions } from './pull-executor.js';
+import { LinkShutError } from '../net/link-meter.js';
 import type { QuietCollector } from './quiet-collector.js';
 import { presentNames, type ImageRuntime } from './runtime.js';
 import { isControlPlane, selectingSets } from './selector.js';
@@ -39,7 +40,7 @@ export type { RetryPolicy } from './pull-executor.js';
 /** The pull executor's settings (retries, timeouts, pacing, the cache) are the agent's own. */
 type PullSettings = Pick<
   PullExecutorOptions,
-  'retry' | 'minThroughputBytesPerSecond' | 'minPullTimeoutMs' | 'pacer' | 'linkLedger' | 'linkRate' | 'servedByCache' | 'cacheWarmer' | 'bypassCache' | 'permanentFailureBackoffMs'
+  'retry' | 'minThroughputBytesPerSecond' | 'minPullTimeoutMs' | 'pacer' | 'linkLedger' | 'linkRelay' | 'linkRate' | 'servedByCache' | 'cacheWarmer' | 'bypassCache' | 'permanentFailureBackoffMs'
 >;
 
 export interface NodeAgentOptions extends PullSettings {
@@ -73,6 +74,12 @@ const DEFAULT_RESYNC_MS = 60_000;
 const DEFAULT_STALL_MS = 5 * 60_000;
 /** While sets wait for a window: look again at least this often (the clock may have been set meanwhile). */
 const WINDOW_RECHECK_MS = 10_000;
+
+/** A window that shuts while the pass sizes its sets stops the size reads at once: nothing crosses the link while it is shut. */
+function closedMidPass(open: readonly PinnedImageSet[]): void {
+  const shut = shutNow(open);
+  if (shut.length > 0) throw new LinkShutError(`${shut[0]!.metadata.name} may not use the link now (paused or outside its staging windows); its images are sized at the opening`);
+}
 
 export class NodeAgent {
   private readonly admission: DiskAdmission;
@@ -216,7 +223,7 @@ export class NodeAgent {
     // Outside its windows (or paused) a set costs the link nothing: it is sized and charged at its opening.
     const shut = shutNow(pullable);
     const open = pullable.filter((set) => !shut.includes(set));
-    const { admitted, failures, linkBytes } = await this.admission.admit(open, present, filesystem.freeBytes, [...allSetSecrets, ...nodeSecrets], arch, { shut, meter: () => this.pulls.linkMeter(this.pulls.linkCap(rateOf(open))) });
+    const { admitted, failures, linkBytes } = await this.admission.admit(open, present, filesystem.freeBytes, [...allSetSecrets, ...nodeSecrets], arch, { shut, meter: () => this.pulls.linkMeter(this.pulls.linkCap(rateOf(open)), () => closedMidPass(open)) });
     for (const [name, error] of failures) this.setErrors.set(name, error);
     // The shut sets' missing images are handed on unsized, held for this pass: the status says why they wait.
     const sized = new Set(open.flatMap((set) => set.spec.pinnedImages.map((entry) => entry.name)));
@@ -243,6 +250,7 @@ export class NodeAgent {
       gate: holdUnsized(gateFor(() => this.selectingSets().filter((set) => !this.setErrors.has(set.metadata.name))), unsized),
       ...rateOf(pullable),
       linkBytes: (image) => linkBytes.get(image) ?? 0,
+      pullSecrets: [...allSetSecrets, ...nodeSecrets],
     });
     this.noteWaiting();
 

@@ -22,8 +22,10 @@ import { BadInputError, ClusterError, ExitCode, PrestageError } from '../errors.
 import { createLogger, type LogLevel } from '../telemetry/log.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
-import { integerAtLeast, linkRate, positiveSeconds, sizeAtLeast } from './flag-values.js';
+import { integerAtLeast, linkRate, listenAddress, positiveSeconds, sizeAtLeast } from './flag-values.js';
 import { LeaseLinkLedger } from '../agent/link-share.js';
+import { LinkRelay } from '../agent/link-relay.js';
+import { parseReference } from '../registry/reference.js';
 import { LINK_RATE_ANNOTATION } from '../api/staging.js';
 import { DEFAULT_PIN_DROP_IN } from '../api/names.js';
 import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../api/names.js';
@@ -78,6 +80,12 @@ export function agentCommand(ctx: CommandContext) {
           coerce: linkRate('link-rate'),
           describe: `Cluster-wide cap on the slow link (bytes: 20MiB/s, 5MB/s; bits: 40Mbit/s, 40Mbps), for every set (a set's ${LINK_RATE_ANNOTATION} annotation may lower it): every node's pulls over the link draw on one budget (Lease prestage-link), at most the cap over any 5 s; with --cache-mirror the cap paces the cache warm, where bytes cross the link`,
         })
+        .option('link-relay', {
+          type: 'string',
+          coerce: listenAddress('link-relay'),
+          describe: `HOST:PORT to listen on (0: any port): under a cap CRI-O pulls through the agent (a digest-only mirror in --registries-conf-dir/${CACHE_DROP_IN_NAME}), which asks for each byte over the link only once the cap has room for it; without it a pull is charged whole before it starts and crosses at the link's speed`,
+        })
+        .option('link-relay-advertise', { type: 'string', default: process.env.POD_IP, describe: 'The address CRI-O dials for the relay (default: $POD_IP, else the --link-relay host)' })
         .option('namespace', {
           alias: 'lease-namespace',
           type: 'string',
@@ -103,9 +111,14 @@ export function agentCommand(ctx: CommandContext) {
       let lastCacheError: string | undefined;
       // Repositories pulled past the cache while an image of theirs, which the cache served corrupt, is pulled again.
       const bypassed = new Map<string, number>();
+      // Under a cap without a cache, CRI-O pulls the registries of capped images through the link relay (same drop-in).
+      const relayLog = log.child({ component: 'link-relay' });
+      let relay: LinkRelay | undefined;
+      const relaySources = new Set<string>();
       const syncCache = async (first: boolean): Promise<void> => {
         try {
-          const { change, path } = await syncCacheDropIn({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], mirrors: cacheMirrors, bypass: [...bypassed.keys()], reload });
+          const mirrors = cacheMirrors.length > 0 ? cacheMirrors : relay ? relay.mirrors([...relaySources]) : [];
+          const { change, path } = await syncCacheDropIn({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], mirrors, bypass: [...bypassed.keys()], reload });
           lastCacheError = undefined;
           if (change !== 'unchanged' || (first && cacheMirrors.length > 0)) {
             log.info({ change, path, cacheMirrors: cacheMirrors.map((m) => `${m.source}=${m.location}`) }, change === 'removed' ? 'cache drop-in removed, CRI-O reloaded' : change === 'written' ? 'cache drop-in written, CRI-O reloaded' : 'cache drop-in in place');
@@ -123,6 +136,21 @@ export function agentCommand(ctx: CommandContext) {
       const imageSizes = new RegistryImageSizes({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], log });
       let agent: NodeAgent | undefined;
       const client = await connectCluster({ kubeconfig: args.kubeconfig });
+      // Under a link cap, every node's pulls over the link are charged on one Lease.
+      const ledger = new LeaseLinkLedger(client, { namespace: args.namespace, holder: nodeName, log });
+      if (args['link-relay'] && cacheMirrors.length === 0) {
+        relay = new LinkRelay({ listen: args['link-relay'], ...(args['link-relay-advertise'] ? { advertise: args['link-relay-advertise'] } : {}), registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], ledger, log: relayLog });
+        await relay.start();
+      }
+      const linkRelay = relay && {
+        wire: async (images: readonly string[]) => {
+          const before = relaySources.size;
+          for (const image of images) relaySources.add(registryOf(image));
+          if (relaySources.size !== before) await syncCache(false);
+          return lastCacheError === undefined;
+        },
+        open: relay.open.bind(relay),
+      };
       // With --once the one pass below is the only one: informer events must not start another beside it.
       const cluster = new KubeAgentCluster(
         client,
@@ -139,8 +167,6 @@ export function agentCommand(ctx: CommandContext) {
       );
       const slots: number = args['max-pulling-nodes'];
       const pacer = slots > 0 ? new LeasePacer(client, { namespace: args.namespace, slots, holder: nodeName, log }) : undefined;
-      // Under a link cap, every node's pulls over the link are charged on one Lease.
-      const linkLedger = new LeaseLinkLedger(client, { namespace: args.namespace, holder: nodeName, log });
       // Through a cache: one node fills it, then all pull from it (each blob crosses the link once).
       const cacheWarmer = cacheMirrors.length > 0 ? new LeaseCacheWarmer(client, { namespace: args.namespace, holder: nodeName, mirrors: cacheMirrors, log }) : undefined;
       agent = new NodeAgent({
@@ -160,7 +186,8 @@ export function agentCommand(ctx: CommandContext) {
         quietCollector: new QuietCollector({ afterMs: QUIET_COLLECT_MS }),
         permanentFailureBackoffMs: args['permanent-failure-backoff'] * 1000,
         pacer,
-        linkLedger,
+        linkLedger: ledger,
+        ...(linkRelay ? { linkRelay } : {}),
         ...(args['link-rate'] ? { linkRate: args['link-rate'] } : {}),
         servedByCache: (image) => cachedImages([image], cacheMirrors).length > 0,
         cacheWarmer,
@@ -210,12 +237,19 @@ export function agentCommand(ctx: CommandContext) {
         unwatch();
         await agent.stop();
         await http.close();
+        // CRI-O no longer asks a relay that is gone: the drop-in goes with it (the cache's stays).
+        if (relay) {
+          await relay.stop();
+          relay = undefined;
+          await syncCache(false);
+        }
       } finally {
         clearInterval(cacheResync);
         pacer?.stop();
         await cacheWarmer?.close();
         await cluster.stop();
         await imageSizes.close();
+        await relay?.stop();
         runtime.close();
       }
     },
@@ -226,6 +260,11 @@ export function agentCommand(ctx: CommandContext) {
  * Another writer's drop-in (MCO's 50-pinned-images) changed: carry its pins at once rather than at
  * the next resync. Returns the function that stops watching.
  */
+/** The registry host of a pullspec: what the relay stands in for. */
+function registryOf(image: string): string {
+  return parseReference(image).registry;
+}
+
 function watchOtherDropIns(dropIn: string, onChange: () => void, log: Logger): () => void {
   const own = basename(dropIn);
   const warn = (error: Error) => log.warn({ err: error.message }, "cannot watch the drop-in directory; other writers' pins are carried at the next resync");

@@ -17,7 +17,7 @@ import { typedCommand } from './typed-command.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { planOptionsFrom, withPlanOptions, type PlanFlags } from './plan-options.js';
 import { registryClientFrom, withRegistryOptions, type RegistryFlags } from './registry-options.js';
-import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
+import { planReadsMeter, scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
 import { linkRate } from './flag-values.js';
 import type { LinkMeter } from '../net/link-meter.js';
 import { LINK_RATE_ANNOTATION } from '../api/staging.js';
@@ -40,11 +40,11 @@ export async function planRelease(release: string, flags: PlanFlags & RegistryFl
 }
 
 /** A plan JSON file, a PinnedImageSet manifest file or directory, or else a release pullspec to plan. */
-export async function readSetsSource(source: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext): Promise<{ sets: DesiredSet[]; plan?: Plan }> {
+export async function readSetsSource(source: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext, linkMeter?: LinkMeter): Promise<{ sets: DesiredSet[]; plan?: Plan }> {
   const stat = statSource(source);
   if (!stat) {
     checkReleaseSource(source);
-    const plan = await planRelease(source, flags, ctx);
+    const plan = await planRelease(source, flags, ctx, undefined, linkMeter);
     return { sets: desiredSetsFromPlan(plan), plan };
   }
   const files = stat.isDirectory() ? readdirSync(source).filter((f) => /\.(ya?ml|json)$/.test(f)).sort().map((f) => join(source, f)) : [source];
@@ -116,12 +116,20 @@ export function applyCommand(ctx: CommandContext, scriptName: string) {
     handler: async (args) => {
       // Read before any registry or cluster work: bad windows are refused first.
       const schedule = scheduleFrom(args as StagingFlags);
-      const read = await readSetsSource(args.source, args, ctx);
+      const dryRun = args['dry-run'] as DryRun;
+      // A release planned under a cap: its reads cross the link too, charged on the agents' ledger (as stage's).
+      const planned = statSource(args.source) === undefined && args['link-rate'] !== undefined ? await clusterFrom(args as KubeFlags, scriptName) : undefined;
+      const linkMeter = planned && (await planReadsMeter(planned.client, planned.backend.kind, args['link-rate'], schedule, dryRun !== 'none', (line) => ctx.log.warn(line), ctx.log));
+      let read;
+      try {
+        read = await readSetsSource(args.source, args, ctx, linkMeter);
+      } finally {
+        await linkMeter?.finish();
+      }
       const { plan } = read;
       if (args['os-image-via-mco'] && !plan) throw new BadInputError(`--os-image-via-mco: ${args.source} holds PinnedImageSets, not a plan; apply a plan JSON file or a release so the OS images are known`);
-      const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
+      const { client, backend } = planned ?? (await clusterFrom(args as KubeFlags, scriptName));
       const sets = withStaging(read.sets, schedule, args['link-rate'], backend.kind, (line) => ctx.log.warn(line));
-      const dryRun = args['dry-run'] as DryRun;
       await checkMcoPreflight(client, backend, sets, { version: undefined, force: args.force === true, warn: (line) => ctx.log.warn(line) });
       const osImage = plan ? await stageOsImage(client, backend, plan, { viaMco: args['os-image-via-mco'] === true, dryRun: backendDryRun(dryRun), warn: (line) => ctx.log.warn(line) }) : [];
       ctx.stdout.write(renderApplyOutcomes([...(await backend.apply(sets, { dryRun: backendDryRun(dryRun) })), ...osImage], dryRun));

@@ -88,3 +88,15 @@ export function sizeAtLeast(flag: string, minBytes: number): (value: unknown) =>
 export function sizeQuantity(flag: string): (value: unknown) => string {
   return (value) => parsedOnce(flag, SIZE_EXAMPLE, value, sizeAsQuantity);
 }
+
+/** `HOST:PORT` to listen on (`[::1]:0`, `0.0.0.0:5055`); port 0 lets the system pick. */
+export function listenAddress(flag: string): (value: unknown) => { host: string; port: number } | undefined {
+  return (value) => {
+    if (value === undefined) return undefined;
+    const text = String(value);
+    const match = /^(?:\[([0-9a-fA-F:]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(text);
+    const port = Number(match?.[3]);
+    if (!match || port > 65535) throw new BadInputError(`--${flag} ${text}: expected HOST:PORT, e.g. 127.0.0.1:5055, 0.0.0.0:0 or [::1]:5055`);
+    return { host: match[1] ?? match[2]!, port };
+  };
+}

@@ -23,11 +23,8 @@ import { OS_IMAGE_VIA_MCO_HELP, stageOsImage } from '../cluster/os-image-via-mco
 import { applyObject } from '../install/apply.js';
 import { backendDryRun, dryRunClosing, withDryRunOption, type DryRun } from './dry-run.js';
 import { signatureConfigMapFrom, withSignaturesFromOptions } from './signatures-from.js';
-import { scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
+import { planReadsMeter, scheduleFrom, withStaging, withStagingOptions, type StagingFlags } from './staging-options.js';
 import { AGENT_NAME } from '../api/names.js';
-import { MemoryLinkLedger } from '../agent/link-share.js';
-import { planLinkMeter } from '../agent/plan-link-meter.js';
-import { LedgerMeter } from '../net/link-meter.js';
 
 export function stageCommand(ctx: CommandContext, scriptName: string) {
   return typedCommand({
@@ -51,8 +48,7 @@ export function stageCommand(ctx: CommandContext, scriptName: string) {
       const live = observed && { ...observed, pinned: await pinnedOnNodes(client, backend) };
       const dryRun = args['dry-run'] as DryRun;
       // Under a cap the plan's own reads cross the link too: charged on the agents' ledger before they cross (a dry run's on its own).
-      const rate = backend.kind === 'agent' ? args['link-rate'] : undefined;
-      const linkMeter = rate === undefined ? undefined : dryRun === 'none' ? await planLinkMeter(client, rate, (line) => ctx.log.warn(line), ctx.log) : new LedgerMeter(new MemoryLinkLedger(), rate);
+      const linkMeter = await planReadsMeter(client, backend.kind, args['link-rate'], schedule, dryRun !== 'none', (line) => ctx.log.warn(line), ctx.log);
       let plan;
       try {
         plan = await planRelease(release, args, ctx, live, linkMeter);

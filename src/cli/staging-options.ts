@@ -4,9 +4,14 @@
  * MCO pulls a set as soon as a pool selects it and cannot be held to a window or a rate: on its
  * backend a window is refused and `--link-rate` only feeds wait's predicted pace.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
 import type { Argv } from 'yargs';
 import type { BackendKind, DesiredSet } from '../cluster/backend.js';
-import { checkTimeZone, LINK_RATE_ANNOTATION, parseWindow, scheduleAnnotations, type StagingSchedule } from '../api/staging.js';
+import { checkTimeZone, LINK_RATE_ANNOTATION, parseWindow, scheduleAnnotations, windowGate, type StagingSchedule } from '../api/staging.js';
+import { planLinkMeter } from '../agent/plan-link-meter.js';
+import { MemoryLinkLedger } from '../agent/link-share.js';
+import { LedgerMeter } from '../net/link-meter.js';
 import { BadInputError } from '../errors.js';
 
 export interface StagingFlags {
@@ -50,4 +55,37 @@ export function withStaging(sets: readonly DesiredSet[], schedule: StagingSchedu
   }
   const annotations = { ...(schedule ? scheduleAnnotations(schedule) : {}), ...(rate !== undefined ? { [LINK_RATE_ANNOTATION]: String(Math.round(rate)) } : {}) };
   return sets.map((set) => ({ ...set, annotations: { ...set.annotations, ...annotations } }));
+}
+
+/** How often a held plan looks at the clock again while its windows are shut (the clock may be set meanwhile). */
+const WINDOW_RECHECK_MS = 10_000;
+
+/**
+ * A capped stage's own reads keep to its windows as the agents' do: while every window is shut,
+ * a read waits for the opening (one line says so, once), so nothing crosses the link outside
+ * them. `now` and `wait` are injected for tests.
+ */
+export function windowHold(schedule: StagingSchedule, say: (line: string) => void, now: () => number = Date.now, wait: (ms: number, signal?: AbortSignal) => Promise<unknown> = (ms, signal) => sleep(ms, undefined, signal ? { signal } : {})): (signal?: AbortSignal) => Promise<void> {
+  let said = false;
+  return async (signal) => {
+    for (;;) {
+      const gate = windowGate(schedule, now());
+      if (gate.open) return;
+      if (!said) {
+        said = true;
+        say(`--window: the staging windows are shut; the plan's reads over the link wait for the opening (${gate.note})`);
+      }
+      await wait(Math.min(Math.max((gate.opensAt ?? 0) - now(), 1_000), WINDOW_RECHECK_MS), signal);
+    }
+  };
+}
+
+/**
+ * Under a cap on the agent backend, where the plan's own reads pay: the agents' ledger (a dry
+ * run's reads on one of their own, writing nothing), held to the windows. Undefined without a cap.
+ */
+export async function planReadsMeter(client: Parameters<typeof planLinkMeter>[0], backend: BackendKind, rate: number | undefined, schedule: StagingSchedule | undefined, dryRun: boolean, warn: (line: string) => void, log: Logger): Promise<LedgerMeter | undefined> {
+  if (backend !== 'agent' || rate === undefined) return undefined;
+  const gate = schedule ? { gate: windowHold(schedule, warn) } : {};
+  return dryRun ? new LedgerMeter(new MemoryLinkLedger(), rate, gate) : await planLinkMeter(client, rate, warn, log, gate);
 }

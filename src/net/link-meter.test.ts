@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryLinkLedger } from '../agent/link-share.js';
 import { virtualClock } from '../../test/support/virtual-clock.js';
-import { expectedResponseBytes, LedgerMeter } from './link-meter.js';
+import { expectedResponseBytes, LedgerMeter, LinkShutError, partBytesFor, RESPONSE_HEAD_BYTES } from './link-meter.js';
 
 /** The most bytes any window of `ms` holds, over [time, bytes] events. */
 function most(events: ReadonlyArray<readonly [number, number]>, ms: number): number {
@@ -38,7 +38,7 @@ describe('LedgerMeter', () => {
     expect(most(crossed, 5_000)).toBeLessThanOrEqual(cap * 5);
   });
 
-  it('ends a slice with the bytes that crossed, and only once every read that drew on it closed', async () => {
+  it('ends a slice with the bytes that crossed (the head too), and only once every read that drew on it closed', async () => {
     const ends: Array<number | undefined> = [];
     const ledger = { start: async () => ({ end: async (bytes?: number) => void ends.push(bytes) }) };
     const meter = new LedgerMeter(ledger, 1_000, { sliceBytes: 5_000 });
@@ -47,12 +47,40 @@ describe('LedgerMeter', () => {
     await meter.finish();
     expect(ends).toEqual([]);
     open.close();
-    expect(ends).toEqual([4]);
+    expect(ends).toEqual([4 + RESPONSE_HEAD_BYTES]);
   });
 
   it('expects a bounded Range its length, a HEAD nothing, anything else a manifest\'s worth', () => {
     expect(expectedResponseBytes('GET', { range: 'bytes=96-99' })).toBe(4);
     expect(expectedResponseBytes('HEAD', undefined)).toBe(0);
     expect(expectedResponseBytes('GET', { accept: 'application/json' })).toBe(2 * 1024);
+  });
+
+  it('asks a long blob in parts of half a second of the cap, 16 KiB to 320 KiB, none longer than a slice', () => {
+    expect(partBytesFor(64 * 1024)).toBe(32 * 1024);
+    expect(partBytesFor(8 * 1024)).toBe(16 * 1024);
+    expect(partBytesFor(10 * 1024 * 1024)).toBe(320 * 1024);
+    expect(new LedgerMeter(new MemoryLinkLedger(), 1024 * 1024, { sliceBytes: 100_000 }).partBytes).toBe(100_000);
+  });
+
+  it('asks its gate before paying, and again once paid: a window that shut meanwhile holds the request back, and the slice ends with nothing crossed', async () => {
+    const ends: Array<number | undefined> = [];
+    let shut = false;
+    let started = 0;
+    const ledger = { start: async () => (started++, { end: async (bytes?: number) => void ends.push(bytes) }) };
+    const meter = new LedgerMeter(ledger, 1_000, { sliceBytes: 5_000, gate: () => {
+      if (shut) throw new LinkShutError();
+    } });
+    shut = true;
+    await expect(meter.open(4)).rejects.toBeInstanceOf(LinkShutError);
+    expect(started).toBe(0);
+    // Open at the first ask, shut by the second (after the ledger gave room).
+    let asks = 0;
+    const closing = new LedgerMeter(ledger, 1_000, { sliceBytes: 5_000, gate: () => {
+      if (++asks === 2) throw new LinkShutError();
+    } });
+    await expect(closing.open(4)).rejects.toBeInstanceOf(LinkShutError);
+    await closing.finish();
+    expect(ends).toEqual([0]);
   });
 });

@@ -42,6 +42,13 @@ export const UNMETERED: MeteredRead = { arrived: () => undefined, close: () => u
 /** What a capped reader pays through (the registry transport's hook). */
 export interface LinkMeter {
   /**
+   * The most one request may ask for at once, where the meter wants every byte paid before it
+   * is asked for: a longer blob is read as Range parts of this length, each paid before it is
+   * sent (`RegistryClient.blobStream`). Unset: one request per blob, its reader paced as it
+   * arrives (`pacerMeter`).
+   */
+  readonly partBytes?: number;
+  /**
    * Before a request is sent: pays `expected` bytes. `bodyBytes`, where the caller knows the
    * body's whole length (a blob's declared size), lets a meter keep `expected` paid ahead of
    * what arrives until the body's end, as `pacedRead` does.
@@ -51,6 +58,26 @@ export interface LinkMeter {
 
 /** What a request without a bounded Range is expected to bring back: about a manifest's worth. */
 export const EXPECTED_RESPONSE_BYTES = 2 * 1024;
+
+/**
+ * A response's status line and headers, which cross the link too: distribution's answer to a
+ * blob Range is about 450 bytes of them (Content-Range, Docker-Content-Digest, Etag, Date...),
+ * a manifest's a little less. Charged with every request the ledger meter pays for.
+ */
+export const RESPONSE_HEAD_BYTES = 512;
+
+/** Under a ledger meter a blob is asked for in parts: half a second of the cap, 16 KiB to 320 KiB. */
+export function partBytesFor(capBytesPerSecond: number): number {
+  return Math.max(16 * 1024, Math.min(320 * 1024, Math.floor(capBytesPerSecond / 2)));
+}
+
+/** A capped read held because its staging window is shut: it did not start, and crossed nothing. */
+export class LinkShutError extends Error {
+  constructor(message = 'the staging window is shut: nothing crosses the link until it opens') {
+    super(message);
+    this.name = 'LinkShutError';
+  }
+}
 
 /** What a request is expected to carry back: a HEAD nothing, a bounded Range its length, else a manifest's worth. */
 export function expectedResponseBytes(method: string, headers: Readonly<Record<string, string>> | undefined): number {
@@ -76,6 +103,12 @@ interface Slice {
 export interface LedgerMeterOptions {
   /** Bytes reserved at a time (default: a second of the cap, at least 16 KiB). */
   readonly sliceBytes?: number;
+  /**
+   * Asked before every request is paid for: may the link be used now? It throws (`LinkShutError`:
+   * the agents' size reads stop at a window's close) or waits (the CLI's plan waits for the
+   * opening); nothing is paid or sent until it returns.
+   */
+  readonly gate?: (signal?: AbortSignal) => Promise<void> | void;
   /** The longest a slice may stay open: past it, the ledger stops counting it (a reader that died). */
   readonly openMs?: number;
 }
@@ -86,18 +119,40 @@ export class LedgerMeter implements LinkMeter {
   private readonly ending = new Set<Promise<void>>();
   private readonly sliceBytes: number;
   private readonly openMs: number;
+  private readonly gate: LedgerMeterOptions['gate'];
+  readonly partBytes: number;
 
   constructor(private readonly ledger: LinkLedger, private readonly capBytesPerSecond: number, options: LedgerMeterOptions = {}) {
     this.sliceBytes = options.sliceBytes ?? Math.max(16 * 1024, Math.round(capBytesPerSecond));
     this.openMs = options.openMs ?? 60_000;
+    this.gate = options.gate;
+    this.partBytes = Math.min(partBytesFor(capBytesPerSecond), this.sliceBytes);
   }
 
+  /** Pays the response's head and `expected` bytes of its body before the request is sent. */
   async open(expected: number, signal?: AbortSignal): Promise<MeteredRead> {
+    await this.gate?.(signal);
     const slices = new Set<Slice>();
+    // The head crosses with the first byte: counted as arrived at once, on the slice it is paid from.
     let paid = expected;
     let got = 0;
     let closed = false;
-    await this.pay(expected, slices, signal);
+    await this.pay(expected + RESPONSE_HEAD_BYTES, slices, signal);
+    const closeSlices = (): void => {
+      for (const slice of slices) {
+        slice.readers--;
+        this.maybeEnd(slice);
+      }
+    };
+    // Room may have taken a while: a window that shut meanwhile still holds the request back.
+    try {
+      await this.gate?.(signal);
+    } catch (error) {
+      closeSlices();
+      throw error;
+    }
+    const opening = slices.values().next().value;
+    if (opening) opening.arrived += RESPONSE_HEAD_BYTES;
     return {
       arrived: (bytes, readSignal) => {
         got += bytes;
@@ -112,10 +167,7 @@ export class LedgerMeter implements LinkMeter {
       close: () => {
         if (closed) return;
         closed = true;
-        for (const slice of slices) {
-          slice.readers--;
-          this.maybeEnd(slice);
-        }
+        closeSlices();
       },
     };
   }

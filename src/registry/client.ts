@@ -106,8 +106,8 @@ export class RegistryClient {
     this.blobs ??= new Map();
   }
 
-  /** The manifest a tag or digest names, verified. */
-  async fetchManifest(ref: ImageReference, reference: string | undefined = ref.digest ?? ref.tag ?? 'latest'): Promise<FetchedManifest> {
+  /** The manifest a tag or digest names, verified. `declaredSize`: its size where a descriptor gives it (paid whole before it is asked for, under a meter). */
+  async fetchManifest(ref: ImageReference, reference: string | undefined = ref.digest ?? ref.tag ?? 'latest', declaredSize?: number): Promise<FetchedManifest> {
     const known = this.manifests && isDigest(reference) ? this.manifests.get(`${ref.registry}/${ref.repository}@${reference}`) : undefined;
     if (known) return known;
     const { transport, repository } = this.transportFor(ref);
@@ -116,7 +116,7 @@ export class RegistryClient {
     const path = `${repository}/manifests/${reference}`;
     // One retry budget for the request and its body: a body that stalls or trickles is retried too.
     const { res, bytes } = await retrying(transport.retryHooks(path), async () => {
-      const res = await transport.request(repository, path, { headers: { accept: MANIFEST_ACCEPT }, accept: [404], once: true });
+      const res = await transport.request(repository, path, { headers: { accept: MANIFEST_ACCEPT }, accept: [404], once: true, ...(declaredSize !== undefined && declaredSize >= 0 && declaredSize <= READ_BOUNDS.manifest && { expectedBytes: declaredSize }) });
       if (res.status === 404) {
         await dumpBody(res.body);
         throw new ManifestNotFoundError(`${where}: manifest not found (404); check the tag or digest, and --mirror if the image was mirrored`);
@@ -146,7 +146,7 @@ export class RegistryClient {
     if (!entry) {
       throw new PlatformNotFoundError(`${formatReference(ref)} has no linux/${arch} image (it has ${listArchitectures(top.manifest).join(', ') || 'no platforms'}); pick one with --arch`);
     }
-    const child = await this.fetchManifest(ref, entry.digest);
+    const child = await this.fetchManifest(ref, entry.digest, entry.size);
     if (child.manifest.kind !== 'image') throw new RegistryError(`${formatReference(ref)}: the ${arch} entry ${entry.digest} is itself a list`);
     return { listDigest: top.digest, digest: child.digest, manifest: child.manifest, manifestBytes: top.bytes.length + child.bytes.length };
   }
@@ -172,18 +172,25 @@ export class RegistryClient {
     const hash = resume?.hash ?? createHash('sha256');
     let received = resume?.offset ?? 0;
     const budget = blobBudget(transport, path, ref, blob, where, () => received);
+    // Under a ledger meter a long blob is asked for in parts, each paid before it is sent: no
+    // byte crosses the link before it was charged, whatever the buffers on the way hold.
+    const part = transport.partBytes;
+    let wholeAnswered = false;
     while (received < blob.size || (received === 0 && !resume)) {
       const startedAt = received;
       try {
-        const headers: Record<string, string> = received > 0 ? { range: `bytes=${received}-` } : {};
+        const end = part !== undefined && !wholeAnswered ? Math.min(blob.size, received + part) : blob.size;
+        const headers: Record<string, string> = end < blob.size ? { range: `bytes=${received}-${end - 1}` } : received > 0 ? { range: `bytes=${received}-` } : {};
         this.counters.requests++;
-        const res = await transport.request(repository, path, { headers, once: true, expectedBytes: Math.min(blob.size - received, PREPAID_BYTES), bodyBytes: blob.size - received });
-        // A server that ignores Range restarts at byte 0: skip what we already hashed.
+        const res = await transport.request(repository, path, { headers, once: true, expectedBytes: part !== undefined ? end - received : Math.min(blob.size - received, PREPAID_BYTES), bodyBytes: blob.size - received });
+        // A server that ignores Range restarts at byte 0: skip what we already hashed, and read on to the end.
+        if (res.status !== 206) wholeAnswered = true;
         let skip = received > 0 && res.status !== 206 ? received : 0;
         if (received > 0 && res.status === 206 && !String(res.headers['content-range'] ?? '').startsWith(`bytes ${received}-`)) {
           await dumpBody(res.body);
           throw new RegistryError(`${where}: resume at byte ${received} answered with range ${String(res.headers['content-range'])}`);
         }
+        const partEnd = res.status === 206 ? end : blob.size;
         for await (const raw of res.body as AsyncIterable<Buffer>) {
           this.counters.bodyBytes += raw.length;
           let chunk = raw;
@@ -195,11 +202,12 @@ export class RegistryClient {
           }
           received += chunk.length;
           if (received > blob.size) throw new DigestMismatchError(`${where}: blob is longer than the ${blob.size} bytes its manifest declares`);
+          if (received > partEnd) throw new DigestMismatchError(`${where}: asked for bytes up to ${partEnd - 1}, the registry sent more`);
           hash.update(chunk);
           yield chunk;
         }
-        if (received < blob.size) throw Object.assign(new Error(`short body: ${received} of ${blob.size} bytes`), { code: 'ECONNRESET' });
-        break;
+        if (received < partEnd) throw Object.assign(new Error(`short body: ${received} of ${blob.size} bytes`), { code: 'ECONNRESET' });
+        if (received >= blob.size) break;
       } catch (err) {
         await budget.failed(err, received - startedAt >= MIN_BODY_PROGRESS);
       }

@@ -95,6 +95,11 @@ export class RegistryTransport {
     this.scheme = new RegistryScheme(this.host, this.insecure, (url) => this.probe(url), (attempt) => retrying(this.retryHooks('scheme probe', `${registry}/v2/`), attempt));
   }
 
+  /** Under a meter that wants every byte paid before it is asked for: the longest Range a blob read may ask at once. */
+  get partBytes(): number | undefined {
+    return this.opts.linkMeter?.partBytes;
+  }
+
   /** The retry policy's hooks for one operation on this registry: events, close, final errors. */
   retryHooks(what: string, url?: string): RetryHooks {
     // Messages are made only when needed: a request that succeeds at once pays for none.

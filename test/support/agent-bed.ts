@@ -79,7 +79,7 @@ export async function startNodeAgent(cluster: TestCluster, node: TestNode, optio
     args: [
       'agent', '--node-name', node.name, '--kubeconfig', kubeconfig, '--cri-socket', node.crio.socketPath,
       '--drop-in', join(node.crio.confDir, '50-prestage-pinned-images'), '--reload', `pid:${node.crio.pid}`, '--pull-secret', pullSecret,
-      '--reserve', '0', '--port', '0', '--namespace', options.namespace,
+      '--reserve', '0', '--port', '0', '--namespace', options.namespace, '--link-relay', '127.0.0.1:0',
       '--registries-conf', join(nodeDir, 'registries.conf'), '--registries-conf-dir', join(nodeDir, 'registries.conf.d'),
       ...(options.args ?? []),
     ],
