@@ -9,9 +9,12 @@
  *   wall clock is moved by the test (`support/clock-shift.mjs`), not waited for;
  * - pause and resume mid-stage: nothing pulled is lost, nothing is pulled twice;
  * - windows shut: no request crosses the link at all (the agents size and charge at the opening);
- * - `stage --link-rate`, the plan's own reads over the link too, three times: the link never
- *   carries more than the cap averaged over any 5 s.
+ * - `stage --link-rate` at 1 MiB/s, 256 KiB/s (started while its window is shut: nothing at all
+ *   crosses until it opens) and 64 KiB/s, the plan's own reads over the link too, and few large
+ *   images (each layer more than 5 s of the cap) through the agents' link relay at 256 and
+ *   64 KiB/s: the link never carries more than the cap averaged over any 5 s, from the first second.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +31,7 @@ import { waitFor, type Daemon } from './cluster/processes.js';
 import { linkWindows, startFaultProxy, type FaultProxy } from './harness/fault-proxy.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { startNodeAgent, withCri } from './support/agent-bed.js';
+import { file, pushImage } from './support/built-images.js';
 import { runCli } from './support/cli.js';
 
 const NAMESPACE = 'prestage';
@@ -38,6 +42,9 @@ const truth = inject('fixtureTruth');
 let dir: string;
 let registry: RegistryHandle;
 let link: FaultProxy;
+let bigRegistry: RegistryHandle;
+let bigLink: FaultProxy;
+let largeSetFile: string;
 let cluster: TestCluster;
 let client: KubeClient;
 let kube: string[];
@@ -51,7 +58,24 @@ beforeAll(async () => {
   await writeFile(clockFile, '0');
   registry = await startRegistry({ storageDir: inject('fixtureStorageDir') });
   link = await startFaultProxy({ upstream: registry.url });
-  cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': link.host }, insecureRegistries: [link.host] });
+  // Few large images, in a registry of their own behind a link of its own (large.example's mirror on the nodes).
+  bigRegistry = await startRegistry();
+  bigLink = await startFaultProxy({ upstream: bigRegistry.url });
+  const large = await Promise.all([0, 1].map(async (n) => (await pushImage(bigRegistry.host, `prestage-test/large-${n}`, [[file(`large-${n}.bin`, randomBytes(1.5 * MiB))]], {})).replace(bigRegistry.host, 'large.example')));
+  largeSetFile = join(dir, 'large-images.yaml');
+  await writeFile(largeSetFile, [
+    'apiVersion: machineconfiguration.openshift.io/v1',
+    'kind: PinnedImageSet',
+    'metadata:',
+    '  name: large-images',
+    '  labels:',
+    '    machineconfiguration.openshift.io/role: master',
+    'spec:',
+    '  pinnedImages:',
+    ...large.map((image) => `  - name: ${image}`),
+    '',
+  ].join('\n'));
+  cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': link.host, 'large.example': bigLink.host }, insecureRegistries: [link.host, bigLink.host] });
   client = new KubeClient(cluster.kubeConfig);
   kube = ['--kubeconfig', cluster.kubeconfigPath];
   // The CLI reads the release straight from the registry (where it runs); the nodes pull over the link.
@@ -68,12 +92,15 @@ afterAll(async () => {
   await cluster?.stop();
   await link?.stop();
   await registry?.stop();
+  await bigLink?.stop();
+  await bigRegistry?.stop();
   if (dir && !process.env.PRESTAGE_TESTBED_KEEP) await rm(dir, { recursive: true, force: true });
 });
 
 /** The agents' wall clock reads `hhmmss` UTC (today) now. */
 async function setAgentClock(hhmmss: string): Promise<void> {
   const target = Date.parse(`${new Date().toISOString().slice(0, 10)}T${hhmmss}Z`);
+  if (!Number.isFinite(target)) throw new Error(`not a time of day: ${hhmmss}`);
   await writeFile(clockFile, String(target - Date.now()));
 }
 
@@ -99,6 +126,17 @@ async function reset(): Promise<void> {
     });
   }
   expect(Object.values(await storedCounts())).toEqual([0, 0, 0]);
+}
+
+/** Once no set pins them any more, the images under `prefix` removed from every node. */
+async function removeImages(prefix: string): Promise<void> {
+  const named = (image: { repoDigests: readonly string[] }) => image.repoDigests.some((name) => name.startsWith(prefix));
+  await waitFor('the agents to unpin', async () => ((await Promise.all(cluster.nodes.map((node) => withCri(node, async (cri) => (await cri.listImages()).some((image) => image.pinned && named(image)))))).some(Boolean) ? undefined : true), 60_000, 500);
+  for (const node of cluster.nodes) {
+    await withCri(node, async (cri) => {
+      for (const image of await cri.listImages()) if (named(image)) await cri.removeImage(image.id);
+    });
+  }
 }
 
 /**
@@ -138,17 +176,24 @@ function logOffsets(): Map<string, number> {
 
 describe('sharing the slow link', () => {
   it('keeps to a staging window: nothing starts outside it, a close mid-stage stops new pulls, and the stage completes once it reopens', async () => {
-    // Noon UTC on the agents' clock, whatever the real one says: outside 22:00-06:00.
-    await setAgentClock('12:00:00');
+    // A window that holds the real clock for hours (the CLI's: a capped stage's own reads keep to
+    // the window too), and the agents' clock moved outside it, to its close, then to its opening.
+    const hour = new Date().getUTCHours();
+    const hh = (h: number) => String((h + 24) % 24).padStart(2, '0');
+    const at = (h: number) => `${hh(h)}:00`;
+    const [start, end] = [at(hour - 1), at(hour + 3)];
+    const window = `${start}-${end}`;
+    const note = `paused until ${start} UTC (staging windows ${window})`;
+    await setAgentClock(`${hh(hour + 9)}:00:00`);
     // From here until the window opens, nothing may cross the link: the agents size and charge at the opening.
     link.resetStats();
     // As a user runs it: stage plans, applies with the window and the cap on the sets, and waits.
-    const staging = runCli(['stage', truth.release.pullSpec, ...registryFlags, '--window', '22:00-06:00', '--window-tz', 'UTC', '--link-rate', '1MiB/s', '--timeout', '5m', ...kube]);
+    const staging = runCli(['stage', truth.release.pullSpec, ...registryFlags, '--window', window, '--window-tz', 'UTC', '--link-rate', '1MiB/s', '--timeout', '5m', ...kube]);
     // Each node says why it waits, and pulls nothing.
-    await waitFor('every node to report its sets paused until 22:00', async () => {
+    await waitFor(`every node to report its sets paused until ${start}`, async () => {
       const entries = (await statuses()).flatMap((status) => status.status?.pinnedImageSets ?? []).filter((set) => set.name.startsWith('prestage-4.16.3-'));
       // One set per node: the control plane's on master-0, the workers' on each worker.
-      return entries.length === 3 && entries.every((set) => set.waiting === 'paused until 22:00 UTC (staging windows 22:00-06:00)') ? true : undefined;
+      return entries.length === 3 && entries.every((set) => set.waiting === note) ? true : undefined;
     }, 180_000, 500); // A deadline, not a pace: over 60 s seen on a busy 2-core host.
     expect(Object.values(await storedCounts())).toEqual([0, 0, 0]);
     // A window re-check (every 10 s) later still: no request at all has crossed the link while every window was shut.
@@ -158,7 +203,7 @@ describe('sharing the slow link', () => {
 
     // The window opens 45 s before its close; the agents look again within 10 s, then size,
     // check and charge what it lets through before they pull.
-    await setAgentClock('05:59:15');
+    await setAgentClock(`${hh(hour + 2)}:59:15`);
     const closesAt = Date.now() + 45_000;
     await waitFor('pulls to start in the window', async () => (Object.values(await storedCounts()).some((count) => count > 0) ? true : undefined), 40_000, 250);
     // Past the close, and past the pulls it found under way (non-strict: they finish).
@@ -171,15 +216,15 @@ describe('sharing the slow link', () => {
     console.log(`window closed mid-stage: images per node at the close ${JSON.stringify(atClose)}, 8 s later ${JSON.stringify(later)}; ${incomplete.length} node sets incomplete, waiting: ${incomplete[0]?.waiting}`);
     expect(later).toEqual(atClose);
     expect(incomplete.length).toBeGreaterThan(0);
-    expect(incomplete.every((set) => set.waiting === 'paused until 22:00 UTC (staging windows 22:00-06:00)')).toBe(true);
+    expect(incomplete.every((set) => set.waiting === note)).toBe(true);
 
     // It opens again: the stage completes.
-    await setAgentClock('21:59:58');
+    await setAgentClock(`${hh(hour - 2)}:59:58`);
     const staged = await staging;
-    console.log(`$ prestage stage ${truth.release.pullSpec} --window 22:00-06:00 --window-tz UTC --link-rate 1MiB/s ...  (exit ${staged.code})\n${staged.stdout}`);
+    console.log(`$ prestage stage ${truth.release.pullSpec} --window ${window} --window-tz UTC --link-rate 1MiB/s ...  (exit ${staged.code})\n${staged.stdout}`);
     // The one stderr line a capped stage gives: the cap it understood, in both units.
     expect([staged.code, staged.stderr]).toEqual([0, 'link cap: 1 MiB/s = 1.05 MB/s (8.39 Mbit/s)\n']);
-    expect(staged.stdout).toContain('note: paused until 22:00 UTC (staging windows 22:00-06:00)');
+    expect(staged.stdout).toContain(`note: ${note}`);
     expect(staged.stdout).toMatch(/^link: .* of the 1\.0 MiB\/s cap/m);
     await writeFile(clockFile, '0');
   }, 300_000);
@@ -219,57 +264,91 @@ describe('sharing the slow link', () => {
     expect(windows.maxBytesPerSecond).toBeLessThanOrEqual(MiB * 1.05);
   }, 420_000);
 
-  it("holds the link to the cap for every byte, every time: stage --link-rate 1MiB/s with the plan's own reads over the link too, three times, never carries more than the cap over any 5 s, where the same stage uncapped does", async () => {
-    const cap = MiB;
+  it('holds the link to the cap from the first second at 1 MiB/s, 256 KiB/s and 64 KiB/s, for many small images and for few large ones, counted where the bytes leave for the cluster (heads too, a 64 KiB TCP window); a capped stage started while its window is shut sends nothing at all until it opens', async () => {
     // The CLI reads the release over the link as well: its manifests, configs, layer tails and payload are the stage's first bytes there.
     const overLink = ['--mirror', `quay.io=${link.host}`, '--insecure-registry', link.host, '--no-cluster'];
-    // Bytes count as they reach the clients (a 64 KiB TCP window), not as the kernel buffers them on loopback.
-    link.setWindow(64 * 1024);
-    // Each stage runs its first 40 s (the plan's reads, the agents' sizing and the first pulls,
-    // where the most crossed in a window) and gives up waiting (exit 124); the sets are then
-    // deleted and the nodes emptied, the link still counted: the pulls under way finish in the
-    // count. A whole capped stage is the pause test's (it checks the cap too); here, each full
-    // one would take minutes of CRI-O pulling one image at a time per node.
-    const run = async (extra: readonly string[]) => {
+    for (const proxy of [link, bigLink]) {
+      proxy.setWindow(64 * 1024);
+      proxy.countHeads(true);
+    }
+    const report = (what: string, proxy: FaultProxy, cap: number) => {
+      const windows = linkWindows(proxy.stats.perSecond, 5);
+      const first = Math.min(...proxy.stats.perSecond.keys());
+      console.log(
+        `${what}: ${formatBytes(proxy.stats.bytesSent)} in ${proxy.stats.requests} requests over ${windows.seconds} s; max over 5 s ${formatBytes(windows.maxBytesPerSecond)}/s (${(windows.maxBytesPerSecond / cap).toFixed(3)} of ${formatBytes(cap)}/s), mean ${(windows.meanBytesPerSecond / cap).toFixed(3)}\n` +
+          `per second (KiB): ${[...proxy.stats.perSecond].sort((a, b) => a[0] - b[0]).map(([second, bytes]) => `${second - first}:${Math.round(bytes / 1024)}`).join(' ')}`,
+      );
+      return windows.maxBytesPerSecond / cap;
+    };
+    // Many small images: the fixture release's, 58 a node. Each stage runs its first 40 s (the
+    // plan's reads, the agents' sizing and the first pulls, where the most crossed in a window)
+    // and gives up waiting (exit 124); the sets are then deleted and the nodes emptied, the link
+    // still counted: the pulls under way finish in the count.
+    const stage = async (cap: number | undefined, extra: readonly string[] = []) => {
       link.resetStats();
-      const staged = await runCli(['stage', truth.release.pullSpec, ...overLink, ...extra, '--timeout', '40s', ...kube]);
-      // Capped, the release (about 41 MiB) cannot cross in 40 s: the cap it understood, and the
-      // wait's one line that it gave up. Uncapped, a quiet host may stage it all within them. A
-      // loaded host may add warnings (a watch re-watched, retries summed): one line each, not errors.
-      if (extra.length > 0 || staged.code !== 0) {
-        expect(staged.code).toBe(124);
-        const lines = staged.stderr.replace(/^link cap: \S+ MiB\/s = .*\n/, '').trim().split('\n');
+      const rate = cap === undefined ? [] : ['--link-rate', String(cap)];
+      const staged = await runCli(['stage', truth.release.pullSpec, ...overLink, ...rate, ...extra, '--timeout', '40s', ...kube]);
+      if (cap !== undefined || staged.code !== 0) {
+        expect(staged.code, staged.stderr).toBe(124);
+        const lines = staged.stderr.replace(/^link cap: .*\n/, '').trim().split('\n');
         expect(lines.filter((line) => !line.startsWith('prestage: warning: ')), staged.stderr).toHaveLength(1);
       }
       await stopStaging();
       await reset();
-      const windows = linkWindows(link.stats.perSecond, 5);
-      const first = Math.min(...link.stats.perSecond.keys());
-      console.log(
-        `$ prestage stage ${truth.release.pullSpec} ${extra.join(' ')} --timeout 40s ...  (exit ${staged.code})\n` +
-          `${staged.stdout.split('\n').filter((line) => /^link:/.test(line)).slice(-1).join('\n')}\n` +
-          `link: ${formatBytes(link.stats.bytesSent)} in ${windows.seconds} s; max over 5 s ${formatBytes(windows.maxBytesPerSecond)}/s (${(windows.maxBytesPerSecond / cap).toFixed(3)} of the cap), mean ${formatBytes(windows.meanBytesPerSecond)}/s (${(windows.meanBytesPerSecond / cap).toFixed(3)})\n` +
-          `per second (KiB): ${[...link.stats.perSecond].sort((a, b) => a[0] - b[0]).map(([second, bytes]) => `${second - first}:${Math.round(bytes / 1024)}`).join(' ')}`,
-      );
-      return { staged, windows };
+      return staged;
+    };
+    // Few large images: two of one 1.5 MiB layer each, for the control plane: each layer is more
+    // than 5 s of either cap, so only a pull whose every part is paid before it is asked for keeps it.
+    const large = async (cap: number | undefined) => {
+      bigLink.resetStats();
+      const rate = cap === undefined ? [] : ['--link-rate', String(cap)];
+      const applied = await runCli(['apply', largeSetFile, ...rate, ...kube]);
+      expect([applied.code, applied.stderr.replace(/^link cap: .*\n/, '')]).toEqual([0, '']);
+      const waited = await runCli(['wait', '--timeout', '3m', ...kube]);
+      expect([waited.code, waited.stderr]).toEqual([0, '']);
+      await client.request('DELETE', `${AGENT_PATHS.pinnedImageSets}/large-images`);
+      await removeImages('large.example/');
     };
     try {
       await reset();
-      // The same stage without a cap: the link carries more than the cap over some 5 s (so the check below can fail).
-      const uncapped = await run([]);
-      expect(uncapped.windows.maxBytesPerSecond).toBeGreaterThan(cap * 1.05);
-      const ratios: number[] = [];
-      for (let repeat = 0; repeat < 3; repeat++) {
-        const capped = await run(['--link-rate', '1MiB/s']);
-        expect(capped.staged.stdout).toMatch(/^link: .* of the 1\.0 MiB\/s cap/m);
-        ratios.push(capped.windows.maxBytesPerSecond / cap);
-      }
-      console.log(`max over any 5 s / cap, per capped stage: ${ratios.map((ratio) => ratio.toFixed(3)).join(', ')}`);
-      // Every byte (the plan's reads, the agents' size reads, the pulls) is charged on the ledger
-      // before it crosses, and counted until 5 s after it stopped crossing.
-      for (const ratio of ratios) expect(ratio).toBeLessThanOrEqual(1.05);
+      // Uncapped, both carry more than a cap over some 5 s: the checks below can fail.
+      await stage(undefined);
+      expect(report('small images, uncapped', link, MiB)).toBeGreaterThan(1.05);
+      await large(undefined);
+      expect(report('large images, uncapped', bigLink, 256 * 1024)).toBeGreaterThan(1.05);
+
+      const ratios: Array<[string, number]> = [];
+      await stage(MiB);
+      ratios.push(['small 1 MiB/s', report('small images at 1 MiB/s', link, MiB)]);
+      // 256 KiB/s with a window that opens at the next minute: until then, nothing crosses the
+      // link, the CLI's own plan included (it waits for the opening), then the cap holds from its first second.
+      const now = new Date();
+      const opensAt = Math.ceil((now.getTime() + 1) / 60_000) * 60_000;
+      const hhmm = (at: number) => new Date(at).toISOString().slice(11, 16);
+      link.resetStats();
+      const windowed = stage(256 * 1024, ['--window', `${hhmm(opensAt)}-${hhmm(opensAt + 30 * 60_000)}`, '--window-tz', 'UTC']);
+      await sleep(Math.max(0, opensAt - Date.now() - 1_000));
+      const beforeOpening = { requests: link.stats.requests, bytes: link.stats.bytesSent };
+      console.log(`window shut until ${hhmm(opensAt)} UTC: ${beforeOpening.requests} requests, ${beforeOpening.bytes} bytes over the link`);
+      expect(beforeOpening).toEqual({ requests: 0, bytes: 0 });
+      const staged = await windowed;
+      expect(staged.stderr).toContain("--window: the staging windows are shut; the plan's reads over the link wait for the opening");
+      ratios.push(['small 256 KiB/s', report('small images at 256 KiB/s, from the opening', link, 256 * 1024)]);
+      await stage(64 * 1024);
+      ratios.push(['small 64 KiB/s', report('small images at 64 KiB/s', link, 64 * 1024)]);
+      await large(256 * 1024);
+      ratios.push(['large 256 KiB/s', report('large images at 256 KiB/s', bigLink, 256 * 1024)]);
+      await large(64 * 1024);
+      ratios.push(['large 64 KiB/s', report('large images at 64 KiB/s', bigLink, 64 * 1024)]);
+      console.log(`max over any 5 s / cap: ${ratios.map(([what, ratio]) => `${what} ${ratio.toFixed(3)}`).join(', ')}`);
+      // Every byte (the plan's reads, the agents' size reads, the pulls through the relay, the
+      // answers' heads) is paid on the ledger before it is asked for, and counted until 5 s after it crossed.
+      for (const [what, ratio] of ratios) expect(ratio, what).toBeLessThanOrEqual(1.05);
     } finally {
-      link.setWindow(null);
+      for (const proxy of [link, bigLink]) {
+        proxy.setWindow(null);
+        proxy.countHeads(false);
+      }
     }
-  }, 600_000);
+  }, 900_000);
 });

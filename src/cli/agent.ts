@@ -121,7 +121,7 @@ export function agentCommand(ctx: CommandContext) {
           const { change, path } = await syncCacheDropIn({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], mirrors, bypass: [...bypassed.keys()], reload });
           lastCacheError = undefined;
           if (change !== 'unchanged' || (first && cacheMirrors.length > 0)) {
-            log.info({ change, path, cacheMirrors: cacheMirrors.map((m) => `${m.source}=${m.location}`) }, change === 'removed' ? 'cache drop-in removed, CRI-O reloaded' : change === 'written' ? 'cache drop-in written, CRI-O reloaded' : 'cache drop-in in place');
+            log.info({ change, path, mirrors: mirrors.map((m) => `${m.source}=${m.location.replace(/\/[0-9a-f]{32}\//, '/***/')}`) }, change === 'removed' ? 'cache drop-in removed, CRI-O reloaded' : change === 'written' ? 'cache drop-in written, CRI-O reloaded' : 'cache drop-in in place');
           }
         } catch (error) {
           // The direct path still works: pull without the cache rather than not at all. Said once per distinct error.

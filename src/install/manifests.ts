@@ -50,6 +50,9 @@ export interface InstallOptions {
 
 export const DEFAULT_IMAGE_STORE = '/var/lib/containers/storage';
 
+/** The agent's link relay, on its pod IP: CRI-O's first mirror under a cap (agent --link-relay). */
+export const LINK_RELAY_PORT = 5055;
+
 /** The first Kubernetes minor whose pod-bound tokens carry NODE_NAME_EXTRA (ValidatingAdmissionPolicy v1: 1.30). */
 export const ADMISSION_POLICY_MIN_MINOR = 32;
 
@@ -122,15 +125,18 @@ export function installManifests(options: InstallOptions): Manifest[] {
                   `--registries-conf=${NODE_PATHS.registriesConf}`,
                   `--registries-conf-dir=${NODE_PATHS.registriesConfDir}`,
                   ...(options.cacheMirrorArg !== undefined ? [options.cacheMirrorArg] : []),
+                  // Under a cap CRI-O pulls through the agent at its pod IP (the host reaches pods' IPs, as the kubelet's probes do).
+                  `--link-relay=0.0.0.0:${LINK_RELAY_PORT}`,
                   ...(options.agentArgs ?? []),
                 ],
                 env: [
                   { name: 'NODE_OPTIONS', value: AGENT_NODE_OPTIONS },
                   { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
                   { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+                  { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
                   ...(options.cacheMirrorArg?.includes('$(HOST_IP)') ? [{ name: 'HOST_IP', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } }] : []),
                 ],
-                ports: [{ name: 'metrics', containerPort: port }],
+                ports: [{ name: 'metrics', containerPort: port }, { name: 'link-relay', containerPort: LINK_RELAY_PORT }],
                 // /healthz fails only when the loop makes no progress (agent --stall-timeout, 300 s), never during a long pull.
                 livenessProbe: { httpGet: { path: '/healthz', port }, periodSeconds: 30, failureThreshold: 3 },
                 resources: { requests: { cpu: '10m', memory: '64Mi' }, limits: { memory: '256Mi' } },

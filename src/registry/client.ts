@@ -180,7 +180,8 @@ export class RegistryClient {
       const startedAt = received;
       try {
         const end = part !== undefined && !wholeAnswered ? Math.min(blob.size, received + part) : blob.size;
-        const headers: Record<string, string> = end < blob.size ? { range: `bytes=${received}-${end - 1}` } : received > 0 ? { range: `bytes=${received}-` } : {};
+        const bounded = part !== undefined && !wholeAnswered && (end < blob.size || received > 0);
+        const headers: Record<string, string> = bounded ? { range: `bytes=${received}-${end - 1}` } : received > 0 ? { range: `bytes=${received}-` } : {};
         this.counters.requests++;
         const res = await transport.request(repository, path, { headers, once: true, expectedBytes: part !== undefined ? end - received : Math.min(blob.size - received, PREPAID_BYTES), bodyBytes: blob.size - received });
         // A server that ignores Range restarts at byte 0: skip what we already hashed, and read on to the end.
@@ -229,28 +230,31 @@ export class RegistryClient {
     const path = `${repository}/blobs/${blob.digest}`;
     let received = start;
     const budget = blobBudget(transport, path, ref, blob, where, () => received);
+    // Under a ledger meter, in parts each paid before it is asked for (as blobStream).
+    const part = transport.partBytes;
     while (received < end) {
       const startedAt = received;
       try {
         this.counters.requests++;
-        const res = await transport.request(repository, path, { headers: { range: `bytes=${received}-${end - 1}` }, once: true });
+        const partEnd = part === undefined ? end : Math.min(end, received + part);
+        const res = await transport.request(repository, path, { headers: { range: `bytes=${received}-${partEnd - 1}` }, once: true });
         if (res.status !== 206) {
           res.body.destroy();
           if (received === start && start === 0) throw new RangesRefused(`${where}: the registry answered a Range request with the whole blob`);
           throw new RegistryError(`${where}: the registry stopped honouring Range requests at byte ${received}`);
         }
         const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(String(res.headers['content-range'] ?? ''));
-        if (!range || Number(range[1]) !== received || Number(range[2]) !== end - 1 || Number(range[3]) !== blob.size) {
+        if (!range || Number(range[1]) !== received || Number(range[2]) !== partEnd - 1 || Number(range[3]) !== blob.size) {
           res.body.destroy();
-          throw new DigestMismatchError(`${where}: asked for bytes ${received}-${end - 1} of ${blob.size}, the registry answered ${String(res.headers['content-range'])}`);
+          throw new DigestMismatchError(`${where}: asked for bytes ${received}-${partEnd - 1} of ${blob.size}, the registry answered ${String(res.headers['content-range'])}`);
         }
         for await (const chunk of res.body as AsyncIterable<Buffer>) {
           this.counters.bodyBytes += chunk.length;
           received += chunk.length;
-          if (received > end) throw new DigestMismatchError(`${where}: the registry sent more than bytes ${start}-${end - 1}`);
+          if (received > partEnd) throw new DigestMismatchError(`${where}: the registry sent more than bytes ${start}-${end - 1}`);
           yield chunk;
         }
-        if (received < end) throw Object.assign(new Error(`short body: ${received - start} of ${end - start} bytes`), { code: 'ECONNRESET' });
+        if (received < partEnd) throw Object.assign(new Error(`short body: ${received - start} of ${end - start} bytes`), { code: 'ECONNRESET' });
       } catch (err) {
         await budget.failed(err, received - startedAt >= MIN_BODY_PROGRESS);
       }

@@ -131,6 +131,8 @@ export interface FaultProxy {
   setWindow(bytes: number | null): void;
   /** Answer registry blob GETs the client may read with a 307 to the cdn, as Quay does. */
   redirectBlobsToCdn(enabled: boolean): void;
+  /** Count each response's status line and headers in `stats` too, as the bytes a link carries (off: bodies only). */
+  countHeads(enabled: boolean): void;
   resetStats(): void;
   stop(): Promise<void>;
 }
@@ -183,6 +185,7 @@ class FaultInjectingProxy implements FaultProxy {
   private readonly bandwidth = new SharedBandwidth();
   private flowBytesPerSecond: number | null = null;
   private window: number | null = null;
+  private headsCounted = false;
   private readonly inFlight = new InFlight();
   private rules: ActiveRule[] = [];
   private latencyMs = 0;
@@ -226,6 +229,10 @@ class FaultInjectingProxy implements FaultProxy {
 
   setFlowBandwidth(bytesPerSecond: number | null): void {
     this.flowBytesPerSecond = bytesPerSecond;
+  }
+
+  countHeads(enabled: boolean): void {
+    this.headsCounted = enabled;
   }
 
   setWindow(bytes: number | null): void {
@@ -503,6 +510,11 @@ class FaultInjectingProxy implements FaultProxy {
   private writeHead(res: ServerResponse, record: RequestRecord, status: number, headers: OutgoingHttpHeaders): void {
     record.status = status;
     res.writeHead(status, headers);
+    if (this.headsCounted) {
+      // What Node writes: the status line, these headers, its own Date / Connection / Keep-Alive, the blank line.
+      const lines = Object.entries(headers).filter(([, value]) => value !== undefined).map(([name, value]) => `${name}: ${Array.isArray(value) ? value.join(', ') : String(value)}\r\n`);
+      this.countSent(Buffer.byteLength(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${lines.join('')}Date: Wed, 02 Dec 2026 05:00:00 GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\r\n`));
+    }
   }
 }
 

@@ -50,6 +50,8 @@ export interface NodeAgentOptions {
   readonly logName?: string;
   /** The process's environment (default: this one's, with the DaemonSet's NODE_OPTIONS). */
   readonly env?: NodeJS.ProcessEnv;
+  /** Without the link relay (default: with it, on 127.0.0.1, as the DaemonSet has it on its pod IP). */
+  readonly linkRelay?: boolean;
   /** Node arguments that start prestage (default: this checkout's, `prestageEntry()`): a bench's other build. */
   readonly entry?: readonly string[];
 }
@@ -79,7 +81,9 @@ export async function startNodeAgent(cluster: TestCluster, node: TestNode, optio
     args: [
       'agent', '--node-name', node.name, '--kubeconfig', kubeconfig, '--cri-socket', node.crio.socketPath,
       '--drop-in', join(node.crio.confDir, '50-prestage-pinned-images'), '--reload', `pid:${node.crio.pid}`, '--pull-secret', pullSecret,
-      '--reserve', '0', '--port', '0', '--namespace', options.namespace, '--link-relay', '127.0.0.1:0',
+      '--reserve', '0', '--port', '0', '--namespace', options.namespace,
+      // As the DaemonSet runs it: under a cap CRI-O pulls through the agent (a build before the relay has no such flag).
+      ...(options.linkRelay === false ? [] : ['--link-relay', '127.0.0.1:0']),
       '--registries-conf', join(nodeDir, 'registries.conf'), '--registries-conf-dir', join(nodeDir, 'registries.conf.d'),
       ...(options.args ?? []),
     ],
