@@ -75,6 +75,8 @@ interface Session {
 
 const ROUTE = /^\/v2\/([A-Za-z0-9_-]+)\/(.+)\/(manifests|blobs)\/(sha256:[a-f0-9]{64})$/;
 const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+/** The smallest slice a pull reserves: a manifest, a config and their heads. */
+const MIN_SLICE_BYTES = 16 * 1024;
 
 export class LinkRelay {
   private server: Server | undefined;
@@ -102,12 +104,18 @@ export class LinkRelay {
     return [...new Set(sources)].sort().map((source) => ({ source, location: `${at}:${this.port}/${this.token}/${source}` }));
   }
 
-  /** CRI-O may now pull `image` (a digest pullspec) through the relay; its reads pay on the ledger at `capBytesPerSecond`. */
-  open(image: string, capBytesPerSecond: number, pullSecrets: readonly PullSecret[]): RelaySession {
+  /**
+   * CRI-O may now pull `image` (a digest pullspec) through the relay; its reads pay on the ledger
+   * at `capBytesPerSecond`, in slices no bigger than the pull is expected to move (`expectedBytes`):
+   * a small image does not wait for room for a whole second of the cap it will not use.
+   */
+  open(image: string, capBytesPerSecond: number, pullSecrets: readonly PullSecret[], expectedBytes?: number): RelaySession {
     const ref = parseReference(image);
     if (!ref.digest) throw new Error(`${image} is not a digest pullspec`);
     const key = `${ref.registry}/${ref.repository}@${ref.digest}`;
-    const meter = new LedgerMeter(this.options.ledger, capBytesPerSecond);
+    const second = Math.max(MIN_SLICE_BYTES, Math.round(capBytesPerSecond));
+    const sliceBytes = expectedBytes && expectedBytes > 0 ? Math.min(second, Math.max(MIN_SLICE_BYTES, expectedBytes)) : second;
+    const meter = new LedgerMeter(this.options.ledger, capBytesPerSecond, { sliceBytes });
     const session: Session = { image: ref, meter, pullSecrets, repository: `${ref.registry}/${ref.repository}`, manifests: new Map([[ref.digest, undefined]]), fetched: new Map(), blobs: new Map(), clients: [], bytes: 0, requests: 0 };
     this.sessions.set(key, session);
     return {

@@ -68,7 +68,7 @@ export interface PullExecutorOptions {
 export interface RelayPort {
   /** CRI-O pulls these images' registries through the relay (drop-in written, CRI-O reloaded); false when that failed (said in the log). */
   wire(images: readonly string[]): Promise<boolean>;
-  open(image: string, capBytesPerSecond: number, pullSecrets: readonly PullSecret[]): RelaySession;
+  open(image: string, capBytesPerSecond: number, pullSecrets: readonly PullSecret[], expectedBytes?: number): RelaySession;
 }
 
 /** One image's pull history; a restart forgets it, which only resets attempt counts. */
@@ -229,7 +229,7 @@ export class PullExecutor {
           return progress.poke();
         }
         if (cap !== undefined) this.linkBytesStarted += charge(image);
-        if (cap !== undefined && charge(image) > 0 && relayed) relay = this.options.linkRelay!.open(image, cap, round.pullSecrets ?? []);
+        if (cap !== undefined && charge(image) > 0 && relayed) relay = this.options.linkRelay!.open(image, cap, round.pullSecrets ?? [], charge(image));
         record.pulling = true;
         progress.poke();
         // A strict window stops the pull at its close; it is started again in the next window.
