@@ -209,12 +209,17 @@ describe('sharing the slow link', () => {
     // Past the close, and past the pulls it found under way (non-strict: they finish).
     await sleep(Math.max(0, closesAt - Date.now()) + 4_000);
     const atClose = await storedCounts();
+    // Shut again: nothing crosses the link, the agents' size reads included (they stop at the close).
+    link.resetStats();
     await sleep(8_000);
     const later = await storedCounts();
+    const whileShut = { requests: link.stats.requests, bytes: link.stats.bytesSent };
     const expected = await statuses();
     const incomplete = expected.flatMap((status) => status.status?.pinnedImageSets ?? []).filter((set) => set.currentGeneration !== set.desiredGeneration);
     console.log(`window closed mid-stage: images per node at the close ${JSON.stringify(atClose)}, 8 s later ${JSON.stringify(later)}; ${incomplete.length} node sets incomplete, waiting: ${incomplete[0]?.waiting}`);
     expect(later).toEqual(atClose);
+    console.log(`window shut again: ${whileShut.requests} requests, ${whileShut.bytes} bytes over the link in 8 s`);
+    expect(whileShut).toEqual({ requests: 0, bytes: 0 });
     expect(incomplete.length).toBeGreaterThan(0);
     expect(incomplete.every((set) => set.waiting === note)).toBe(true);
 

@@ -244,6 +244,30 @@ describe('PullExecutor.pullAll', () => {
     expect(warmedAt).toBe(2 * MiB);
   });
 
+  it('through the link relay: no pull is charged whole beforehand; each opens a relay session just before CRI is asked, closed once it returns; one CRI-O took around the relay is charged after it', async () => {
+    const clock = virtualClock(Date.now());
+    const ledger = new MemoryLinkLedger(clock);
+    const charged: number[] = [];
+    const counting = { start: async (bytes: number, cap: number, signal?: AbortSignal, openMs?: number) => (charged.push(bytes), ledger.start(bytes, cap, signal, openMs)) };
+    const events: string[] = [];
+    const runtime = new ScriptedRuntime({}, 0, clock);
+    const relayed: ImageRuntime = { ...runtime, pull: async (name, options) => (events.push(`pull ${name.slice(-1)}`), runtime.pull(name, options)), listImages: runtime.listImages, imageFilesystem: runtime.imageFilesystem, pin: runtime.pin, close: runtime.close };
+    const wired: string[][] = [];
+    const linkRelay = {
+      wire: async (images: readonly string[]) => (wired.push([...images]), true),
+      open: (name: string, cap: number, _secrets: unknown, expected?: number) => {
+        events.push(`open ${name.slice(-1)} at ${cap} for ${expected}`);
+        // Image 2's pull never reached the relay.
+        return { close: async () => (events.push(`close ${name.slice(-1)}`), name === image(2) ? { bytes: 0, requests: 0 } : { bytes: 5, requests: 3 }) };
+      },
+    };
+    await executor(relayed, { clock, linkLedger: counting, linkRate: MiB, linkRelay }).pullAll(round([[image(1), undefined], [image(2), undefined]], { linkBytes: () => 3 * MiB }));
+    expect(wired).toEqual([[image(1), image(2)]]);
+    expect(events).toEqual([`open 1 at ${MiB} for ${3 * MiB}`, 'pull 1', 'close 1', `open 2 at ${MiB} for ${3 * MiB}`, 'pull 2', 'close 2']);
+    // Only image 2's bytes, after its pull: image 1's were paid part by part in the relay.
+    expect(charged).toEqual([3 * MiB]);
+  });
+
   it('under a cap pulls over the link one image at a time, whatever the concurrency, and through the cache at the node\'s concurrency', async () => {
     const runtime = new ScriptedRuntime({}, 20);
     await executor(runtime, { linkRate: 100 * MiB }).pullAll(round([[image(1), undefined], [image(2), undefined], [image(3), undefined]], { concurrency: 3, linkBytes: () => 1 }));
