@@ -9,7 +9,7 @@
  *   wall clock is moved by the test (`support/clock-shift.mjs`), not waited for;
  * - pause and resume mid-stage: nothing pulled is lost, nothing is pulled twice;
  * - windows shut: no request crosses the link at all (the agents size and charge at the opening);
- * - `stage --link-rate` at 1 MiB/s, 256 KiB/s (started while its window is shut: nothing at all
+ * - `stage --link-rate` at 256 KiB/s (started while its window is shut: nothing at all
  *   crosses until it opens) and 64 KiB/s, the plan's own reads over the link too, and few large
  *   images (each layer more than 5 s of the cap) through the agents' link relay at 256 and
  *   64 KiB/s: the link never carries more than the cap averaged over any 5 s, from the first second.
@@ -75,6 +75,11 @@ beforeAll(async () => {
     ...large.map((image) => `  - name: ${image}`),
     '',
   ].join('\n'));
+  // Every test counts where the bytes leave for the cluster: heads too, each connection held to a 64 KiB TCP window as a link holds it.
+  for (const proxy of [link, bigLink]) {
+    proxy.setWindow(64 * 1024);
+    proxy.countHeads(true);
+  }
   cluster = await startCluster({ workers: 2, registryMirrors: { 'quay.io': link.host, 'large.example': bigLink.host }, insecureRegistries: [link.host, bigLink.host] });
   client = new KubeClient(cluster.kubeConfig);
   kube = ['--kubeconfig', cluster.kubeconfigPath];
@@ -269,13 +274,9 @@ describe('sharing the slow link', () => {
     expect(windows.maxBytesPerSecond).toBeLessThanOrEqual(MiB * 1.05);
   }, 420_000);
 
-  it('holds the link to the cap from the first second at 1 MiB/s, 256 KiB/s and 64 KiB/s, for many small images and for few large ones, counted where the bytes leave for the cluster (heads too, a 64 KiB TCP window); a capped stage started while its window is shut sends nothing at all until it opens', async () => {
+  it('holds the link to the cap from the first second at 256 KiB/s and 64 KiB/s, for many small images and for few large ones, counted where the bytes leave for the cluster (heads too, a 64 KiB TCP window); a capped stage started while its window is shut sends nothing at all until it opens', async () => {
     // The CLI reads the release over the link as well: its manifests, configs, layer tails and payload are the stage's first bytes there.
     const overLink = ['--mirror', `quay.io=${link.host}`, '--insecure-registry', link.host, '--no-cluster'];
-    for (const proxy of [link, bigLink]) {
-      proxy.setWindow(64 * 1024);
-      proxy.countHeads(true);
-    }
     const report = (what: string, proxy: FaultProxy, cap: number) => {
       const windows = linkWindows(proxy.stats.perSecond, 5);
       const first = Math.min(...proxy.stats.perSecond.keys());
@@ -314,46 +315,38 @@ describe('sharing the slow link', () => {
       await client.request('DELETE', `${AGENT_PATHS.pinnedImageSets}/large-images`);
       await removeImages('large.example/');
     };
-    try {
-      await reset();
-      // Uncapped, both carry more than a cap over some 5 s: the checks below can fail.
-      await stage(undefined);
-      expect(report('small images, uncapped', link, MiB)).toBeGreaterThan(1.05);
-      await large(undefined);
-      expect(report('large images, uncapped', bigLink, 256 * 1024)).toBeGreaterThan(1.05);
+    await reset();
+    // Uncapped, both carry more than a cap over some 5 s: the checks below can fail.
+    await stage(undefined);
+    expect(report('small images, uncapped', link, MiB)).toBeGreaterThan(1.05);
+    await large(undefined);
+    expect(report('large images, uncapped', bigLink, 256 * 1024)).toBeGreaterThan(1.05);
 
-      const ratios: Array<[string, number]> = [];
-      await stage(MiB);
-      ratios.push(['small 1 MiB/s', report('small images at 1 MiB/s', link, MiB)]);
-      // 256 KiB/s with a window that opens at the next minute: until then, nothing crosses the
-      // link, the CLI's own plan included (it waits for the opening), then the cap holds from its first second.
-      const now = new Date();
-      const opensAt = Math.ceil((now.getTime() + 1) / 60_000) * 60_000;
-      const hhmm = (at: number) => new Date(at).toISOString().slice(11, 16);
-      link.resetStats();
-      const windowed = stage(256 * 1024, ['--window', `${hhmm(opensAt)}-${hhmm(opensAt + 30 * 60_000)}`, '--window-tz', 'UTC']);
-      await sleep(Math.max(0, opensAt - Date.now() - 1_000));
-      const beforeOpening = { requests: link.stats.requests, bytes: link.stats.bytesSent };
-      console.log(`window shut until ${hhmm(opensAt)} UTC: ${beforeOpening.requests} requests, ${beforeOpening.bytes} bytes over the link`);
-      expect(beforeOpening).toEqual({ requests: 0, bytes: 0 });
-      const staged = await windowed;
-      expect(staged.stderr).toContain("--window: the staging windows are shut; the plan's reads over the link wait for the opening");
-      ratios.push(['small 256 KiB/s', report('small images at 256 KiB/s, from the opening', link, 256 * 1024)]);
-      await stage(64 * 1024);
-      ratios.push(['small 64 KiB/s', report('small images at 64 KiB/s', link, 64 * 1024)]);
-      await large(256 * 1024);
-      ratios.push(['large 256 KiB/s', report('large images at 256 KiB/s', bigLink, 256 * 1024)]);
-      await large(64 * 1024);
-      ratios.push(['large 64 KiB/s', report('large images at 64 KiB/s', bigLink, 64 * 1024)]);
-      console.log(`max over any 5 s / cap: ${ratios.map(([what, ratio]) => `${what} ${ratio.toFixed(3)}`).join(', ')}`);
-      // Every byte (the plan's reads, the agents' size reads, the pulls through the relay, the
-      // answers' heads) is paid on the ledger before it is asked for, and counted until 5 s after it crossed.
-      for (const [what, ratio] of ratios) expect(ratio, what).toBeLessThanOrEqual(1.05);
-    } finally {
-      for (const proxy of [link, bigLink]) {
-        proxy.setWindow(null);
-        proxy.countHeads(false);
-      }
-    }
+    // (1 MiB/s: the pause test's whole stage holds it, measured the same way.)
+    const ratios: Array<[string, number]> = [];
+    // 256 KiB/s with a window that opens at the next minute: until then, nothing crosses the
+    // link, the CLI's own plan included (it waits for the opening), then the cap holds from its first second.
+    const now = new Date();
+    const opensAt = Math.ceil((now.getTime() + 1) / 60_000) * 60_000;
+    const hhmm = (at: number) => new Date(at).toISOString().slice(11, 16);
+    link.resetStats();
+    const windowed = stage(256 * 1024, ['--window', `${hhmm(opensAt)}-${hhmm(opensAt + 30 * 60_000)}`, '--window-tz', 'UTC']);
+    await sleep(Math.max(0, opensAt - Date.now() - 1_000));
+    const beforeOpening = { requests: link.stats.requests, bytes: link.stats.bytesSent };
+    console.log(`window shut until ${hhmm(opensAt)} UTC: ${beforeOpening.requests} requests, ${beforeOpening.bytes} bytes over the link`);
+    expect(beforeOpening).toEqual({ requests: 0, bytes: 0 });
+    const staged = await windowed;
+    expect(staged.stderr).toContain("--window: the staging windows are shut; the plan's reads over the link wait for the opening");
+    ratios.push(['small 256 KiB/s', report('small images at 256 KiB/s, from the opening', link, 256 * 1024)]);
+    await stage(64 * 1024);
+    ratios.push(['small 64 KiB/s', report('small images at 64 KiB/s', link, 64 * 1024)]);
+    await large(256 * 1024);
+    ratios.push(['large 256 KiB/s', report('large images at 256 KiB/s', bigLink, 256 * 1024)]);
+    await large(64 * 1024);
+    ratios.push(['large 64 KiB/s', report('large images at 64 KiB/s', bigLink, 64 * 1024)]);
+    console.log(`max over any 5 s / cap: ${ratios.map(([what, ratio]) => `${what} ${ratio.toFixed(3)}`).join(', ')}`);
+    // Every byte (the plan's reads, the agents' size reads, the pulls through the relay, the
+    // answers' heads) is paid on the ledger before it is asked for, and counted until 5 s after it crossed.
+    for (const [what, ratio] of ratios) expect(ratio, what).toBeLessThanOrEqual(1.05);
   }, 900_000);
 });
