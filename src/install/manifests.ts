@@ -164,7 +164,8 @@ export function installManifests(options: InstallOptions): Manifest[] {
                   { name: 'kubelet-pull-secret', mountPath: NODE_PATHS.kubeletPullSecret, readOnly: true },
                   { name: 'registries-conf', mountPath: NODE_PATHS.registriesConf, readOnly: true },
                   // Written only with --cache-mirror (its 99-prestage-cache.conf drop-in).
-                  { name: 'registries-conf-d', mountPath: NODE_PATHS.registriesConfDir, ...(writesRegistries ? {} : { readOnly: true }) },
+                  // Written: the drop-in that puts the cache (--cache-mirror) or, under a cap, the link relay first; the agent's only file there.
+                  { name: 'registries-conf-d', mountPath: NODE_PATHS.registriesConfDir },
                   // Free space is statfs() of the image filesystem CRI-O reports, at its host path.
                   // HostToContainer: CRI-O's own mounts below it stay visible (and CRI-O insists on it).
                   { name: 'image-store', mountPath: imageStore, readOnly: true, mountPropagation: 'HostToContainer' },
