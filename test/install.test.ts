@@ -77,6 +77,8 @@ describe('prestage install', () => {
       { name: 'NODE_OPTIONS', value: '--max-semi-space-size=1 --jitless --expose-gc' },
       { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+      // Where CRI-O reaches the agent's link relay.
+      { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
     ]);
     // Host files at their own paths, each its own hostPath volume: nothing reaches the whole host filesystem.
     expect(container.args).toEqual(expect.arrayContaining(['--pull-secret=/var/lib/kubelet/config.json', '--registries-conf=/etc/containers/registries.conf', '--registries-conf-dir=/etc/containers/registries.conf.d']));

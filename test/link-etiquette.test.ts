@@ -152,11 +152,14 @@ async function removeImages(prefix: string): Promise<void> {
 async function stopStaging(): Promise<void> {
   const sets = (await client.get<{ items: PinnedImageSet[] }>(AGENT_PATHS.pinnedImageSets)).items;
   for (const set of sets) await client.request('DELETE', `${AGENT_PATHS.pinnedImageSets}/${set.metadata.name}`);
-  for (let before = JSON.stringify(await storedCounts()); ; ) {
+  // Through the relay a pull crosses at the cap, so a big one may run longer than 8 s without
+  // storing an image: the links quiet for 8 s too, or its last bytes would count in the next run.
+  const lastByte = () => Math.max(link.stats.lastByteAt, bigLink.stats.lastByteAt);
+  for (let before = JSON.stringify(await storedCounts()), byteAt = lastByte(); ; ) {
     await sleep(8_000);
     const now = JSON.stringify(await storedCounts());
-    if (now === before) return;
-    before = now;
+    if (now === before && lastByte() === byteAt) return;
+    [before, byteAt] = [now, lastByte()];
   }
 }
 

@@ -67,10 +67,10 @@ describe('the DaemonSet', () => {
       '/etc/crio/crio.conf.d DirectoryOrCreate rw',
       '/var/lib/kubelet/config.json FileOrCreate ro',
       '/etc/containers/registries.conf File ro',
-      '/etc/containers/registries.conf.d Directory ro',
+      // The agent writes its registries drop-in there: the link relay's under a cap, the cache's with one.
+      '/etc/containers/registries.conf.d Directory rw',
       '/var/lib/containers/storage Directory ro',
     ]);
-    // With the cache the agent writes its registries drop-in.
     expect(mounts({ cacheMirrorArg: '--cache-mirror=quay.io=10.0.0.9:5000' })).toContain('/etc/containers/registries.conf.d DirectoryOrCreate rw');
   });
 
