@@ -133,6 +133,12 @@ async function reset(): Promise<void> {
   expect(Object.values(await storedCounts())).toEqual([0, 0, 0]);
 }
 
+/** Until neither link has carried a byte for `ms`. */
+async function linkQuiet(ms: number): Promise<void> {
+  const lastByte = () => Math.max(link.stats.lastByteAt, bigLink.stats.lastByteAt);
+  await waitFor(`the links quiet for ${ms} ms`, async () => (performance.now() - lastByte() >= ms ? true : undefined), 120_000, 250);
+}
+
 /** Once no set pins them any more, the images under `prefix` removed from every node. */
 async function removeImages(prefix: string): Promise<void> {
   const named = (image: { repoDigests: readonly string[] }) => image.repoDigests.some((name) => name.startsWith(prefix));
@@ -214,8 +220,10 @@ describe('sharing the slow link', () => {
     await setAgentClock(`${hh(hour + 2)}:59:15`);
     const closesAt = Date.now() + 45_000;
     await waitFor('pulls to start in the window', async () => (Object.values(await storedCounts()).some((count) => count > 0) ? true : undefined), 40_000, 250);
-    // Past the close, and past the pulls it found under way (non-strict: they finish).
-    await sleep(Math.max(0, closesAt - Date.now()) + 4_000);
+    // Past the close, and past the pulls it found under way (non-strict: they finish, through the
+    // relay at the cap, so until the link has been quiet a while).
+    await sleep(Math.max(0, closesAt - Date.now()));
+    await linkQuiet(3_000);
     const atClose = await storedCounts();
     // Shut again: nothing crosses the link, the agents' size reads included (they stop at the close).
     link.resetStats();
@@ -243,6 +251,8 @@ describe('sharing the slow link', () => {
   }, 300_000);
 
   it('pauses and resumes mid-stage: what was pulled stays, nothing is pulled twice, and the stage completes', async () => {
+    // The agents' clock is the real one again, whatever an earlier test left.
+    await writeFile(clockFile, '0');
     await reset();
     const offsets = logOffsets();
     link.resetStats();
@@ -278,6 +288,7 @@ describe('sharing the slow link', () => {
   }, 420_000);
 
   it('holds the link to the cap from the first second at 256 KiB/s and 64 KiB/s, for many small images and for few large ones, counted where the bytes leave for the cluster (heads too, a 64 KiB TCP window); a capped stage started while its window is shut sends nothing at all until it opens', async () => {
+    await writeFile(clockFile, '0');
     // The CLI reads the release over the link as well: its manifests, configs, layer tails and payload are the stage's first bytes there.
     const overLink = ['--mirror', `quay.io=${link.host}`, '--insecure-registry', link.host, '--no-cluster'];
     const report = (what: string, proxy: FaultProxy, cap: number) => {
