@@ -36,12 +36,12 @@ export async function previousBuild(): Promise<Build> {
   const { stdout: commit } = await run('git', ['rev-parse', '--short', ref], { cwd: ROOT });
   const dir = join(tmpdir(), `prestage-baseline-${commit.trim()}`);
   // A build with the agent's bundle (dist/agent.cjs, what its bin runs for `agent`) has it built too.
-  const bundled = existsSync(join(dir, 'scripts/agent-bundle.ts')) || !existsSync(dir);
-  if (!existsSync(join(dir, 'dist')) || (bundled && !existsSync(join(dir, 'dist/agent.cjs')))) {
+  const bundler = join(dir, 'scripts/agent-bundle.ts');
+  if (!existsSync(join(dir, 'dist')) || (existsSync(bundler) && !existsSync(join(dir, 'dist/agent.cjs')))) {
     if (!existsSync(dir)) await run('git', ['worktree', 'add', '--detach', dir, ref], { cwd: ROOT });
     if (!existsSync(join(dir, 'node_modules'))) await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
     await run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir });
-    if (existsSync(join(dir, 'scripts/agent-bundle.ts'))) await run(process.execPath, ['--import', 'tsx', 'scripts/agent-bundle.ts'], { cwd: dir });
+    if (existsSync(bundler)) await run(process.execPath, ['--import', 'tsx', 'scripts/agent-bundle.ts'], { cwd: dir });
   }
   return {
     name: `previous (${commit.trim()})`,

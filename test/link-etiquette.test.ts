@@ -133,10 +133,14 @@ async function reset(): Promise<void> {
   expect(Object.values(await storedCounts())).toEqual([0, 0, 0]);
 }
 
+/** When either link last carried a byte (`performance.now()`; 0 before any since its stats were reset). */
+function lastLinkByte(): number {
+  return Math.max(link.stats.lastByteAt, bigLink.stats.lastByteAt);
+}
+
 /** Until neither link has carried a byte for `ms`. */
 async function linkQuiet(ms: number): Promise<void> {
-  const lastByte = () => Math.max(link.stats.lastByteAt, bigLink.stats.lastByteAt);
-  await waitFor(`the links quiet for ${ms} ms`, async () => (performance.now() - lastByte() >= ms ? true : undefined), 120_000, 250);
+  await waitFor(`the links quiet for ${ms} ms`, async () => (performance.now() - lastLinkByte() >= ms ? true : undefined), 120_000, 250);
 }
 
 /** Once no set pins them any more, the images under `prefix` removed from every node. */
@@ -160,12 +164,11 @@ async function stopStaging(): Promise<void> {
   for (const set of sets) await client.request('DELETE', `${AGENT_PATHS.pinnedImageSets}/${set.metadata.name}`);
   // Through the relay a pull crosses at the cap, so a big one may run longer than 8 s without
   // storing an image: the links quiet for 8 s too, or its last bytes would count in the next run.
-  const lastByte = () => Math.max(link.stats.lastByteAt, bigLink.stats.lastByteAt);
-  for (let before = JSON.stringify(await storedCounts()), byteAt = lastByte(); ; ) {
+  for (let before = JSON.stringify(await storedCounts()), byteAt = lastLinkByte(); ; ) {
     await sleep(8_000);
     const now = JSON.stringify(await storedCounts());
-    if (now === before && lastByte() === byteAt) return;
-    [before, byteAt] = [now, lastByte()];
+    if (now === before && lastLinkByte() === byteAt) return;
+    [before, byteAt] = [now, lastLinkByte()];
   }
 }
 

@@ -116,7 +116,7 @@ export function renderCacheDropIn(mirrors: readonly CacheMirror[], base: Registr
   const lines = [
     '# Written by the prestage node agent (--cache-mirror, or --link-relay under a cap): digest pulls go through the in-cluster cache or the agent\'s link relay first,',
     '# then the mirrors and the registry each entry had before (carried over: a [[registry]] here replaces',
-    '# an earlier file\'s entry with the same prefix). Removed when the agent runs without --cache-mirror.',
+    '# an earlier file\'s entry with the same prefix). Removed when the agent runs without --cache-mirror (the relay\'s: when it stops).',
     '# A repository of its own without the cache is being pulled past it: the cache served it a corrupt blob.',
     '',
   ];

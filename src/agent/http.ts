@@ -26,12 +26,18 @@ export async function serveAgentHttp(registry: Registry, healthy: () => boolean,
       response.writeHead(404).end();
     }
   });
+  const bound = await listen(server, port, host);
+  return {
+    port: bound,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** Listens on `host:port` (0: any port); resolves with the port bound, rejects if it cannot. */
+export async function listen(server: Server, port: number, host: string): Promise<number> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());
   });
-  return {
-    port: (server.address() as AddressInfo).port,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
+  return (server.address() as AddressInfo).port;
 }

@@ -22,7 +22,6 @@
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
@@ -32,6 +31,7 @@ import type { PullSecret } from '../registry/credentials.js';
 import type { Descriptor } from '../registry/manifest.js';
 import { formatReference, parseReference, type ImageReference } from '../registry/reference.js';
 import type { CacheMirror } from './cache-mirror.js';
+import { listen } from './http.js';
 import { oneLine } from './one-line.js';
 import { loadRegistriesConf, pullSources, type PullSource } from './registries-conf.js';
 
@@ -88,12 +88,8 @@ export class LinkRelay {
 
   async start(): Promise<void> {
     const server = createServer((req, res) => void this.serve(req, res));
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.options.listen.port, this.options.listen.host, () => resolve());
-    });
+    this.port = await listen(server, this.options.listen.port, this.options.listen.host);
     this.server = server;
-    this.port = (server.address() as AddressInfo).port;
     this.options.log.info({ listen: `${this.options.listen.host}:${this.port}` }, 'link relay listening');
   }
 

@@ -26,15 +26,15 @@ export const LINK_LEDGER_ANNOTATION = 'prestage.dev/link-ledger';
 /** Entries kept on the Lease: about 25 bytes each, far inside an object's 256 KiB of annotations. */
 const MAX_ENTRIES = 2_000;
 
+/** The requests a CRI-O pull makes besides its layers: the manifests (a list and its image, each read twice) and the config. */
+const PULL_MANIFEST_REQUESTS = 5;
+
 /**
  * Bytes each image's pull moves over the link, in pull order: its config and manifests, and the
  * compressed sizes of its layers that are neither on the node nor charged to an earlier image of
  * the round. Where the layers are unknown, `fallback` (the image's share of its set's
  * compressed bytes), else 0.
  */
-/** The requests a CRI-O pull makes besides its layers: the manifests (a list and its image, each read twice) and the config. */
-const PULL_MANIFEST_REQUESTS = 5;
-
 export function linkCharges(
   images: readonly string[],
   present: ReadonlySet<string>,

@@ -194,8 +194,9 @@ export class PullExecutor {
     const overLink = (image: string) => !(this.options.servedByCache?.(image) ?? false);
     const charge = (image: string) => (overLink(image) ? (round.linkBytes?.(image) ?? 0) : 0);
     const slot = due.length > 0 ? await this.waitForTurn(due.map(([image]) => image), round.arch, cap) : undefined;
+    const overLinkDue = due.filter(([image]) => charge(image) > 0).map(([image]) => image);
     // Through the relay each byte is paid as CRI-O asks for it; where it cannot be wired, each pull is charged whole.
-    const relayed = cap !== undefined && this.options.linkRelay && due.some(([image]) => charge(image) > 0) ? await this.options.linkRelay.wire(due.filter(([image]) => charge(image) > 0).map(([image]) => image)) : false;
+    const relayed = cap !== undefined && this.options.linkRelay && overLinkDue.length > 0 ? await this.options.linkRelay.wire(overLinkDue) : false;
     this.linkBytesPending = due.reduce((total, [image]) => total + charge(image), 0);
     const pullOne = async (image: string, bytes: number | undefined): Promise<void> => {
       // A set deleted or unselected meanwhile no longer wants this image.
@@ -257,7 +258,7 @@ export class PullExecutor {
     // charged, not later behind the others in CRI-O (whose storage commits one image at a time),
     // and a layer two images share crosses once (CRI-O fetches it once per pull in flight). Pulls
     // the cache serves cross the LAN only and keep the node's concurrency.
-    const overLinkUnderCap = cap !== undefined && due.some(([image]) => charge(image) > 0);
+    const overLinkUnderCap = cap !== undefined && overLinkDue.length > 0;
     const limit = pLimit(overLinkUnderCap ? 1 : round.concurrency);
     try {
       await Promise.all(
