@@ -8,7 +8,7 @@ import { desiredSetsFromManifests, desiredSetsFromPlan } from '../cluster/desire
 import { checkMcoPreflight } from '../cluster/mco/preflight.js';
 import { OS_IMAGE_VIA_MCO_HELP, stageOsImage } from '../cluster/os-image-via-mco.js';
 import { BadInputError, systemErrorText } from '../errors.js';
-import { buildPlan } from '../plan/build.js';
+import { buildPlan, type PlanOptions } from '../plan/build.js';
 import type { LiveCluster } from '../plan/live.js';
 import type { Plan } from '../plan/types.js';
 import { parseReference } from '../registry/reference.js';
@@ -30,10 +30,10 @@ export function withReleasePlanOptions<T>(y: Argv<T>): Argv<T & PlanFlags & Regi
 }
 
 /** `linkMeter`: under a cap, where the plan's reads pay before they cross the link. */
-export async function planRelease(release: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext, live?: LiveCluster, linkMeter?: LinkMeter): Promise<Plan> {
+export async function planRelease(release: string, flags: PlanFlags & RegistryFlags, ctx: CommandContext, live?: LiveCluster, linkMeter?: LinkMeter, hop: Pick<PlanOptions, 'workersPaused' | 'layerSizes'> = {}): Promise<Plan> {
   const client = registryClientFrom(flags, (line) => ctx.log.warn(line), (line) => ctx.log.warn(line), linkMeter);
   try {
-    return await buildPlan(client, planOptionsFrom(flags, release, live));
+    return await buildPlan(client, { ...planOptionsFrom(flags, release, live), ...hop });
   } finally {
     await client.close();
   }

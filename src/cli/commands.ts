@@ -53,6 +53,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
       [`$0 plan ${RELEASE} -o yaml --api mco-v1alpha1`, 'Manifests for OpenShift 4.16-4.18 (TechPreviewNoUpgrade)'],
       [`$0 plan ${RELEASE} --mirror quay.io/openshift-release-dev=mirror.example.com:5000/ocp --ca-file mirror-ca.pem`, 'Read from a disconnected mirror'],
       ['$0 plan --to 4.16.3 --kubeconfig admin.kubeconfig', 'Plan the update the cluster offers to 4.16.3'],
+      ['$0 plan --from 4.16.3 --to 4.18.2 --channel eus-4.18 --graph https://api.openshift.com/api/upgrades_info/v1/graph', 'Plan every hop of the path the CVO will take, and what a node holds for them all'],
     ],
     load: async () => (await import('./plan.js')).planCommand,
     brief: true,
@@ -130,11 +131,14 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     load: async () => (await import('./status.js')).statusCommand,
   },
   ready: {
-    usage: 'ready <release-version>',
+    usage: 'ready <release-version..>',
     docs: 'upgrade-lifecycle.md',
     exitCodes: [[1, 'NOT READY: a set is missing or not current on a node'], 4],
     describe: 'Exit 0 when every set of the release is current on every node it targets, else 1 naming what is missing',
-    examples: [['$0 ready 4.16.3 && oc adm upgrade --to 4.16.3', 'Start the upgrade only once its images are on every node']],
+    examples: [
+      ['$0 ready 4.16.3 && oc adm upgrade --to 4.16.3', 'Start the upgrade only once its images are on every node'],
+      ['$0 ready 4.16.8 4.17.5 4.18.2', 'Every hop of a staged path, one line each'],
+    ],
     load: async () => (await import('./status.js')).readyCommand,
   },
   verify: {
@@ -189,6 +193,7 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     examples: [
       [`$0 stage ${RELEASE} --registry-config pull-secret.json --timeout 3h`, 'Plan, check node disks, apply and wait'],
       ['$0 stage --to 4.16.3 --prune', 'The update the cluster offers; then delete the sets of older releases'],
+      ['$0 stage --to 4.18.2 --channel eus-4.18 --control-plane-only-update', 'Every hop of a Control Plane Only update from the release the cluster runs, over the graph its ClusterVersion names'],
       ['$0 stage --to 4.16.3 --link-rate 20MiB/s --window 22:00-06:00 --window-tz Europe/Paris', 'Share the slow link: at most 20 MiB/s over it, pulls only at night'],
     ],
     load: async () => (await import('./stage.js')).stageCommand,

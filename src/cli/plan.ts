@@ -7,7 +7,11 @@ import { renderPlanTable } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
 import { LIVE_CLUSTER_HELP } from '../cluster/live-cluster-help.js';
-import { planOptionsFrom, releaseToPlan, withLiveOptions, withPlanOptions, withToOptions } from './plan-options.js';
+import { planOptionsFrom, withLiveOptions, withPlanOptions, withToOptions } from './plan-options.js';
+import { targetToPlan, withPathOptions } from './path-options.js';
+import { planPath, type PathPlan } from '../plan/path-plan.js';
+import { renderPathTable } from '../render/path-table.js';
+import type { SetApi } from '../render/output-dir.js';
 import { RetrySummary } from '../registry/retry-summary.js';
 import { planProgress } from './plan-progress.js';
 import { registryClientFrom, withRegistryOptions } from './registry-options.js';
@@ -19,7 +23,7 @@ import type { GitOpsOptions } from '../render/gitops-layout.js';
 export function planCommand(ctx: CommandContext) {
   return typedCommand({
     builder: (y: Argv) =>
-      withRegistryOptions(withLiveOptions(withPlanOptions(withToOptions(withSignaturesFromOptions(
+      withRegistryOptions(withLiveOptions(withPlanOptions(withPathOptions(withToOptions(withSignaturesFromOptions(
         y
           .positional('release', { type: 'string', describe: 'Release pullspec, e.g. quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64 (or --to VERSION)' })
           .option('output', { alias: 'o', choices: ['table', 'wide', 'json', 'yaml', 'name'] as const, default: 'table' as const, describe: 'Output format; name: pinnedimageset/NAME per set, as kubectl -o name prints' })
@@ -39,13 +43,15 @@ export function planCommand(ctx: CommandContext) {
           .option('kubeconfig', { type: 'string', describe: 'Plan the upgrade of this cluster (live; default kubeconfig: $KUBECONFIG, ~/.kube/config, in-cluster)' })
           .option('context', { type: 'string', describe: 'Kubeconfig context of the live cluster' })
           .epilogue(LIVE_CLUSTER_HELP),
-      ))), 'with --kubeconfig, --context or --to')),
+      )))), 'with --kubeconfig, --context or --to')),
     handler: async (args) => {
       // Found now, not after minutes of registry reads.
       if (args['output-dir'] !== undefined) await checkOutputDir(args['output-dir']);
       const gitops = gitopsOptionsFrom(args);
       const requested = args.cluster ?? (args.kubeconfig !== undefined || args.context !== undefined || args.to !== undefined);
-      const release = await releaseToPlan(args, (line) => ctx.log.warn(line));
+      const target = await targetToPlan(args, (line) => ctx.log.warn(line));
+      if ('path' in target && args.gitops !== undefined) throw new BadInputError(`--gitops orders the sets of one release; ${target.path.from} -> ${target.path.to} takes ${target.path.hops.length} hops: render each with plan --to HOP --gitops, in turn`);
+      if ('path' in target && args['signatures-from'] !== undefined) throw new BadInputError(`--signatures-from verifies one release's signatures; ${target.path.from} -> ${target.path.to} takes ${target.path.hops.length} hops: bundle create --from ${target.path.from} --to ${target.path.to} carries every hop's, or run plan --to HOP --signatures-from DIR per hop`);
       // The Kubernetes client and kubeconfig reader load only for a plan that reads a cluster.
       const live = requested ? await (await import('../cluster/live-cluster.js')).liveClusterFrom(args, true, (line) => ctx.log.warn(line)) : undefined;
       // Retries are summed per registry and reported only when the plan succeeds: a fatal
@@ -56,6 +62,14 @@ export function planCommand(ctx: CommandContext) {
       client.rememberManifests();
       const progress = planProgress(ctx.stderr, args.progress, client.counters);
       try {
+        if ('path' in target) {
+          const layerSizes = new Map();
+          const path = await planPath(target.path, (hop, paused) => buildPlan(client, { ...planOptionsFrom(args, hop.pullSpec, live), ...(paused ? { workersPaused: paused } : {}), layerSizes }, (p) => progress.update(p))).finally(() => progress.stop());
+          for (const line of retries.lines()) ctx.log.warn(line);
+          await printPath(ctx, path, args);
+          return;
+        }
+        const release = target.release;
         const plan = await buildPlan(client, planOptionsFrom(args, release, live), (p) => progress.update(p)).finally(() => progress.stop());
         for (const line of retries.lines()) ctx.log.warn(line);
         if ((args['output-dir'] || args.output === 'yaml') && args.api !== 'prestage') checkMcoNames(plan.sets.flatMap((s) => s.images));
@@ -96,6 +110,31 @@ export function planCommand(ctx: CommandContext) {
       }
     },
   });
+}
+
+/** A path's output: the path table, its JSON or YAML, every hop's sets as YAML, names or files. */
+async function printPath(ctx: CommandContext, path: PathPlan, args: { output: string; 'output-dir'?: string; api: SetApi }): Promise<void> {
+  const plans = path.hops.map((hop) => hop.plan);
+  if ((args['output-dir'] || args.output === 'yaml') && args.api !== 'prestage') checkMcoNames(plans.flatMap((plan) => plan.sets.flatMap((s) => s.images)));
+  const sets = args['output-dir'] || args.output === 'yaml' ? await import('../render/pinned-image-sets.js') : undefined;
+  if (args['output-dir']) {
+    const files = await sets!.writePathDir(plans, args['output-dir'], args.api);
+    ctx.stderr.write(`wrote ${files.map((f) => `${args['output-dir']}/${f}`).join(', ')}\n`);
+  }
+  if (args.output === 'yaml' || args.output === 'name') for (const warning of path.warnings) ctx.log.warn(warning);
+  switch (args.output) {
+    case 'json':
+      ctx.stdout.write(`${JSON.stringify(path, null, 2)}\n`);
+      break;
+    case 'yaml':
+      ctx.stdout.write(plans.map((plan) => sets!.renderYaml(plan, args.api)).join(''));
+      break;
+    case 'name':
+      ctx.stdout.write((await import('./documents.js')).renderNames('pinnedimageset', plans.flatMap((plan) => plan.sets.map((set) => set.name))));
+      break;
+    default:
+      ctx.stdout.write(renderPathTable(path, args.output === 'wide'));
+  }
 }
 
 /** The --gitops flags, checked before any registry work. */

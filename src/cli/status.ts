@@ -5,7 +5,7 @@
 import yaml from 'js-yaml';
 import type { Argv } from 'yargs';
 import type { ProgressSnapshot } from '../cluster/backend.js';
-import { checkReleaseReady, parseReleaseVersion, releaseSnapshot } from '../cluster/release-lifecycle.js';
+import { checkReleaseReady, parseReleaseVersion, ReleaseNotReadyError, releaseSnapshot } from '../cluster/release-lifecycle.js';
 import { BadInputError } from '../errors.js';
 import { table } from '../render/table.js';
 import type { CommandContext } from './context.js';
@@ -75,25 +75,37 @@ export function statusCommand(ctx: CommandContext, scriptName: string) {
   });
 }
 
-/** `prestage ready VERSION`: only the verdict of `status --release VERSION`, for scripts and CI gates. */
+/**
+ * `prestage ready VERSION...`: only the verdict of `status --release VERSION`, for scripts and CI
+ * gates; several versions (the hops of a path) answer one line each and exit 1 if any is not ready.
+ */
 export function readyCommand(ctx: CommandContext, scriptName: string) {
   return typedCommand({
     // Not `version`: that is yargs' --version.
     builder: (y: Argv) =>
       withKubeOptions(
         y
-          .positional('release-version', { type: 'string', demandOption: true, coerce: parseReleaseVersion('VERSION'), describe: 'Release version, e.g. 4.16.3' })
-          .option('output', { alias: 'o', choices: ['json', 'yaml'] as const, describe: 'Output format: the sets and nodes behind the verdict (as status -o); the verdict is the exit code, NOT READY also a line on stderr [default: the verdict line]' }),
+          .positional('release-version', { type: 'string', array: true, demandOption: true, coerce: (values: string[]) => values.map((v) => parseReleaseVersion('VERSION')(v)!), describe: 'Release version, e.g. 4.16.3; several: each hop of a path' })
+          .option('output', { alias: 'o', choices: ['json', 'yaml'] as const, describe: 'Output format: the sets and nodes behind the verdict (as status -o; several versions: {backend, releases[]}); the verdict is the exit code, NOT READY also a line on stderr [default: the verdict line]' }),
       ),
     handler: async (args) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
-      const version = args['release-version'] as string;
-      const snapshot = await releaseSnapshot(client, backend, version);
-      const result = { backend: backend.kind, release: version, ...snapshot };
-      if (args.output === 'json') ctx.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-      else if (args.output === 'yaml') ctx.stdout.write(yaml.dump(result, { lineWidth: -1, noRefs: true }));
-      const verdict = checkReleaseReady(version, snapshot);
-      if (args.output === undefined) ctx.stdout.write(`${verdict}\n`);
+      const versions = [...new Set(args['release-version'] as string[])];
+      const results = await Promise.all(versions.map(async (version) => ({ backend: backend.kind, release: version, ...(await releaseSnapshot(client, backend, version)) })));
+      const document = results.length === 1 ? results[0] : { backend: backend.kind, releases: results.map(({ backend: _, ...result }) => result) };
+      if (args.output === 'json') ctx.stdout.write(`${JSON.stringify(document, null, 2)}\n`);
+      else if (args.output === 'yaml') ctx.stdout.write(yaml.dump(document, { lineWidth: -1, noRefs: true }));
+      const notReady: string[] = [];
+      for (const result of results) {
+        try {
+          const verdict = checkReleaseReady(result.release, result);
+          if (args.output === undefined) ctx.stdout.write(`${verdict}\n`);
+        } catch (error) {
+          if (!(error instanceof ReleaseNotReadyError)) throw error;
+          notReady.push(error.message);
+        }
+      }
+      if (notReady.length > 0) throw new ReleaseNotReadyError(notReady.join('; '));
     },
   });
 }

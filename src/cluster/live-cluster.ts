@@ -34,6 +34,8 @@ export interface ClusterRelease {
 export interface ClusterVersion extends KubeObject {
   spec?: {
     channel?: string;
+    /** The update service the CVO asks; empty: Red Hat's. */
+    upstream?: string;
     capabilities?: { baselineCapabilitySet?: string; additionalEnabledCapabilities?: string[] };
     overrides?: Array<{ kind?: string; group?: string; namespace?: string; name?: string; unmanaged?: boolean }>;
   };

@@ -17,7 +17,7 @@ import type { Classification, ClassifyOptions } from './classify.js';
 import type { InclusionOptions } from './inclusion.js';
 import type { OsImage, StreamChoice } from './os-streams.js';
 import { PLATFORMS, type Platform } from './platform.js';
-import type { MeasuredImage } from './sizes.js';
+import type { LayerSizeCache, MeasuredImage } from './sizes.js';
 import type { NodeHolding } from './held.js';
 import type { LiveCluster } from './live.js';
 import type { ImageRole, Plan, PlannedOsStreams, PlanObserved } from './types.js';
@@ -48,6 +48,14 @@ export interface PlanOptions extends Omit<ClassifyOptions, Exclude<keyof Inclusi
   readonly operators?: readonly CatalogSelection[];
   /** What reading the inputs found to say (a config's fields prestage does not use). */
   readonly inputWarnings?: readonly string[];
+  /**
+   * A hop of a Control Plane Only update before its last: the worker pools stay paused until
+   * `until`, so workers never boot this release's node OS (MCO syncs only status on a paused
+   * pool), though they run its DaemonSets (FACTS §12).
+   */
+  readonly workersPaused?: { readonly until: string };
+  /** Layer sizes read by earlier plans (the hops of a path share most layers): each read once. */
+  readonly layerSizes?: LayerSizeCache;
 }
 
 /** Where a plan is, for a progress line. */
@@ -67,6 +75,7 @@ function loadDecisions() {
       runsMachineConfigOperator: classify.runsMachineConfigOperator,
       withoutMachineConfigOperator: classify.withoutMachineConfigOperator,
       osImagesOf: os.osImagesOf,
+      isNodeOsImage: os.isNodeOsImage,
       chooseStreams: os.chooseStreams,
       classifyOsImages: os.classifyOsImages,
       majorMinor: api.majorMinor,
@@ -129,6 +138,7 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
     observed = planned.observed;
     warnings.push(...planned.warnings);
   }
+  if (opts.workersPaused) classifications = offPausedWorkers(decide.isNodeOsImage, facts.components, classifications, facts.release.version, opts.workersPaused.until);
   warnUnknownNames(opts, facts.components.flatMap((c) => c.names), warnings);
   const staged = await withLiveBundles(client, operators, live && current && liveCatalogs ? { cluster: live, read: await liveCatalogs, currentRelease: current.release.version, targetRelease: facts.release.version } : undefined, opts.arch, warnings);
 
@@ -144,6 +154,7 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
     opts.arch,
     warnings,
     onProgress && ((done, total) => onProgress({ phase: 'sizing', done, total })),
+    opts.layerSizes,
   );
   const releaseImage = measured[0]!;
   const sizes = new Map(kept.map((c, i) => [c.digest, measured[1 + i]!]));
@@ -182,6 +193,18 @@ export async function buildPlan(client: RegistryClient, opts: PlanOptions, onPro
     ...(held ? { held } : {}),
     ...(staged ? { operators: { images: operatorsMeasured, summary: { ...operatorSummary(staged), ...(staged.blocked.length > 0 ? { blocked: staged.blocked } : {}) } } } : {}),
   });
+}
+
+/** The node OS images of a hop the workers sit out: on control-plane nodes only, or in no set. */
+function offPausedWorkers(isNodeOsImage: (c: ComponentImage) => boolean, components: readonly ComponentImage[], classifications: Map<string, Classification>, version: string, until: string): Map<string, Classification> {
+  const out = new Map(classifications);
+  for (const c of components) {
+    const cls = out.get(c.digest)!;
+    if (!isNodeOsImage(c) || (cls.role !== 'all' && cls.role !== 'worker')) continue;
+    const why = `Control Plane Only update: the worker pools stay paused until ${until}, so workers never boot ${version}'s node OS`;
+    out.set(c.digest, { ...cls, role: cls.role === 'all' ? 'control-plane' : 'none', evidence: [...cls.evidence, why] });
+  }
+  return out;
 }
 
 /**

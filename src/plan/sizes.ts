@@ -85,8 +85,8 @@ export async function measureImages(
   arch: string,
   warnings: string[],
   onMeasured?: (done: number, total: number) => void,
+  layerSizes: LayerSizeCache = new Map(),
 ): Promise<MeasuredImage[]> {
-  const layerSizes: LayerSizeCache = new Map();
   let done = 0;
   return Promise.all(refs.map(async (ref) => {
     const measured = await measureImage(client, ref, arch, warnings, layerSizes);

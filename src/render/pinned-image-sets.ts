@@ -80,9 +80,23 @@ export async function writeGitOpsDir(plan: Plan, dir: string, api: SetApi = 'mco
     files = gitopsFiles(plan, api, new Map(plan.sets.map((set) => [`${set.name}.yaml`, setObjectFor(plan, set, api)])), extra, gitops);
   } else {
     // Extra objects (the release's signature ConfigMap) go with the sets, in the kustomization too.
-    files = new Map([...plan.sets.map((set) => [`${set.name}.yaml`, dump(setObjectFor(plan, set, api))] as const), ...extra]);
-    files.set('kustomization.yaml', dump({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: [...files.keys()] }));
+    files = setFiles([plan], api, extra);
   }
+  return writeFiles(dir, files);
+}
+
+/** Every hop's sets of an upgrade path in one directory (their names carry each hop's version), one kustomization. */
+export async function writePathDir(plans: readonly Plan[], dir: string, api: SetApi = 'mco', extra: ReadonlyMap<string, string> = new Map()): Promise<string[]> {
+  return writeFiles(dir, setFiles(plans, api, extra));
+}
+
+function setFiles(plans: readonly Plan[], api: SetApi, extra: ReadonlyMap<string, string>): Map<string, string> {
+  const files = new Map([...plans.flatMap((plan) => plan.sets.map((set) => [`${set.name}.yaml`, dump(setObjectFor(plan, set, api))] as const)), ...extra]);
+  files.set('kustomization.yaml', dump({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: [...files.keys()] }));
+  return files;
+}
+
+async function writeFiles(dir: string, files: ReadonlyMap<string, string>): Promise<string[]> {
   let created: string | undefined;
   let staging: string | undefined;
   try {
