@@ -181,7 +181,7 @@ describe('bundle create keeps other bundles', () => {
   it('refuses to turn another release\'s bundle into this one without --force, leaving it intact', async () => {
     const before = await treeHashes(bundle);
     const r = await prestage(['bundle', 'create', MULTI, '--arch', 'arm64', '--output-dir', bundle, ...from, '--allow-unsigned']);
-    expectOneLineError(r, 2, new RegExp(`^prestage: error: ${bundle} holds the bundle of release ${truth.release.version} amd64 \\(quay\\.io/${truth.releaseRepository}@${truth.release.image.digest}\\); creating release ${truth.release.version} arm64 \\(quay\\.io/\\S+\\) there would delete it: choose another --to, or pass --force to replace it$`));
+    expectOneLineError(r, 2, new RegExp(`^prestage: error: ${bundle} holds the bundle of release ${truth.release.version} amd64 \\(quay\\.io/${truth.releaseRepository}@${truth.release.image.digest}\\); creating release ${truth.release.version} arm64 \\(quay\\.io/\\S+\\) there would delete it: choose another --output-dir, or pass --force to replace it$`));
     expect(await treeHashes(bundle)).toEqual(before);
   });
 

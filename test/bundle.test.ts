@@ -529,7 +529,7 @@ describe('free disk space', () => {
         progressTo: devNull(),
         // What the plan's own configs and layers need, and 1 KiB: not the manifests, nor the images only the mirror serves.
         statFs: async () => ({ bavail: planBytes + 1024, bsize: 1 }),
-      })).rejects.toMatchObject({ exitCode: 2, message: expect.stringMatching(/^not enough free space in .*tight-disk: [\d.]+ MiB more is needed, [\d.]+ MiB is free \(short by [\d.]+ (KiB|MiB)\); free up space there or choose another --to$/) });
+      })).rejects.toMatchObject({ exitCode: 2, message: expect.stringMatching(/^not enough free space in .*tight-disk: [\d.]+ MiB more is needed, [\d.]+ MiB is free \(short by [\d.]+ (KiB|MiB)\); free up space there or choose another --output-dir$/) });
       // Nothing half-written is left in blobs/, and nothing claims the bundle is complete.
       await expect(stat(join(dir, 'index.json'))).rejects.toThrow();
       const rerun = await createBundle(client, plan, { dir, force: false, allPlatforms: false, sigstore: true, releaseSignatures: await referenceSignatures(), concurrency: 32, progressTo: devNull() });
@@ -556,7 +556,7 @@ describe('free disk space', () => {
         statFs: async () => ({ bavail: 1024, bsize: 4096 }),
       })).rejects.toMatchObject({
         exitCode: 2,
-        message: expect.stringMatching(new RegExp(`^not enough free space in ${dir}: [\\d.]+ MiB more is needed, 4\\.0 MiB is free \\(short by [\\d.]+ MiB\\); free up space there or choose another --to$`)),
+        message: expect.stringMatching(new RegExp(`^not enough free space in ${dir}: [\\d.]+ MiB more is needed, 4\\.0 MiB is free \\(short by [\\d.]+ MiB\\); free up space there or choose another --output-dir$`)),
       });
     } finally {
       await client.close();

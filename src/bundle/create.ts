@@ -119,7 +119,7 @@ export async function createBundle(client: RegistryClient, plan: Plan, opts: Cre
     const held = left.partial.get(blobFileName(digest)) ?? 0;
     return held <= size ? size - held : size;
   };
-  const fits = await freeSpaceCheck(dir, 'or choose another --to', opts.statFs);
+  const fits = await freeSpaceCheck(dir, 'or choose another --output-dir', opts.statFs);
   // Before any read, the configs and layers the plan names must fit; everything else (the
   // manifests, images only the mirror serves) once every manifest is read.
   fits([...planBlobSizes(plan)].reduce((a, [digest, size]) => a + missingBytes(digest, size), 0));

@@ -9,10 +9,10 @@ describe('free space check', () => {
 
   it('refuses in one line naming the shortfall and the fix', async () => {
     const fakeStatFs = async () => ({ bavail: 256, bsize: 4096 });
-    await expect(ensureFreeSpace('/media/usb/bundle', 3 * 1024 * 1024, 'or choose another --to', fakeStatFs)).rejects.toMatchObject({
+    await expect(ensureFreeSpace('/media/usb/bundle', 3 * 1024 * 1024, 'or choose another --output-dir', fakeStatFs)).rejects.toMatchObject({
       exitCode: 2,
-      message: 'not enough free space in /media/usb/bundle: 3.0 MiB more is needed, 1.0 MiB is free (short by 2.0 MiB); free up space there or choose another --to',
+      message: 'not enough free space in /media/usb/bundle: 3.0 MiB more is needed, 1.0 MiB is free (short by 2.0 MiB); free up space there or choose another --output-dir',
     });
-    await expect(ensureFreeSpace('/media/usb/bundle', 1024 * 1024, 'or choose another --to', fakeStatFs)).resolves.toBeUndefined();
+    await expect(ensureFreeSpace('/media/usb/bundle', 1024 * 1024, 'or choose another --output-dir', fakeStatFs)).resolves.toBeUndefined();
   });
 });

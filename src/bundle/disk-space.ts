@@ -24,7 +24,7 @@ export function freeBytes(fs: FreeSpace): number {
   return Number(fs.bavail) * Number(fs.bsize);
 }
 
-/** `fix` says what to do, e.g. "or choose another --to". */
+/** `fix` says what to do, e.g. "or choose another --output-dir". */
 export async function ensureFreeSpace(dir: string, needed: number, fix: string, statFs: StatFs = statfs): Promise<void> {
   (await freeSpaceCheck(dir, fix, statFs))(needed);
 }

@@ -29,7 +29,7 @@ export async function refuseOtherContent(dir: string, plan: Plan): Promise<void>
   if (text === undefined) {
     const blobs = await readdir(join(dir, BLOBS_DIR)).catch(() => []);
     if (blobs.length > 0 || (await stat(join(dir, INDEX_FILE)).catch(() => undefined))) {
-      throw new BadInputError(`${dir} holds an OCI layout that is not a prestage bundle; creating release ${wanted} there would delete its blobs: choose another --to, or pass --force to replace it`);
+      throw new BadInputError(`${dir} holds an OCI layout that is not a prestage bundle; creating release ${wanted} there would delete its blobs: choose another --output-dir, or pass --force to replace it`);
     }
     return;
   }
@@ -37,10 +37,10 @@ export async function refuseOtherContent(dir: string, plan: Plan): Promise<void>
   try {
     held = JSON.parse(text) as Partial<BundleMetadata>;
   } catch {
-    throw new BadInputError(`${join(dir, BUNDLE_FILE)} is not JSON, so whose bundle ${dir} holds is unknown: choose another --to, or pass --force to replace it`);
+    throw new BadInputError(`${join(dir, BUNDLE_FILE)} is not JSON, so whose bundle ${dir} holds is unknown: choose another --output-dir, or pass --force to replace it`);
   }
   if (held.release?.pullSpec === plan.release.pullSpec && held.architecture === plan.release.architecture) return;
-  throw new BadInputError(`${dir} holds the bundle of release ${held.release?.version} ${held.architecture} (${held.release?.pullSpec}); creating release ${wanted} there would delete it: choose another --to, or pass --force to replace it`);
+  throw new BadInputError(`${dir} holds the bundle of release ${held.release?.version} ${held.architecture} (${held.release?.pullSpec}); creating release ${wanted} there would delete it: choose another --output-dir, or pass --force to replace it`);
 }
 
 /** blobs/ and .partial/, where downloads in progress live. */

@@ -7,7 +7,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Argv } from 'yargs';
+import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { writeFileAtomic } from '../atomic-file.js';
 import { archiveDirFor, ARCHIVE_INDEX_FILE, inventoryOfArchive, openArchive, tarBytes, writeArchive } from '../bundle/archive.js';
 import { unpackArchive, unpackDestination } from '../bundle/unpack.js';
@@ -38,7 +38,10 @@ import { checkOutputDir } from '../render/output-dir.js';
 import { exitCodesHelp, helpEpilogue } from './help.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
-import { bundleDirFrom, withBundleDirOption } from './bundle-dir.js';
+import { example, isArchive } from './bundle-dir.js';
+import { createCommand } from './bundle-create.js';
+import { pushPathGraph } from './bundle-graph.js';
+import { readPathIndex } from '../bundle/path-index.js';
 import { progressModeFrom, withProgressOptions } from './progress-options.js';
 import { integerAtLeast, linkRate, sizeAtLeast } from './flag-values.js';
 import { planOptionsFrom, withPlanOptions, type PlanFlags } from './plan-options.js';
@@ -63,93 +66,6 @@ export function bundleCommand(ctx: CommandContext) {
         .demandCommand(1, 'name a bundle command (create, verify, push)'),
     handler: () => undefined,
   };
-}
-
-function createCommand(ctx: CommandContext) {
-  return typedCommand({
-    command: 'create <source>',
-    describe: 'Write every image a plan needs (each blob once, digests verified) into an OCI layout; reruns resume',
-    builder: (y: Argv) =>
-      withPlanOptions(withRegistryOptions(withCreateSignatureOptions(withProgressOptions(withBundleDirOption(
-        y
-          .positional('source', { type: 'string', demandOption: true, describe: 'Release pullspec (planned as `prestage plan` does), or a plan file from `prestage plan -o json`' })))
-          .option('since', { type: 'string', describe: 'Leave out blobs a previous bundle carried: its directory, its parts, a plan file or a release pullspec' })
-          .option('all-platforms', { type: 'boolean', default: false, describe: 'Keep every platform of manifest lists (registries that require complete lists)' })
-          .option('max-archive-size', { type: 'string', coerce: sizeAtLeast('max-archive-size', 2 ** 20), describe: 'Also write the bundle as tar parts of at most SIZE into <output-dir>.parts/: 4G (10^9 bytes: under FAT32\'s 4 GiB), 4Gi, 4300MB, 25GB; at least 1Mi' })
-          .option('parallel', { type: 'number', default: 32, coerce: integerAtLeast('parallel', 1), describe: 'Connections at once for manifests and blobs (small blobs need many in flight to fill a link; big blobs, one per Range part, get a quarter of them while small ones are left)' })
-          .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --output-dir' })
-          .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Read blobs no faster than RATE in all (bytes: 20MiB/s, 5MB/s, 20Mi; bits: 40Mbit/s, 40Mbps), leaving the rest of a shared link to others; manifests are not counted' })
-          .option('agent-image', { type: 'string', describe: 'Also carry the prestage agent image (`prestage image push`), e.g. registry.example.com/prestage:0.1.0; push mirrors it by digest' })
-          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --output-dir ocp-4.16.3 --verification-key redhat-release.asc`, 'Bundle a release with its GPG signatures (verified with the key) and sigstore signatures'))
-          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --output-dir ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))
-          .example(...example('$0 bundle create plan.json --output-dir ocp-4.16.3 --max-archive-size 4G', 'Bundle a plan file, also as 4 GiB tar parts in ocp-4.16.3.parts/'))
-          .example(...example('$0 bundle create plan-4.16.4.json --output-dir ocp-4.16.4 --since ocp-4.16.3', 'Carry only what the 4.16.3 bundle did not'))
-          .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --output-dir ocp-4.16.3 --link-rate 50Mbit/s`, 'Leave the rest of a shared link to others: blobs at 50 Mbit/s in all'))
-          .epilogue(helpEpilogue(exitCodesHelp([3]), 'air-gapped-bundles.md')),
-      ))),
-    handler: async (args) => {
-      const dir = bundleDirFrom(args, (line) => ctx.log.warn(line));
-      const maxPartBytes: number | undefined = args['max-archive-size'];
-      const sourceIsFile = isFile(args.source);
-      await ensureWritableDir(dir, 'the bundle', 'choose another --output-dir');
-      if (maxPartBytes) await ensureWritableDir(archiveDirFor(dir), 'the bundle parts', 'choose another --output-dir');
-      const planFromFile = sourceIsFile ? await readPlanFile(args.source) : undefined;
-      const signing = await signatureInputs(args);
-      const sigstoreKey = await sigstoreKeyFrom(args);
-      const client = registryClientFrom(args, (line) => ctx.log.warn(line), (line) => ctx.log.warn(line));
-      // The bundle reads again the manifests its plan (or --since's) read.
-      client.rememberManifests();
-      try {
-        const planOptions = planOptionsFrom(args, args.source);
-        const planned = planFromFile ?? await buildPlan(client, planOptions);
-        const plan = args['agent-image'] ? await withAgentImage(client, planned, args['agent-image']) : planned;
-        const previous = args.since !== undefined ? await previousBundle(args.since, client, args) : undefined;
-        const namedBy = sourceIsFile ? undefined : parseReference(args.source).tag;
-        // Before any blob: a release the cluster would refuse is not worth gigabytes.
-        const releaseSignatures = await releaseSignaturesFor(plan.release, args, signing, (line) => ctx.stderr.write(`${line}\n`));
-        // Checked before index.json is written: a bundle whose attachments CRI-O would refuse is never complete.
-        let sigstoreLine: string | undefined;
-        const beforeComplete = sigstoreKey
-          ? async (index: Bundle['index']) => {
-            const metadata = JSON.parse(await readFile(join(dir, BUNDLE_FILE), 'utf8')) as BundleMetadata;
-            sigstoreLine = await checkAttachmentsOrFail({ index, metadata }, verifiedReader(dir), sigstoreKey, args, dir, ctx);
-          }
-          : undefined;
-        const report = await createBundle(client, plan, {
-          dir,
-          force: args.force,
-          ...(namedBy !== undefined ? { releaseTag: namedBy } : {}),
-          allPlatforms: args['all-platforms'],
-          ...(previous ? { previous } : {}),
-          // The lanes count connections; one registry gives no more than --max-concurrency at once.
-          concurrency: Math.min(args.parallel, args['max-concurrency']),
-          ...(maxPartBytes ? { extraBytes: (layout: { bytes: number; files: number }) => tarBytes(layout.bytes, layout.files) } : {}),
-          progressTo: ctx.stderr,
-          progress: progressModeFrom(args, ctx.stderr),
-          sigstore: !args['remove-signatures'],
-          releaseSignatures,
-          ...(args['link-rate'] !== undefined ? { linkRate: args['link-rate'] as number } : {}),
-          ...(beforeComplete ? { beforeComplete } : {}),
-          catalogSelections: planOptions.operators ?? [],
-          warn: (line) => ctx.log.warn(line),
-        });
-        const again = [report.resumedBlobs ? `${report.resumedBlobs} resumed` : '', report.repairedBlobs ? `${report.repairedBlobs} damaged, fetched again` : ''].filter(Boolean).join(', ');
-        const cap = args['link-rate'] !== undefined ? ` at ${formatBytes(args['link-rate'])}/s cap` : '';
-        const fetched = `fetched ${formatBytes(report.fetchedBytes)} in ${count(report.fetchedBlobs, 'blob')}${again ? ` (${again})` : ''} in ${report.seconds.toFixed(1)} s${cap}`;
-        const fromPrevious = report.previousBlobs ? `; ${count(report.previousBlobs, 'blob')} left to the previous bundle` : '';
-        ctx.stdout.write(`bundle ${dir}: ${count(report.images, 'image')}, ${count(report.blobs, 'blob')}, ${formatBytes(report.bytes)}; ${fetched}${fromPrevious}\n`);
-        for (const line of [...signatureLines(plan.release, report.signatures), ...catalogLines(report.catalogs)]) ctx.stdout.write(`${line}\n`);
-        if (sigstoreLine) ctx.stdout.write(`${sigstoreLine}\n`);
-        if (maxPartBytes) {
-          const archiveDir = archiveDirFor(dir);
-          const archive = await writeArchive(dir, archiveDir, maxPartBytes);
-          ctx.stdout.write(`archive ${join(archiveDir, ARCHIVE_INDEX_FILE)}: ${count(archive.parts.length, 'part')}, ${formatBytes(archive.bytes)}\n`);
-        }
-      } finally {
-        await client.close();
-      }
-    },
-  });
 }
 
 function verifyCommand(ctx: CommandContext) {
@@ -203,11 +119,8 @@ function verifyCommand(ctx: CommandContext) {
   });
 }
 
-function pushCommand(ctx: CommandContext) {
-  return typedCommand({
-    command: 'push <bundle> <target>',
-    describe: 'Upload what the mirror registry lacks, then write mapping.txt and an ImageDigestMirrorSet',
-    builder: (y: Argv) =>
+function pushBuilder(y: Argv) {
+  return (
       withRegistryOptions(withProgressOptions(
         y
           .positional('bundle', { type: 'string', demandOption: true, describe: 'Bundle directory, or the parts directory / parts.json of an archive (unpacked beside it first)' }))
@@ -226,78 +139,88 @@ function pushCommand(ctx: CommandContext) {
           .example(...example('$0 bundle push ocp-4.16.3 quay.io/openshift-release-dev=mirror.example.com:5000/ocp', 'Push where the same --mirror rule reads, e.g. ocp/ocp-release:4.16.3-x86_64'))
           .example(...example('$0 bundle push /media/dvd/ocp.parts mirror.example.com:5000/ocp --work-dir /var/tmp', 'Parts on read-only media: unpack them on a writable disk, then push'))
           .epilogue(helpEpilogue(exitCodesHelp([3, [4, 'Kubernetes API failure or refusal (--kubeconfig, --apply)']]), 'air-gapped-bundles.md')),
-      ),
+      )
+  );
+}
+
+type PushArgs = ArgumentsCamelCase<ReturnType<typeof pushBuilder> extends Argv<infer U> ? U : never>;
+
+function pushCommand(ctx: CommandContext) {
+  return typedCommand({
+    command: 'push <bundle> <target>',
+    describe: 'Upload what the mirror registry lacks, then write mapping.txt and an ImageDigestMirrorSet; a path\'s bundles (bundle create --from --to) hop by hop, then its update graph',
+    builder: pushBuilder,
     handler: async (args) => {
       if (args.mirror.length > 0) throw new BadInputError('--mirror does not apply to bundle push; name the mirror registry as the TARGET argument (REGISTRY[/PREFIX] or SOURCE=REGISTRY/PATH)');
-      const target = parseMirrorTarget(args.target);
-      const dryRun = args['dry-run'] as DryRun;
-      if (dryRun === 'none') await checkOutputDir(args['output-dir']);
-      else refuseArchiveDryRun(args.bundle, isArchive(args.bundle));
-      const bundle = await openForPush(args.bundle, args['work-dir'], ctx);
-      const warning = unsignedWarning(bundle, args.bundle);
-      if (warning) ctx.stderr.write(`${warning}\n`);
-      // Before anything is sent: altered signatures must not reach the mirror or the cluster.
-      const read = verifiedReader(bundle.dir);
-      // A client dry run reads nothing from the cluster: only --verification-key files anchor.
-      const anchors = await trustAnchors(dryRun === 'client' ? { ...args, kubeconfig: undefined, context: undefined } : args, dryRun !== 'client' && args.apply);
-      const gpg = await checkReleaseSignaturesOrFail(bundle, read, anchors, args.bundle);
-      const releaseSignatures = bundle.metadata.signatures?.release;
-      // The CVO's ConfigMap carries only signatures a trusted key verified, or those the user lets through.
-      const configMap = gpg && (gpg.anchored || args['allow-unverified-signatures']) && releaseSignatures
-        ? signatureConfigMap(releaseSignatures.digest, await Promise.all(releaseSignatures.signatures.map((b) => read(b.digest))))
-        : undefined;
-      const cluster = args.apply && dryRun !== 'client' ? await connectCluster(args) : undefined;
-      if (args.apply && !configMap && !(dryRun === 'client' && releaseSignatures)) throw new BadInputError(`--apply: bundle ${args.bundle} carries no release signature to apply; create it again with its signatures`);
-      const client = new PushClient(target.registry, transportOptionsFrom(args, (e) => { if (e.kind === 'retry') ctx.log.warn(retryLine(e)); }, (line) => ctx.log.warn(line)));
-      try {
-        const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr, progress: progressModeFrom(args, ctx.stderr), removeSignatures: args['remove-signatures'], ...(dryRun !== 'none' ? { dryRun } : {}) });
-        if (dryRun !== 'none') {
-          ctx.stdout.write(renderPushDryRun(report, { target: args.target, files: [MAPPING_FILE, IDMS_FILE, ...(configMap ? [SIGNATURE_CONFIGMAP_FILE] : []), ...catalogResourceFiles(report)].map((f) => join(args['output-dir'], f)), dryRun, removeSignatures: args['remove-signatures'] }));
-          if (args.apply && configMap) ctx.stdout.write(`configmap/${configMap.metadata.name} ${cluster ? await applyObject(cluster, configMap, dryRun) : 'would be applied (client dry run)'} (namespace ${configMap.metadata.namespace})\n`);
-          if (args.apply && !configMap) ctx.stdout.write(`configmap ${SIGNATURE_CONFIGMAP_FILE} not checked: a client dry run reads no cluster keys to verify the release signatures with (give --verification-key)\n`);
-          if (gpg) ctx.stdout.write(`${gpg.line}\n`);
-          ctx.stdout.write(pushDryRunClosing(dryRun));
-          return;
-        }
-        const name = `prestage-${bundle.metadata.release.version}`;
-        await writeFileAtomic(join(args['output-dir'], MAPPING_FILE), renderMapping(report.images));
-        await writeFileAtomic(join(args['output-dir'], IDMS_FILE), renderImageDigestMirrorSet(name, report.images));
-        const { blobs, manifests } = report;
-        const { tags } = report;
-        ctx.stdout.write(`pushed ${count(report.images.length, 'image')} to ${args.target}: blobs ${blobs.uploaded} uploaded (${formatBytes(report.bytesUploaded)}), ${blobs.mounted} mounted, ${blobs.present} present; manifests ${manifests.pushed} pushed, ${manifests.present} present; tags ${tags.written} written, ${tags.present} present; in ${report.seconds.toFixed(1)} s\n`);
-        if (report.releaseTags.length > 0) ctx.stdout.write(`release ${report.releaseTags.join(' ')}\n`);
-        ctx.stdout.write(`wrote ${join(args['output-dir'], MAPPING_FILE)} and ${join(args['output-dir'], IDMS_FILE)} (ImageDigestMirrorSet ${name})\n`);
-        for (const line of await writeCatalogResources(report, args['output-dir'])) ctx.stdout.write(`${line}\n`);
-        if (!args['remove-signatures']) ctx.stdout.write(`sigstore signatures: ${report.signatures.written} tagged, ${report.signatures.present} present\n`);
-        if (gpg) ctx.stdout.write(`${gpg.line}\n`);
-        if (gpg && !configMap) ctx.stdout.write(`${SIGNATURE_CONFIGMAP_FILE} not written: no trusted key verified the release signatures (give --verification-key or --kubeconfig, or --allow-unverified-signatures)\n`);
-        if (configMap) {
-          await writeFileAtomic(join(args['output-dir'], SIGNATURE_CONFIGMAP_FILE), renderSignatureConfigMap(configMap));
-          const count = Object.keys(configMap.binaryData).length;
-          const unverified = gpg?.anchored ? '' : ', NOT verified against a trusted key: --allow-unverified-signatures';
-          ctx.stdout.write(`wrote ${join(args['output-dir'], SIGNATURE_CONFIGMAP_FILE)} (ConfigMap ${configMap.metadata.namespace}/${configMap.metadata.name}, ${count} signature${count === 1 ? '' : 's'}${unverified})\n`);
-        }
-        if (cluster && configMap) {
-          await applyServerSide(cluster, [configMap]);
-          ctx.stdout.write(`applied ConfigMap ${configMap.metadata.namespace}/${configMap.metadata.name}: the cluster verifies release ${bundle.metadata.release.version} without --force\n`);
-        }
-        if (gpg?.warning) ctx.stderr.write(`${gpg.warning}\n`);
-      } finally {
-        await client.close();
+      const path = isArchive(args.bundle) ? undefined : await readPathIndex(args.bundle);
+      if (!path) return pushOne(ctx, args);
+      for (const hop of path.hops) {
+        ctx.stdout.write(`hop ${hop.from} -> ${hop.to}: ${join(args.bundle, hop.dir)}\n`);
+        await pushOne(ctx, { ...args, bundle: join(args.bundle, hop.dir), 'output-dir': join(args['output-dir'], hop.dir) });
       }
+      if (args['dry-run'] === 'none') for (const line of await pushPathGraph(path, args, (line) => ctx.log.warn(line))) ctx.stdout.write(`${line}\n`);
     },
   });
 }
 
-/** `--since`: a bundle directory, an archive, a plan file, or a release to plan. */
-async function previousBundle(since: string, client: RegistryClient, args: PlanFlags): Promise<PreviousBundle> {
-  if (isArchive(since)) {
-    const { bundle, inventory } = await inventoryOfArchive(await openArchive(since));
-    return { source: since, blobs: new Set([...inventory.verified.keys(), ...(bundle.metadata.previous?.blobs.map((b) => b.digest) ?? [])]) };
+/** One bundle into the mirror, and the files that send the cluster there. */
+async function pushOne(ctx: CommandContext, args: PushArgs): Promise<void> {
+  const target = parseMirrorTarget(args.target);
+  const dryRun = args['dry-run'] as DryRun;
+  if (dryRun === 'none') await checkOutputDir(args['output-dir']);
+  else refuseArchiveDryRun(args.bundle, isArchive(args.bundle));
+  const bundle = await openForPush(args.bundle, args['work-dir'], ctx);
+  const warning = unsignedWarning(bundle, args.bundle);
+  if (warning) ctx.stderr.write(`${warning}\n`);
+  // Before anything is sent: altered signatures must not reach the mirror or the cluster.
+  const read = verifiedReader(bundle.dir);
+  // A client dry run reads nothing from the cluster: only --verification-key files anchor.
+  const anchors = await trustAnchors(dryRun === 'client' ? { ...args, kubeconfig: undefined, context: undefined } : args, dryRun !== 'client' && args.apply);
+  const gpg = await checkReleaseSignaturesOrFail(bundle, read, anchors, args.bundle);
+  const releaseSignatures = bundle.metadata.signatures?.release;
+  // The CVO's ConfigMap carries only signatures a trusted key verified, or those the user lets through.
+  const configMap = gpg && (gpg.anchored || args['allow-unverified-signatures']) && releaseSignatures
+    ? signatureConfigMap(releaseSignatures.digest, await Promise.all(releaseSignatures.signatures.map((b) => read(b.digest))))
+    : undefined;
+  const cluster = args.apply && dryRun !== 'client' ? await connectCluster(args) : undefined;
+  if (args.apply && !configMap && !(dryRun === 'client' && releaseSignatures)) throw new BadInputError(`--apply: bundle ${args.bundle} carries no release signature to apply; create it again with its signatures`);
+  const client = new PushClient(target.registry, transportOptionsFrom(args, (e) => { if (e.kind === 'retry') ctx.log.warn(retryLine(e)); }, (line) => ctx.log.warn(line)));
+  try {
+    const report = await pushBundle(bundle, client, target, { concurrency: args.parallel, progressTo: ctx.stderr, progress: progressModeFrom(args, ctx.stderr), removeSignatures: args['remove-signatures'], ...(dryRun !== 'none' ? { dryRun } : {}) });
+    if (dryRun !== 'none') {
+      ctx.stdout.write(renderPushDryRun(report, { target: args.target, files: [MAPPING_FILE, IDMS_FILE, ...(configMap ? [SIGNATURE_CONFIGMAP_FILE] : []), ...catalogResourceFiles(report)].map((f) => join(args['output-dir'], f)), dryRun, removeSignatures: args['remove-signatures'] }));
+      if (args.apply && configMap) ctx.stdout.write(`configmap/${configMap.metadata.name} ${cluster ? await applyObject(cluster, configMap, dryRun) : 'would be applied (client dry run)'} (namespace ${configMap.metadata.namespace})\n`);
+      if (args.apply && !configMap) ctx.stdout.write(`configmap ${SIGNATURE_CONFIGMAP_FILE} not checked: a client dry run reads no cluster keys to verify the release signatures with (give --verification-key)\n`);
+      if (gpg) ctx.stdout.write(`${gpg.line}\n`);
+      ctx.stdout.write(pushDryRunClosing(dryRun));
+      return;
+    }
+    const name = `prestage-${bundle.metadata.release.version}`;
+    await writeFileAtomic(join(args['output-dir'], MAPPING_FILE), renderMapping(report.images));
+    await writeFileAtomic(join(args['output-dir'], IDMS_FILE), renderImageDigestMirrorSet(name, report.images));
+    const { blobs, manifests } = report;
+    const { tags } = report;
+    ctx.stdout.write(`pushed ${count(report.images.length, 'image')} to ${args.target}: blobs ${blobs.uploaded} uploaded (${formatBytes(report.bytesUploaded)}), ${blobs.mounted} mounted, ${blobs.present} present; manifests ${manifests.pushed} pushed, ${manifests.present} present; tags ${tags.written} written, ${tags.present} present; in ${report.seconds.toFixed(1)} s\n`);
+    if (report.releaseTags.length > 0) ctx.stdout.write(`release ${report.releaseTags.join(' ')}\n`);
+    ctx.stdout.write(`wrote ${join(args['output-dir'], MAPPING_FILE)} and ${join(args['output-dir'], IDMS_FILE)} (ImageDigestMirrorSet ${name})\n`);
+    for (const line of await writeCatalogResources(report, args['output-dir'])) ctx.stdout.write(`${line}\n`);
+    if (!args['remove-signatures']) ctx.stdout.write(`sigstore signatures: ${report.signatures.written} tagged, ${report.signatures.present} present\n`);
+    if (gpg) ctx.stdout.write(`${gpg.line}\n`);
+    if (gpg && !configMap) ctx.stdout.write(`${SIGNATURE_CONFIGMAP_FILE} not written: no trusted key verified the release signatures (give --verification-key or --kubeconfig, or --allow-unverified-signatures)\n`);
+    if (configMap) {
+      await writeFileAtomic(join(args['output-dir'], SIGNATURE_CONFIGMAP_FILE), renderSignatureConfigMap(configMap));
+      const count = Object.keys(configMap.binaryData).length;
+      const unverified = gpg?.anchored ? '' : ', NOT verified against a trusted key: --allow-unverified-signatures';
+      ctx.stdout.write(`wrote ${join(args['output-dir'], SIGNATURE_CONFIGMAP_FILE)} (ConfigMap ${configMap.metadata.namespace}/${configMap.metadata.name}, ${count} signature${count === 1 ? '' : 's'}${unverified})\n`);
+    }
+    if (cluster && configMap) {
+      await applyServerSide(cluster, [configMap]);
+      ctx.stdout.write(`applied ConfigMap ${configMap.metadata.namespace}/${configMap.metadata.name}: the cluster verifies release ${bundle.metadata.release.version} without --force\n`);
+    }
+    if (gpg?.warning) ctx.stderr.write(`${gpg.warning}\n`);
+  } finally {
+    await client.close();
   }
-  if (isDirectory(since)) return { source: since, blobs: await previousBundleBlobs(since) };
-  const plan: Plan = isFile(since) ? await readPlanFile(since) : await buildPlan(client, planOptionsFrom(args, since));
-  return { source: since, blobs: planBlobs(plan) };
 }
 
 /**
@@ -316,21 +239,4 @@ async function openForPush(path: string, workDir: string | undefined, ctx: Comma
   ctx.stderr.write(`unpacking ${count(archive.index.parts.length, 'part')} into ${dir}\n`);
   await unpackArchive(archive, dir);
   return readBundle(dir);
-}
-
-/** An example as every command's help shows it: what it does as a comment, then the line. */
-function example(line: string, what: string): [string, string] {
-  return [`# ${what}\n${line}`, ''];
-}
-
-function isFile(path: string): boolean {
-  return existsSync(path) && statSync(path).isFile() && !path.endsWith(ARCHIVE_INDEX_FILE);
-}
-
-function isDirectory(path: string): boolean {
-  return existsSync(path) && statSync(path).isDirectory();
-}
-
-function isArchive(path: string): boolean {
-  return path.endsWith(ARCHIVE_INDEX_FILE) || (isDirectory(path) && existsSync(join(path, ARCHIVE_INDEX_FILE)));
 }

@@ -102,7 +102,7 @@ async function pathTarget(flags: PathFlags & RegistryFlags, cluster: UpdateSourc
       ...(path.channel !== undefined ? { channel: path.channel } : {}),
       graph: path.source,
       controlPlaneOnly: path.controlPlaneOnly,
-      hops: path.hops.map((hop) => ({ from: hop.from.version, to: hop.to.version, pullSpec: hop.to.payload, risks: hop.risks.map((r) => `${r.name}: ${r.message}`), why: hop.why })),
+      hops: path.hops.map((hop) => ({ from: hop.from.version, to: hop.to.version, pullSpec: hop.to.payload, risks: hop.risks.map((r) => ({ name: r.name, message: r.message, ...(r.url ? { url: r.url } : {}) })), why: hop.why })),
       refused: path.refused,
       equallyShort: path.equallyShort,
       notes: path.notes,

@@ -79,7 +79,8 @@ export interface ToFlags {
   context?: string;
 }
 
-export function withToOptions<T>(y: Argv<T>): Argv<T & ToFlags> {
+/** `what`: how a value that is no version reads (bundle create's --to was once its directory). */
+export function withToOptions<T>(y: Argv<T>, notAVersion?: (value: string) => string, positional = 'release'): Argv<T & ToFlags> {
   return y
     .option('to', {
       type: 'string',
@@ -90,14 +91,14 @@ export function withToOptions<T>(y: Argv<T>): Argv<T & ToFlags> {
         try {
           return parseReleaseVersion('--to')(value);
         } catch (err) {
-          throw Object.assign(new Error((err as Error).message), { name: 'YError' });
+          throw Object.assign(new Error(notAVersion && value !== undefined ? notAVersion(value) : (err as Error).message), { name: 'YError' });
         }
       },
       describe: 'Release VERSION instead of RELEASE: an update the cluster offers (ClusterVersion status.availableUpdates), resolved to its pullspec as oc adm upgrade --to does',
     })
     .option('allow-not-recommended', { type: 'boolean', default: false, describe: 'With --to: accept a conditional update the cluster does not recommend (its risks are printed)' })
     .check((argv) => {
-      if ((argv['release'] === undefined) === (argv['to'] === undefined)) throw new BadInputError('name the release as the RELEASE argument or as --to VERSION, exactly one of them');
+      if ((argv[positional] === undefined) === (argv['to'] === undefined)) throw new BadInputError(`name the release as the ${positional.toUpperCase()} argument or as --to VERSION, exactly one of them`);
       return true;
     }) as unknown as Argv<T & ToFlags>;
 }

@@ -87,7 +87,7 @@ export async function buildExecutableLayer(executable: string): Promise<AppLayer
  * A reproducible gzip tar of `names` (in order; a trailing / is a directory), each read from
  * `source(name)` (undefined: a directory); owned by root, dated 1970.
  */
-async function layerOf(names: readonly string[], source: (name: string) => string | undefined, files: number): Promise<AppLayer> {
+export async function layerOf(names: readonly string[], source: (name: string) => string | undefined, files: number): Promise<AppLayer> {
   const archive = pack();
   const chunks: Buffer[] = [];
   const ended = (async () => {
@@ -276,14 +276,22 @@ function sha256(bytes: Buffer): string {
  * the release's. REF may name a tag: it is resolved here, once.
  */
 export async function withAgentImage(reader: RegistryClient, plan: Plan, reference: string): Promise<Plan> {
+  return (await withCarriedImage(reader, plan, reference, { flag: '--agent-image', name: 'prestage-agent', why: `the prestage agent image (${reference}), carried by --agent-image` })).plan;
+}
+
+/**
+ * `plan` with one more image for a bundle to carry (in no set: `skipped`, with why): as named,
+ * or with `arch` one platform's image (a base another image is built over).
+ */
+export async function withCarriedImage(reader: RegistryClient, plan: Plan, reference: string, what: { flag: string; name: string; why: string; arch?: string }): Promise<{ plan: Plan; pullSpec: string }> {
   let ref: ImageReference;
   try {
     ref = parseReference(reference);
   } catch (error) {
-    throw new BadInputError(`--agent-image: ${(error as Error).message}`);
+    throw new BadInputError(`${what.flag}: ${(error as Error).message}`);
   }
-  const { digest } = await reader.fetchManifest(ref);
+  const digest = what.arch ? (await reader.resolveImage(ref, what.arch)).digest : (await reader.fetchManifest(ref)).digest;
   const pullSpec = formatReference({ registry: ref.registry, repository: ref.repository, digest });
-  const entry: SkippedImage = { name: 'prestage-agent', names: ['prestage-agent'], pullSpec, digest, why: `the prestage agent image (${reference}), carried by --agent-image` };
-  return { ...plan, skipped: [...(plan.skipped ?? []).filter((image) => image.pullSpec !== pullSpec), entry] };
+  const entry: SkippedImage = { name: what.name, names: [what.name], pullSpec, digest, why: what.why };
+  return { plan: { ...plan, skipped: [...(plan.skipped ?? []).filter((image) => image.pullSpec !== pullSpec), entry] }, pullSpec };
 }

@@ -16,8 +16,8 @@ export interface PathHopInput {
   readonly to: string;
   /** The release image of `to`, by digest. */
   readonly pullSpec: string;
-  /** Risk names and messages taken (a conditional edge); empty: recommended. */
-  readonly risks: readonly string[];
+  /** The risks taken (a conditional edge); empty: recommended. */
+  readonly risks: ReadonlyArray<{ readonly name: string; readonly message: string; readonly url?: string }>;
   readonly why: string;
 }
 
