@@ -15,6 +15,7 @@ import { planBlobs, previousBundleBlobs, readPlanFile } from '../bundle/inputs.j
 import { BUNDLE_FILE, type Bundle, type BundleMetadata } from '../bundle/layout.js';
 import { PATH_INDEX_FILE, writePathIndex, type PathIndex } from '../bundle/path-index.js';
 import { BadInputError } from '../errors.js';
+import { readImageSetConfiguration } from '../config/image-set-config.js';
 import { withAgentImage, withCarriedImage } from '../install/agent-image.js';
 import { buildPlan } from '../plan/build.js';
 import { planPath, type PathPlan } from '../plan/path-plan.js';
@@ -51,7 +52,7 @@ function createBuilder(y: Argv) {
           .option('parallel', { type: 'number', default: 32, coerce: integerAtLeast('parallel', 1), describe: 'Connections at once for manifests and blobs (small blobs need many in flight to fill a link; big blobs, one per Range part, get a quarter of them while small ones are left)' })
           .option('force', { type: 'boolean', default: false, describe: 'Replace a bundle of another release (or a layout prestage did not write) in --output-dir' })
           .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'Read blobs no faster than RATE in all (bytes: 20MiB/s, 5MB/s, 20Mi; bits: 40Mbit/s, 40Mbps), leaving the rest of a shared link to others; manifests are not counted' })
-          .option('graph-base-image', { type: 'string', default: GRAPH_BASE_IMAGE, describe: 'With a path (--from, --to): the base of the update graph image bundle push builds for an OpenShift Update Service (it runs bash and cp, as oc-mirror\'s does); carried in the first hop\'s bundle; \'\' carries no graph image' })
+          .option('graph-base-image', { type: 'string', describe: `With a path (--from, --to): the base of the update graph image bundle push builds for an OpenShift Update Service (it runs bash and cp, as oc-mirror's does); carried in the first hop's bundle; '' carries no graph image [default: ${GRAPH_BASE_IMAGE}; with --config, only when its mirror.platform.graph is true]` })
           .option('agent-image', { type: 'string', describe: 'Also carry the prestage agent image (`prestage image push`), e.g. registry.example.com/prestage:0.1.0; push mirrors it by digest' })
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --output-dir ocp-4.16.3 --verification-key redhat-release.asc`, 'Bundle a release with its GPG signatures (verified with the key) and sigstore signatures'))
           .example(...example(`$0 bundle create ${RELEASE_EXAMPLE} --output-dir ocp-4.16.3`, 'Bundle a release; rerun the same command to resume or repair it'))
@@ -81,13 +82,15 @@ export function createCommand(ctx: CommandContext) {
         try {
           const path = await planPath(target.path, (hop) => buildPlan(client, { ...planOptionsFrom(args, hop.pullSpec), layerSizes }));
           ctx.stdout.write(`path ${[path.from, ...path.hops.map((hop) => hop.to)].join(' -> ')}: ${count(path.hops.length, 'bundle')} in ${dir}\n`);
+          const config = args.config !== undefined ? readImageSetConfiguration(args.config) : undefined;
+          const graphBaseImage = args['graph-base-image'] ?? (config?.platform && !config.platform.graph ? '' : GRAPH_BASE_IMAGE);
           const carried = new Set<string>();
           let graphBase: string | undefined;
           for (const [i, hop] of path.hops.entries()) {
             const previous = carried.size > 0 ? { source: `the hops before ${hop.to} in ${dir}`, blobs: new Set(carried) } : undefined;
             let plan = hop.plan;
-            if (i === 0 && args['graph-base-image']) {
-              const base = await withCarriedImage(client, plan, args['graph-base-image'], { flag: '--graph-base-image', name: 'graph-base', why: `the base of the update graph image (${args['graph-base-image']}), carried by --graph-base-image`, arch: args.arch });
+            if (i === 0 && graphBaseImage) {
+              const base = await withCarriedImage(client, plan, graphBaseImage, { flag: '--graph-base-image', name: 'graph-base', why: `the base of the update graph image (${graphBaseImage}), carried by --graph-base-image`, arch: args.arch });
               ({ plan } = base);
               graphBase = base.pullSpec;
             }

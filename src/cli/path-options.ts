@@ -11,6 +11,10 @@ import { BadInputError } from '../errors.js';
 import type { PathInput } from '../plan/path-plan.js';
 import { releaseToPlan, type ToFlags } from './plan-options.js';
 import { transportOptionsFrom, type RegistryFlags } from './registry-options.js';
+import { readImageSetConfiguration } from '../config/image-set-config.js';
+
+/** The CVO's upstream when none is named (graph/read.ts RED_HAT_UPDATE_SERVICE, not loaded until a graph is read). */
+const RED_HAT_GRAPH = 'https://api.openshift.com/api/upgrades_info/v1/graph';
 
 export interface PathFlags extends ToFlags {
   from?: string;
@@ -46,7 +50,8 @@ export type PlanTarget = { readonly release: string } | { readonly path: PathInp
  * The release or the path `flags` name; `warn` gets each risk taken and each note on the graph.
  * A path of one hop is that hop's release.
  */
-export async function targetToPlan(flags: PathFlags & RegistryFlags, warn: (line: string) => void): Promise<PlanTarget> {
+export async function targetToPlan(flags: PathFlags & RegistryFlags & { config?: string }, warn: (line: string) => void): Promise<PlanTarget> {
+  if (flags.to === undefined && flags.release === undefined && flags.config !== undefined) return targetToPlan({ ...flags, ...pathFromConfig(flags.config, flags.graph), config: undefined }, warn);
   const graphWanted = flags.from !== undefined || flags.graph !== undefined || flags['control-plane-only-update'] || flags.channel !== undefined;
   if (flags.to === undefined || !graphWanted) {
     try {
@@ -118,4 +123,21 @@ function channelFor(to: string, clusterChannel: string | undefined, warn: (line:
   const channel = `stable-${minor}`;
   warn(`following channel ${channel}${clusterChannel ? ` (the cluster's ${clusterChannel} holds no ${minor} release)` : ''}; --channel names another (eus-${minor} for a Control Plane Only update)`);
   return channel;
+}
+
+/**
+ * The path an ImageSetConfiguration names: its platform channel with shortestPath, from
+ * minVersion to maxVersion (oc-mirror's meaning), over the graph --graph names, else
+ * UPDATE_URL_OVERRIDE as oc-mirror reads it, else Red Hat's.
+ */
+function pathFromConfig(file: string, graph: string | undefined): Pick<PathFlags, 'from' | 'to' | 'channel' | 'graph'> {
+  const channels = readImageSetConfiguration(file).platform?.channels ?? [];
+  const at = (i: number) => `--config ${file}: mirror.platform.channels[${i}]`;
+  if (channels.length === 0) throw new BadInputError(`--config ${file}: no mirror.platform.channels and no release named; name the release as SOURCE or --to VERSION, or add a channel with minVersion, maxVersion and shortestPath: true`);
+  if (channels.length > 1) throw new BadInputError(`--config ${file}: ${channels.length} platform channels; prestage carries one upgrade path: keep the channel of the path (e.g. eus-4.18 with minVersion and maxVersion)`);
+  const channel = channels[0]!;
+  if (channel.type !== 'ocp') throw new BadInputError(`${at(0)}: type ${channel.type}: prestage plans OpenShift (ocp) releases`);
+  if (!channel.minVersion || !channel.maxVersion) throw new BadInputError(`${at(0)} (${channel.name}): name minVersion (the release the cluster runs) and maxVersion (the target)`);
+  if (!channel.shortestPath || channel.full) throw new BadInputError(`${at(0)} (${channel.name}): without shortestPath: true oc-mirror carries every release from ${channel.minVersion} to ${channel.maxVersion}; prestage carries the path the cluster takes: set shortestPath: true`);
+  return { from: channel.minVersion, to: channel.maxVersion, channel: channel.name, graph: graph ?? (process.env['UPDATE_URL_OVERRIDE'] || RED_HAT_GRAPH) };
 }

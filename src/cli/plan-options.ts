@@ -98,6 +98,8 @@ export function withToOptions<T>(y: Argv<T>, notAVersion?: (value: string) => st
     })
     .option('allow-not-recommended', { type: 'boolean', default: false, describe: 'With --to: accept a conditional update the cluster does not recommend (its risks are printed)' })
     .check((argv) => {
+      // An ImageSetConfiguration's mirror.platform.channels may name the path instead (path-options.ts).
+      if (argv[positional] === undefined && argv['to'] === undefined && argv['config'] !== undefined) return true;
       if ((argv[positional] === undefined) === (argv['to'] === undefined)) throw new BadInputError(`name the release as the ${positional.toUpperCase()} argument or as --to VERSION, exactly one of them`);
       return true;
     }) as unknown as Argv<T & ToFlags>;
@@ -138,7 +140,7 @@ export function planOptionsFrom(flags: PlanFlags, release: string, live?: LiveCl
     extraRole: flags['extra-role'],
     namePrefix: flags['name-prefix'],
     ...(operators.length > 0 ? { operators } : {}),
-    ...(config ? { inputWarnings: configWarnings(flags.config!, config) } : {}),
+    ...(config ? { inputWarnings: configWarnings(flags.config!, config, namesRelease(flags)) } : {}),
   };
 }
 
@@ -149,10 +151,16 @@ function operatorSelections(flags: PlanFlags, config: ImageSetConfiguration | un
   return [...(config?.operators ?? []), ...fromFlags];
 }
 
+/** Whether the command line named the release (SOURCE, RELEASE or --to), not the config's channels. */
+function namesRelease(flags: PlanFlags): boolean {
+  const named = flags as PlanFlags & { to?: string; release?: string; source?: string };
+  return named.to !== undefined || named.release !== undefined || named.source !== undefined;
+}
+
 /** What the config asks that a plan does not do, said once. */
-function configWarnings(file: string, config: ImageSetConfiguration): string[] {
+function configWarnings(file: string, config: ImageSetConfiguration, namedRelease: boolean): string[] {
   return [
-    ...(config.platform && config.platform.channels.length > 0 ? [`--config ${file}: mirror.platform.channels are not planned (the release is the one named on the command line)`] : []),
+    ...(config.platform && config.platform.channels.length > 0 && namedRelease ? [`--config ${file}: mirror.platform.channels are not planned (the release is the one named on the command line)`] : []),
     ...(config.blockedImages.length > 0 ? [`--config ${file}: mirror.blockedImages are not applied to a plan`] : []),
     ...config.ignored.map((path) => `--config ${file}: ${path} is accepted and not used by prestage`),
   ];
