@@ -48,7 +48,8 @@ export function planCommand(ctx: CommandContext) {
       // Found now, not after minutes of registry reads.
       if (args['output-dir'] !== undefined) await checkOutputDir(args['output-dir']);
       const gitops = gitopsOptionsFrom(args);
-      const requested = args.cluster ?? (args.kubeconfig !== undefined || args.context !== undefined || args.to !== undefined);
+      // `--to` alone reads the cluster's offered updates; `--from` names the start, so no cluster is needed.
+      const requested = args.cluster ?? (args.kubeconfig !== undefined || args.context !== undefined || (args.to !== undefined && args.from === undefined));
       const target = await targetToPlan(args, (line) => ctx.log.warn(line));
       if ('path' in target && args.gitops !== undefined) throw new BadInputError(`--gitops orders the sets of one release; ${target.path.from} -> ${target.path.to} takes ${target.path.hops.length} hops: render each with plan --to HOP --gitops, in turn`);
       if ('path' in target && args['signatures-from'] !== undefined) throw new BadInputError(`--signatures-from verifies one release's signatures; ${target.path.from} -> ${target.path.to} takes ${target.path.hops.length} hops: bundle create --from ${target.path.from} --to ${target.path.to} carries every hop's, or run plan --to HOP --signatures-from DIR per hop`);

@@ -14,3 +14,4 @@ export {
 } from './fault-proxy.js';
 export { startForwardProxy, type ForwardProxyHandle, type ForwardProxyOptions } from './forward-proxy.js';
 export { startTcpFaults, type TcpConnection, type TcpFaults } from './tcp-faults.js';
+export { GRAPH_PATH, startUpdateService, type UpdateServiceFault, type UpdateServiceHandle, type UpdateServiceOptions, type UpdateServiceRequest } from './update-service.js';
