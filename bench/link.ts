@@ -16,20 +16,19 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { pushFixture } from '../fixtures/push.js';
 import { buildReleaseFixture } from '../fixtures/release.js';
-import { AGENT_PATHS } from '../src/cluster/agent/backend.js';
 import { KubeClient } from '../src/kube/client.js';
 import { startCluster } from '../test/cluster/index.js';
 import type { Daemon } from '../test/cluster/processes.js';
 import { linkWindows, type FaultProxy } from '../test/harness/fault-proxy.js';
 import { startFaultProxy, startRegistry } from '../test/harness/index.js';
-import { startNodeAgent, withCri } from '../test/support/agent-bed.js';
+import { startNodeAgent } from '../test/support/agent-bed.js';
 import { file, pushImage } from '../test/support/built-images.js';
 import { CURRENT, previousBuild, type Build } from './previous-build.js';
+import { emptyNodes as emptyLinkNodes } from './empty-nodes.js';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -78,22 +77,7 @@ async function cli(build: Build, args: readonly string[]): Promise<{ code: numbe
   }
 }
 
-/** Every set deleted, until no pull is under way (what each node stores unchanged over 8 s), then the images removed. */
-async function emptyNodes(): Promise<void> {
-  const ours = (image: { repoDigests: readonly string[] }) => image.repoDigests.some((name) => name.startsWith('quay.io/openshift-release-dev/') || name.startsWith('large.example/'));
-  const sets = (await client.get<{ items: Array<{ metadata: { name: string } }> }>(AGENT_PATHS.pinnedImageSets)).items;
-  for (const set of sets) await client.request('DELETE', `${AGENT_PATHS.pinnedImageSets}/${set.metadata.name}`);
-  const stored = async () => JSON.stringify(await Promise.all(cluster.nodes.map((node) => withCri(node, async (cri) => (await cri.listImages()).filter((image) => ours(image)).map((image) => `${image.id}${image.pinned ? '+' : ''}`)))));
-  for (let before = await stored(); ; ) {
-    await sleep(8_000);
-    const now = await stored();
-    if (now === before && !now.includes('+')) break;
-    before = now;
-  }
-  for (const node of cluster.nodes) await withCri(node, async (cri) => {
-    for (const image of await cri.listImages()) if (ours(image)) await cri.removeImage(image.id);
-  });
-}
+const emptyNodes = () => emptyLinkNodes(client, cluster, ['quay.io/openshift-release-dev/', 'large.example/']);
 
 function measured(build: Build, images: Row['images'], cap: number, proxy: FaultProxy, busy: boolean): Row {
   const windows = linkWindows(proxy.stats.perSecond, 5);

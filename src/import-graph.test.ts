@@ -22,6 +22,8 @@ const FORBIDDEN: Readonly<Record<string, string>> = {
   'signatures -> cli': 'signature checks are a library; flags live in cli/',
   'signatures -> bundle': 'bundles use signatures, not the other way',
   'plan -> cluster': 'planning reads a live cluster through what the CLI hands it',
+  'graph -> plan': 'the update graph is a source beside the release: plan gets a path as a list of releases',
+  'graph -> cluster': 'the update graph is read from what the CLI hands it (a URL, a file, ClusterVersion spec.upstream)',
   'cli -> kube': 'the CLI reads flags and prints; cluster/, install/ and verify/ speak the API (cluster/connect.ts hands it a client)',
 };
 

@@ -186,6 +186,8 @@ describe('the path across the air gap', () => {
   });
 
   it('writes one bundle per hop, each after the first leaving out what the hops before it carry', async () => {
+    // For the record (docs/air-gapped-bundles.md shows it).
+    console.log(`$ prestage bundle create --from 4.16.3 --to 4.18.2 ...  (exit ${created.code})\n${created.stdout}${created.stderr}`);
     expect(created.code, created.stderr).toBe(0);
     expect((await readdir(bundle)).sort()).toEqual(['4.16.8', '4.17.5', '4.18.2', 'graph-data', 'prestage-path.json']);
     expect(created.stdout).toMatch(/^bundle .*4\.17\.5: .*; \d+ blobs left to the previous bundle$/m);
@@ -197,6 +199,7 @@ describe('the path across the air gap', () => {
 
   it('bundle push takes the hops in order, then the graph image and the UpdateService', async () => {
     const r = await runCli(['bundle', 'push', bundle, `${mirror.host}/ocp`, '--insecure-registry', mirror.host, '--output-dir', out, '--allow-unverified-signatures', '--quiet']);
+    console.log(`$ prestage bundle push ...  (exit ${r.code})\n${r.stdout}${r.stderr}`);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout.match(/^hop /gm)).toHaveLength(3);
     for (const version of PATH_VERSIONS.slice(1)) {

@@ -11,7 +11,7 @@ function image(name: string, layers: Array<[string, number]>, role: PlannedImage
 }
 function plan(version: string, images: PlannedImage[]): Plan {
   const set = (role: 'control-plane' | 'worker'): PlannedSet => ({ name: `prestage-${version}-${role}`, role, labels: {}, images: images.filter((i) => i.role === 'all' || i.role === role).map((i) => i.pullSpec), compressedBytes: 0, diskBytes: 0, estimate: { method: 'exact', exactLayers: 1, estimatedLayers: 0 } });
-  return { images, sets: [set('control-plane'), set('worker')], warnings: [`w ${version}`], nodes: [{ role: 'worker', nodes: ['w1'], sets: [], diskBytes: 0, heldDiskBytes: 0, newDiskBytes: 0, newCompressedBytes: 0 }] } as unknown as Plan;
+  return { images, sets: [set('control-plane'), set('worker')], warnings: [`w ${version}`, 'same'], nodes: [{ role: 'worker', nodes: ['w1'], sets: [], diskBytes: 0, heldDiskBytes: 0, newDiskBytes: 0, newCompressedBytes: 0 }] } as unknown as Plan;
 }
 const input: PathInput = { from: '4.16.3', to: '4.17.5', graph: 'g', controlPlaneOnly: false, hops: [], refused: [], equallyShort: 1, notes: ['note'] };
 const hop = (from: string, to: string, p: Plan): PlannedHop => ({ from, to, pullSpec: `r@${to}`, risks: [], why: 'w', workersPaused: false, plan: p });
@@ -34,7 +34,7 @@ describe('assemblePath', () => {
     const cp = path.union.perNode.find((t) => t.role === 'control-plane')!;
     expect(cp.images).toBe(3);
     expect(path.union.compressedBytes).toBe(1000 + 100 + 30 + 50 + 30);
-    expect(path.warnings).toEqual(['note', '4.16.8: w 4.16.8', '4.17.5: w 4.17.5']);
+    expect(path.warnings).toEqual(['note', '4.16.8: w 4.16.8', '4.16.8, 4.17.5: same', '4.17.5: w 4.17.5']);
     expect(pathNodeBytes(path)).toEqual([{ role: 'worker', nodes: ['w1'], sets: worker.sets, diskBytes: worker.diskBytes, heldDiskBytes: 0, newDiskBytes: worker.diskBytes, newCompressedBytes: worker.compressedBytes }]);
   });
 });

@@ -84,7 +84,10 @@ export function assemblePath(path: PathInput, hops: readonly PlannedHop[]): Path
   const perNode = roles.map((role) => roleTotal(role, hops)).filter((total) => total.sets.length > 0);
   const blobs = new Map<string, number>();
   for (const hop of hops) for (const image of hop.plan.images) for (const [digest, bytes] of blobsOf(image)) blobs.set(digest, bytes);
-  const warnings = [...path.notes, ...new Set(hops.flatMap((hop) => hop.plan.warnings.map((w) => `${hop.to}: ${w}`)))];
+  // A warning every hop gives is said once, naming the hops.
+  const hopsOf = new Map<string, string[]>();
+  for (const hop of hops) for (const w of new Set(hop.plan.warnings)) hopsOf.set(w, [...(hopsOf.get(w) ?? []), hop.to]);
+  const warnings = [...path.notes, ...[...hopsOf].map(([w, versions]) => `${versions.join(', ')}: ${w}`)];
   return {
     apiVersion: PLAN_API_VERSION,
     kind: PATH_KIND,
