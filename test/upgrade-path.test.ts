@@ -144,6 +144,35 @@ describe('plan over the update graph', () => {
   });
 });
 
+describe('the path an ImageSetConfiguration names (mirror.platform.channels)', () => {
+  const config = async (channel: Record<string, unknown>) => {
+    const file = join(dir, `isc-${Object.keys(channel).join('-')}.yaml`);
+    await writeFile(file, yaml.dump({ apiVersion: 'mirror.openshift.io/v2alpha1', kind: 'ImageSetConfiguration', mirror: { platform: { graph: true, channels: [{ name: CHANNEL, ...channel }] } } }));
+    return file;
+  };
+
+  it('shortestPath from minVersion to maxVersion is the path, over --graph or UPDATE_URL_OVERRIDE as oc-mirror reads it', async () => {
+    const file = await config({ minVersion: '4.16.3', maxVersion: '4.18.2', shortestPath: true });
+    const expected = PATH_VERSIONS.slice(1).flatMap((v) => [`pinnedimageset/prestage-${v}-control-plane`, `pinnedimageset/prestage-${v}-worker`]);
+    const r = await runCli(['plan', '--config', file, '--graph', graphUrl, ...flags, '-o', 'name']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.trim().split('\n')).toEqual(expected);
+    const before = service.requests.length;
+    process.env.UPDATE_URL_OVERRIDE = graphUrl;
+    const overridden = await runCli(['plan', '--config', file, ...flags, '-o', 'name']).finally(() => delete process.env.UPDATE_URL_OVERRIDE);
+    expect(overridden.code, overridden.stderr).toBe(0);
+    expect(overridden.stdout.trim().split('\n')).toEqual(expected);
+    expect(service.requests.length).toBe(before + 1);
+  });
+
+  it('without shortestPath (every release in the range, as oc-mirror carries them) is one line saying what to set', async () => {
+    const r = await runCli(['plan', '--config', await config({ minVersion: '4.16.3', maxVersion: '4.18.2' }), '--graph', graphUrl, ...flags]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain('without shortestPath: true oc-mirror carries every release from 4.16.3 to 4.18.2; prestage carries the path the cluster takes: set shortestPath: true');
+  });
+});
+
 describe('a hostile or broken update graph gets one line and nothing else', () => {
   const cases: Array<[string, UpdateServiceFault | 'unknown channel', number, RegExp]> = [
     ['a body over the bound', { kind: 'huge-body', mebibytes: 40 }, 2, /answer larger than 33554432 bytes/],

@@ -38,7 +38,8 @@ export function withPathOptions<T>(y: Argv<T>): Argv<T & PathFlags> {
     .check((argv) => {
       const needsTo = ['from', 'channel', 'graph'].filter((flag) => argv[flag] !== undefined);
       if (argv['control-plane-only-update']) needsTo.push('control-plane-only-update');
-      if (needsTo.length > 0 && argv['to'] === undefined) throw new BadInputError(`--${needsTo[0]} plans a path to a release: add --to VERSION`);
+      // A config's platform channel names the path's end instead.
+      if (needsTo.length > 0 && argv['to'] === undefined && argv['config'] === undefined) throw new BadInputError(`--${needsTo[0]} plans a path to a release: add --to VERSION`);
       return true;
     }) as unknown as Argv<T & PathFlags>;
 }
