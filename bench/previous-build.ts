@@ -1,11 +1,11 @@
 /**
  * The previous build of prestage beside this one, for benches that report both in one run:
  * `git worktree add` of BENCH_BASELINE (default: the commit before the layered registry
- * transport) into a temp dir, sharing this checkout's node_modules, compiled with tsc.
+ * transport) into a temp dir, with the dependencies of its own lockfile, compiled with its own tsc.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { symlink } from 'node:fs/promises';
+import { lstat, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,8 +39,13 @@ export async function previousBuild(): Promise<Build> {
   const bundler = join(dir, 'scripts/agent-bundle.ts');
   if (!existsSync(join(dir, 'dist')) || (existsSync(bundler) && !existsSync(join(dir, 'dist/agent.cjs')))) {
     if (!existsSync(dir)) await run('git', ['worktree', 'add', '--detach', dir, ref], { cwd: ROOT });
-    if (!existsSync(join(dir, 'node_modules'))) await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
-    await run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir });
+    // Its own lockfile's dependencies, not today's: an older build may need a package since
+    // dropped (@grpc/grpc-js before the CRI client was written), or an older major. Kept with the
+    // worktree, so a second run installs nothing; install scripts are not run (no build needs one).
+    // A worktree an earlier bench left with this checkout's node_modules linked in gets its own.
+    if ((await lstat(join(dir, 'node_modules')).catch(() => undefined))?.isSymbolicLink()) await unlink(join(dir, 'node_modules'));
+    if (!existsSync(join(dir, 'node_modules'))) await run('npm', ['ci', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: dir, maxBuffer: 64 * 2 ** 20 });
+    await run(process.execPath, [join(dir, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir });
     if (existsSync(bundler)) await run(process.execPath, ['--import', 'tsx', 'scripts/agent-bundle.ts'], { cwd: dir });
   }
   return {

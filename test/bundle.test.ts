@@ -321,15 +321,14 @@ describe('bundle verify', () => {
     expectOneLineError(await runCli(['bundle', 'verify', join(work, 'plan.json')]), 2, /plan\.json is not a directory; name a bundle directory/);
   });
 
-  it('refuses bundle create --to VERSION (a release version in plan and stage), and warns of --to as the directory', async () => {
-    const version = await runCli(['bundle', 'create', planFile, '--to', '4.16.3', ...from, ...signing]);
-    expectOneLineError(version, 2, /bundle create --to 4\.16\.3: looks like a release version, .*--output-dir/);
-    expect(existsSync(join(process.cwd(), '4.16.3'))).toBe(false);
-    const dir = join(work, 'deprecated-to');
+  it('bundle create --to is the release version, as in plan and stage: a directory given to it is refused naming --output-dir, a file source with it too', async () => {
+    const dir = join(work, 'to-a-directory');
     const r = await runCli(['bundle', 'create', planFile, '--to', dir, ...from, ...signing]);
-    expect(r.code).toBe(0);
-    expect(r.stderr).toContain('warning: bundle create --to is deprecated (--to is a release version in plan and stage): use --output-dir');
-    expect((await runCli(['bundle', 'verify', dir])).code).toBe(0);
+    expectOneLineError(r, 2, new RegExp(`bundle create --to ${dir}: --to is a release version \\(as in plan and stage\\), not the bundle directory; name the directory with --output-dir ${dir}`));
+    expect(existsSync(dir)).toBe(false);
+    const both = await runCli(['bundle', 'create', planFile, '--to', '4.16.3', ...from, ...signing]);
+    expectOneLineError(both, 2, /name the release as the SOURCE argument or as --to VERSION, exactly one of them/);
+    expect(existsSync(join(process.cwd(), '4.16.3'))).toBe(false);
   });
 });
 

@@ -263,7 +263,7 @@ describe('help and completion', () => {
   it('--help lists every command without loading them, with the exit codes', async () => {
     const result = await runBin('prestage', ['--help']);
     expect(result.code).toBe(0);
-    for (const command of ['plan [release]', 'bundle <command>', 'install', 'apply <source>', 'wait [sets..]', 'status [sets..]', 'ready <release-version>', 'stage [release]', 'prune', 'agent', 'completion']) {
+    for (const command of ['plan [release]', 'bundle <command>', 'install', 'apply <source>', 'wait [sets..]', 'status [sets..]', 'ready <release-version..>', 'stage [release]', 'prune', 'agent', 'completion']) {
       expect(result.stdout).toContain(`prestage ${command}`);
     }
     expect(result.stdout).toContain('  124  timeout (wait, stage)');

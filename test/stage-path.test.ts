@@ -20,7 +20,7 @@ import type { Daemon } from './cluster/processes.js';
 import { startRegistry, startUpdateService, type RegistryHandle, type UpdateServiceHandle } from './harness/index.js';
 import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
 import { startNodeAgent, storedLayerBytes } from './support/agent-bed.js';
-import { runCli } from './support/cli.js';
+import { runCli, startCli } from './support/cli.js';
 
 const NAMESPACE = 'prestage';
 const CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions';
@@ -80,11 +80,21 @@ describe('stage --to over a path of three hops', () => {
     const planned = await runCli(['plan', '--to', '4.18.2', ...flags, '--no-cluster', '-o', 'json']);
     expect(planned.code, planned.stderr).toBe(0);
     path = JSON.parse(planned.stdout) as PathPlan;
+    // Watched as kubectl get -w watches: piped, the table once, then each row that changes.
+    const watching = startCli(['status', '-w', '--release', '4.16.8', '--kubeconfig', cluster.kubeconfigPath]);
     const r = await runCli(['stage', '--to', '4.18.2', ...flags, '--no-cluster', '--timeout', '15m']);
     console.log(`$ prestage stage --to 4.18.2  (exit ${r.code})\n${r.stdout}${r.stderr}`);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('Upgrade path 4.16.3 -> 4.16.8 -> 4.17.5 -> 4.18.2: 3 hops');
     expect(await setNames()).toEqual(HOPS.flatMap((v) => [`prestage-${v}-control-plane`, `prestage-${v}-worker`]).sort());
+    const watched = await watching.done;
+    console.log(`$ prestage status -w --release 4.16.8  (exit ${watched.code})\n${watched.stdout}${watched.stderr}`);
+    expect(watched.code, watched.stderr).toBe(0);
+    const lines = watched.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^NODE +SET +GENERATION/);
+    // Every node's row of the hop's sets changed to done, each said once it did.
+    for (const node of cluster.nodes) expect(lines.some((line) => line.startsWith(`${node.name}  prestage-4.16.8-${node.role}  `) && / done /.test(line)), node.name).toBe(true);
+    expect(lines.at(-1)).toBe('READY 4.16.8: 2 sets current on all 3 nodes they target');
   }, 20 * 60_000);
 
   it('each node stores a layer the hops share once: what it holds is the union, not the hops summed', () => {

@@ -4,38 +4,21 @@
  */
 import yaml from 'js-yaml';
 import type { Argv } from 'yargs';
-import type { ProgressSnapshot } from '../cluster/backend.js';
+import { setReady, type ProgressSnapshot } from '../cluster/backend.js';
+import { setTimeout as sleepFor } from 'node:timers/promises';
+import { columnsOf, isLiveTerminal } from '../terminal-line.js';
+import { watchStatus } from './status-watch.js';
 import { checkReleaseReady, parseReleaseVersion, ReleaseNotReadyError, releaseSnapshot } from '../cluster/release-lifecycle.js';
 import { BadInputError } from '../errors.js';
-import { table } from '../render/table.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
 import { renderNames } from './documents.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
-import { formatBytes } from '../units.js';
+import { renderStatusTable } from './status-table.js';
 
-export function renderStatusTable(snapshot: ProgressSnapshot): string {
-  const rows = snapshot.sets.flatMap((set) =>
-    set.nodes.length
-      ? set.nodes.map((n) => [
-          n.node,
-          set.name,
-          `${n.currentGeneration}/${n.desiredGeneration}/${set.generation}`,
-          n.phase,
-          n.imagesTotal ? `${n.imagesDone ?? 0}/${n.imagesTotal}` : '',
-          n.bytes ? `${formatBytes(n.pulledBytes ?? 0)}/${formatBytes(n.bytes)}` : '',
-          n.error ?? '',
-          n.note ?? n.unreported ?? '',
-        ])
-      : [['-', set.name, `-/-/${set.generation}`, set.exists ? 'no target nodes' : 'not found', '', '', '', '']],
-  );
-  const header = ['NODE', 'SET', 'GENERATION (CURRENT/DESIRED/SET)', 'STATE', 'IMAGES', 'BYTES', 'ERROR', 'NOTE'];
-  // IMAGES and BYTES only where the backend reports them (the agent does, MCO does not); NOTE when any.
-  const shown = header.map((_, c) => c < 4 || c === 6 || rows.some((r) => r[c])).map((keep, c) => (keep ? c : -1)).filter((c) => c >= 0);
-  // MCO's own per-pool count: nodes whose every set is current, as the MachineConfigPool says.
-  const pools = (snapshot.pools ?? []).map((p) => `pool ${p.name}: ${p.updatedMachineCount}/${p.machineCount} nodes have every PinnedImageSet${p.degraded ? `; degraded: ${p.degraded}` : ''}\n`);
-  return `${table([header, ...rows].map((r) => shown.map((c) => r[c]!)))}\n${pools.length ? `\n${pools.join('')}` : ''}`;
-}
+/** How often `status -w` reads the cluster: the agents' status writes come a few seconds apart. */
+const WATCH_INTERVAL_MS = 2_000;
+const abortableSleep = (ms: number, signal: AbortSignal) => sleepFor(ms, undefined, { signal });
 
 export function statusCommand(ctx: CommandContext, scriptName: string) {
   return typedCommand({
@@ -49,7 +32,9 @@ export function statusCommand(ctx: CommandContext, scriptName: string) {
             describe: 'The sets of this release VERSION, then READY (exit 0) only when each is current on every node it targets, else NOT READY naming what is missing (exit 1)',
           })
           .option('output', { alias: 'o', choices: ['table', 'json', 'yaml', 'name'] as const, default: 'table' as const, describe: 'Output format; json, yaml: {backend, sets[] (name, exists, generation, nodes[]), pools[] (MCO), link (agent)}; name: pinnedimageset/NAME per set shown' })
+          .option('watch', { alias: 'w', type: 'boolean', default: false, describe: 'Keep the table current, as kubectl get -w: on a terminal redrawn in place with a progress bar per set; piped, the table once, then each row that changes; until interrupted, or with --release until READY' })
           .check((argv) => {
+            if (argv['watch'] && argv['output'] !== 'table') throw new BadInputError('--watch keeps the table current; leave out -o (or run status -o json without --watch)');
             if (argv['release'] !== undefined && (argv['sets'] as string[] | undefined)?.length) throw new BadInputError('name sets or --release VERSION, not both');
             return true;
           }),
@@ -57,6 +42,23 @@ export function statusCommand(ctx: CommandContext, scriptName: string) {
     handler: async (args) => {
       const { client, backend } = await clusterFrom(args as KubeFlags, scriptName);
       const release = args.release as string | undefined;
+      const named = (args.sets as string[] | undefined)?.length ? (args.sets as string[]) : undefined;
+      if (args.watch) {
+        const read = () => (release !== undefined ? releaseSnapshot(client, backend, release) : backend.snapshot(named));
+        const stop = new AbortController();
+        const interrupt = () => stop.abort();
+        process.once('SIGINT', interrupt);
+        try {
+          const last = await watchStatus({
+            read, out: ctx.stdout, tty: isLiveTerminal(ctx.stdout), columns: columnsOf(ctx.stdout) ?? 80, intervalMs: WATCH_INTERVAL_MS, signal: stop.signal, sleep: abortableSleep,
+            ...(release !== undefined ? { done: (snapshot: ProgressSnapshot) => snapshot.sets.length > 0 && snapshot.sets.every(setReady) } : {}),
+          });
+          if (release !== undefined && last && !stop.signal.aborted) ctx.stdout.write(`\n${checkReleaseReady(release, last)}\n`);
+        } finally {
+          process.off('SIGINT', interrupt);
+        }
+        return;
+      }
       const snapshot = release !== undefined ? await releaseSnapshot(client, backend, release) : await backend.snapshot((args.sets as string[] | undefined)?.length ? args.sets : undefined);
       // As `wait` does: a named set the cluster does not have is bad input.
       const missing = snapshot.sets.filter((set) => !set.exists).map((set) => set.name);
