@@ -81,7 +81,7 @@ describe('the upgrade lifecycle: stage --to, ready, prune', () => {
   it('--to resolves only updates the cluster offers: not offered is exit 2 listing them; a conditional one needs --allow-not-recommended and prints its risks', async () => {
     const notOffered = await runCli(['plan', '--to', '4.16.9', ...registryFlags, ...kube]);
     expect([notOffered.code, notOffered.stdout]).toEqual([2, '']);
-    expect(notOffered.stderr).toBe(`prestage: error: --to 4.16.9: not an update this cluster offers; it offers ${NEW} in channel stable-4.16 (ClusterVersion status.availableUpdates, status.conditionalUpdates); name one of them, or the release pullspec instead of --to\n`);
+    expect(notOffered.stderr).toBe(`prestage: error: --to 4.16.9: not an update this cluster offers; it offers ${NEW} in channel stable-4.16 (ClusterVersion status.availableUpdates, status.conditionalUpdates); name one of them, or the release pullspec instead of --to; for a path of several hops name the update graph with --graph (Red Hat's: https://api.openshift.com/api/upgrades_info/v1/graph), as ClusterVersion spec.upstream is empty\n`);
     const both = await runCli(['plan', truth.release.pullSpec, '--to', NEW, ...kube]);
     expect(both.code).toBe(2);
     expect(both.stderr).toMatch(/exactly one of them/);
