@@ -93,7 +93,7 @@ describe('stage --to over a path of three hops', () => {
     const lines = watched.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^NODE +SET +GENERATION/);
     // Every node's row of the hop's sets changed to done, each said once it did.
-    for (const node of cluster.nodes) expect(lines.some((line) => line.startsWith(`${node.name}  prestage-4.16.8-${node.role}  `) && / done /.test(line)), node.name).toBe(true);
+    for (const node of cluster.nodes) expect(lines.some((line) => new RegExp(`^${node.name} +prestage-4\\.16\\.8-${node.role} +1/1/1 +done `).test(line)), node.name).toBe(true);
     expect(lines.at(-1)).toBe('READY 4.16.8: 2 sets current on all 3 nodes they target');
   }, 20 * 60_000);
 

@@ -24,17 +24,38 @@ function cells(snapshot: ProgressSnapshot): string[][] {
 
 const HEADER = ['NODE', 'SET', 'GENERATION (CURRENT/DESIRED/SET)', 'STATE', 'IMAGES', 'BYTES', 'ERROR', 'NOTE'];
 
-/** Each row by `node set`, as one line (its non-empty cells): what `status -w` prints when a row changes. */
-export function statusRows(snapshot: ProgressSnapshot): Array<{ key: string; line: string }> {
-  return cells(snapshot).map((row) => ({ key: `${row[0]} ${row[1]}`, line: row.filter(Boolean).map(printable).join('  ') }));
+/** The columns a table of these rows shows: IMAGES and BYTES only where the backend reports them (the agent does, MCO does not); NOTE when any. */
+function shownColumns(rows: readonly string[][]): number[] {
+  // A backend that counts images counts bytes too, once it has sized them.
+  return HEADER.map((_, c) => c < 4 || c === 6 || rows.some((r) => r[c] || (c === 5 && r[4]))).map((keep, c) => (keep ? c : -1)).filter((c) => c >= 0);
+}
+
+/** A table's column widths, for the lines `status -w` prints under it when a row changes. */
+export interface StatusLayout {
+  readonly shown: readonly number[];
+  readonly widths: readonly number[];
+}
+
+export function statusLayout(snapshot: ProgressSnapshot): StatusLayout {
+  const rows = [HEADER, ...cells(snapshot)].map((r) => r.map(printable));
+  const shown = shownColumns(rows.slice(1));
+  return { shown, widths: shown.map((c) => Math.max(...rows.map((r) => r[c]!.length))) };
+}
+
+/** Each row by `node set`, as one line in `layout`'s columns (cells it has no column for after them): what `status -w` prints when a row changes. */
+export function statusRows(snapshot: ProgressSnapshot, layout: StatusLayout = statusLayout(snapshot)): Array<{ key: string; line: string }> {
+  return cells(snapshot).map((raw) => {
+    const row = raw.map(printable);
+    const extra = row.filter((cell, c) => cell && !layout.shown.includes(c));
+    const line = [...layout.shown.map((c, i) => row[c]!.padEnd(layout.widths[i]!)), ...extra].join('  ').trimEnd();
+    return { key: `${row[0]} ${row[1]}`, line };
+  });
 }
 
 export function renderStatusTable(snapshot: ProgressSnapshot): string {
   const rows = cells(snapshot);
-  const header = HEADER;
-  // IMAGES and BYTES only where the backend reports them (the agent does, MCO does not); NOTE when any.
-  const shown = header.map((_, c) => c < 4 || c === 6 || rows.some((r) => r[c])).map((keep, c) => (keep ? c : -1)).filter((c) => c >= 0);
+  const shown = shownColumns(rows);
   // MCO's own per-pool count: nodes whose every set is current, as the MachineConfigPool says.
   const pools = (snapshot.pools ?? []).map((p) => `pool ${p.name}: ${p.updatedMachineCount}/${p.machineCount} nodes have every PinnedImageSet${p.degraded ? `; degraded: ${p.degraded}` : ''}\n`);
-  return `${table([header, ...rows].map((r) => shown.map((c) => r[c]!)))}\n${pools.length ? `\n${pools.join('')}` : ''}`;
+  return `${table([HEADER, ...rows].map((r) => shown.map((c) => r[c]!)))}\n${pools.length ? `\n${pools.join('')}` : ''}`;
 }

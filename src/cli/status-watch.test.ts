@@ -15,24 +15,28 @@ function cluster(snapshots: ProgressSnapshot[]) {
 describe('watchStatus', () => {
   it('piped: the table once, then only each row that changed, one line each, until done', async () => {
     const c = cluster([
+      // A release whose sets are not applied yet: nothing to show.
+      { sets: [] },
       snapshot(node('worker-0', 'progressing', 1024), node('worker-1', 'progressing', 0)),
       snapshot(node('worker-0', 'progressing', 1024), node('worker-1', 'progressing', 0)),
       snapshot(node('worker-0', 'done', 4096), node('worker-1', 'progressing', 2048)),
       snapshot(node('worker-0', 'done', 4096), node('worker-1', 'done', 4096)),
     ]);
     let out = '';
-    const last = await watchStatus({ read: c.read, out: { write: (t: string) => (out += t) }, tty: false, intervalMs: 2000, signal: new AbortController().signal, sleep: c.sleep, done: (s) => s.sets[0]!.nodes.every((n) => n.phase === 'done') });
+    const last = await watchStatus({ read: c.read, out: { write: (t: string) => (out += t) }, tty: false, intervalMs: 2000, signal: new AbortController().signal, sleep: c.sleep, done: (s) => s.sets.length > 0 && s.sets[0]!.nodes.every((n) => n.phase === 'done') });
     const lines = out.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^NODE +SET +GENERATION/);
+    expect(lines[0]).toMatch(/^NODE +SET +GENERATION \S+ +STATE +IMAGES +BYTES +ERROR$/);
     expect(lines.slice(1, 3).map((l) => l.split(/ +/)[0])).toEqual(['worker-0', 'worker-1']);
     // The unchanged second read printed nothing; then worker-0, worker-1 and worker-1 again.
+    // In the table's columns, as kubectl get -w prints rows under its header.
     expect(lines.slice(3)).toEqual([
-      'worker-0  prestage-4.16.3-worker  1/1/1  done  4/4  4.0 KiB/4.0 KiB',
-      'worker-1  prestage-4.16.3-worker  0/1/1  progressing  1/4  2.0 KiB/4.0 KiB',
-      'worker-1  prestage-4.16.3-worker  1/1/1  done  4/4  4.0 KiB/4.0 KiB',
+      'worker-0  prestage-4.16.3-worker  1/1/1                             done         4/4     4.0 KiB/4.0 KiB',
+      'worker-1  prestage-4.16.3-worker  0/1/1                             progressing  1/4     2.0 KiB/4.0 KiB',
+      'worker-1  prestage-4.16.3-worker  1/1/1                             done         4/4     4.0 KiB/4.0 KiB',
     ]);
-    expect(c.reads()).toBe(4);
-    expect(c.slept).toEqual([2000, 2000, 2000]);
+    for (const line of lines.slice(3)) expect(line.indexOf('done') === -1 ? line.indexOf('progressing') : line.indexOf('done')).toBe(lines[0]!.indexOf('STATE'));
+    expect(c.reads()).toBe(5);
+    expect(c.slept).toEqual([2000, 2000, 2000, 2000]);
     expect(last!.sets[0]!.nodes.every((n) => n.phase === 'done')).toBe(true);
   });
 

@@ -8,7 +8,7 @@
  */
 import type { ProgressSnapshot, SetProgress } from '../cluster/backend.js';
 import { formatBytes } from '../units.js';
-import { statusRows, renderStatusTable } from './status-table.js';
+import { renderStatusTable, statusLayout, statusRows, type StatusLayout } from './status-table.js';
 
 export interface WatchStatusOptions {
   readonly read: () => Promise<ProgressSnapshot>;
@@ -31,18 +31,23 @@ export async function watchStatus(opts: WatchStatusOptions): Promise<ProgressSna
   let shown: ProgressSnapshot | undefined;
   let lastDrawn = '';
   const rowsSeen = new Map<string, string>();
+  let layout: StatusLayout | undefined;
   while (!opts.signal.aborted) {
     const snapshot = await opts.read();
     if (opts.tty) {
       const frame = `${renderStatusTable(snapshot)}\n${snapshot.sets.map((set) => progressBar(set, opts.columns ?? 80)).join('\n')}\n`;
       if (frame !== lastDrawn) opts.out.write(`${CLEAR}${frame}`);
       lastDrawn = frame;
-    } else if (shown === undefined) {
-      const table = renderStatusTable(snapshot);
-      opts.out.write(table);
-      for (const row of statusRows(snapshot)) rowsSeen.set(row.key, row.line);
+    } else if (!layout) {
+      // The table once there is a row to show (a release's sets may not be applied yet), its columns those rows fill.
+      const rows = statusRows(snapshot);
+      if (rows.length > 0) {
+        opts.out.write(renderStatusTable(snapshot));
+        layout = statusLayout(snapshot);
+        for (const row of statusRows(snapshot, layout)) rowsSeen.set(row.key, row.line);
+      }
     } else {
-      for (const row of statusRows(snapshot)) {
+      for (const row of statusRows(snapshot, layout)) {
         if (rowsSeen.get(row.key) === row.line) continue;
         rowsSeen.set(row.key, row.line);
         opts.out.write(`${row.line}\n`);
