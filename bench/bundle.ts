@@ -202,7 +202,9 @@ try {
 
   let n = 0;
   const fresh = () => join(root, `bundle-${n++}`);
-  type Runs = { small: Measured; bigUncapped: Measured; bigCapped: Measured; bigFlows: Measured; paced: Measured; pacedSlowed: Measured };
+  type Runs = { small: Measured; bigUncapped: Measured; bigCapped: Measured; bigFlows: Measured; paced?: Measured; pacedSlowed?: Measured };
+  // A build from before --link-rate (the default baseline) has no paced runs: its cells say n/a.
+  const paces = (build: Build) => help.get(build.name)!.includes('--link-rate');
   const runs = new Map<string, Runs[]>(builds.map((b) => [b.name, []]));
   /** Sigstore attachments + release signatures the small bundle carried, per build. */
   const carried = new Map<string, string>();
@@ -226,20 +228,24 @@ try {
     // --link-rate: prestage's own pace on a link that is faster (the proxy uncapped, a 64 KiB window each).
     proxy.setWindow(64 * 1024);
     const linkRate = ['--link-rate', String(LINK_RATE)];
-    const paced = await measured(() => bundleCreate(build, smallPlan, fresh(), proxy.host, linkRate), proxy);
-    const pacedSlowed = await measured(async () => {
+    const paced = paces(build) ? await measured(() => bundleCreate(build, smallPlan, fresh(), proxy.host, linkRate), proxy) : undefined;
+    const pacedSlowed = paces(build) ? await measured(async () => {
       const creating = bundleCreate(build, smallPlan, fresh(), proxy.host, linkRate);
       await slowLinkFor(proxy, performance.now(), 1_500, 3_000, LINK_RATE * 0.3);
       return creating;
-    }, proxy);
+    }, proxy) : undefined;
     proxy.setWindow(null);
-    runs.get(build.name)!.push({ small, bigUncapped, bigCapped, bigFlows, paced, pacedSlowed });
+    runs.get(build.name)!.push({ small, bigUncapped, bigCapped, bigFlows, ...(paced ? { paced } : {}), ...(pacedSlowed ? { pacedSlowed } : {}) });
     for (let i = 0; i < n; i++) await rm(join(root, `bundle-${i}`), { recursive: true, force: true });
   }
   const loadAfter = loadavg();
   stopSpinners();
   // Each figure: the run with the median link use or rate of that scenario (of two, the lower).
-  const pick = (list: Runs[], key: keyof Runs, score: (m: Measured) => number): Measured => [...list].map((r) => r[key]).sort((a, b) => score(a) - score(b))[Math.floor((list.length - 1) / 2)]!;
+  const pick = (list: Runs[], key: keyof Runs, score: (m: Measured) => number): Measured => [...list].map((r) => r[key]!).sort((a, b) => score(a) - score(b))[Math.floor((list.length - 1) / 2)]!;
+  const pickPaced = (list: Runs[], key: 'paced' | 'pacedSlowed'): Measured | undefined => (list.every((r) => r[key]) ? pick(list, key, pacedUse) : undefined);
+  /** A paced figure, or n/a for a build without --link-rate. */
+  const paced = (m: Measured | undefined, f: (m: Measured) => number, digits: number) => (m ? f(m).toFixed(digits) : 'n/a');
+  const pacedRatio = (a: Measured | undefined, b: Measured | undefined) => (a && b ? (pacedUse(b) / pacedUse(a)).toFixed(2) : '');
 
   const mib = (b: number) => (b / MiB).toFixed(1);
   const linkUse = (m: Measured) => m.bytes / (m.transferMs / 1000) / CAP;
@@ -248,10 +254,11 @@ try {
   const pacedUse = (m: Measured) => m.bytes / (m.transferMs / 1000) / LINK_RATE;
   const [before, after] = builds.map((b) => {
     const list = runs.get(b.name)!;
-    return { small: pick(list, 'small', linkUse), bigCapped: pick(list, 'bigCapped', linkUse), bigFlows: pick(list, 'bigFlows', rate), bigUncapped: pick(list, 'bigUncapped', rate), paced: pick(list, 'paced', pacedUse), pacedSlowed: pick(list, 'pacedSlowed', pacedUse) };
+    const [p, ps] = [pickPaced(list, 'paced'), pickPaced(list, 'pacedSlowed')];
+    return { small: pick(list, 'small', linkUse), bigCapped: pick(list, 'bigCapped', linkUse), bigFlows: pick(list, 'bigFlows', rate), bigUncapped: pick(list, 'bigUncapped', rate), ...(p ? { paced: p } : {}), ...(ps ? { pacedSlowed: ps } : {}) };
   }) as [Runs, Runs];
-  const worst = (key: 'paced' | 'pacedSlowed') => builds.map((b) => Math.max(...runs.get(b.name)!.map((r) => r[key].maxOver5s / LINK_RATE)));
-  const spread = (key: keyof Runs, score: (m: Measured) => number, digits: number) => builds.map((b) => runs.get(b.name)!.map((r) => score(r[key]).toFixed(digits)).join('/')).join('  vs  ');
+  const worst = (key: 'paced' | 'pacedSlowed') => builds.map((b) => (paces(b) ? Math.max(...runs.get(b.name)!.map((r) => r[key]!.maxOver5s / LINK_RATE)).toFixed(3) : 'n/a'));
+  const spread = (key: keyof Runs, score: (m: Measured) => number, digits: number) => builds.map((b) => runs.get(b.name)!.map((r) => (r[key] ? score(r[key]).toFixed(digits) : 'n/a')).join('/')).join('  vs  ');
   const rows: Array<[string, string, string, string]> = [
     [`small blobs (${truth.release.version}, ${mib(after.small.bytes)} MiB), ${mib(CAP)} MiB/s cap: link use`, linkUse(before.small).toFixed(2), linkUse(after.small).toFixed(2), (linkUse(after.small) / linkUse(before.small)).toFixed(2)],
     [`big blobs (${BIG_MIB.join('+')} MiB), ${mib(CAP)} MiB/s cap: link use`, linkUse(before.bigCapped).toFixed(2), linkUse(after.bigCapped).toFixed(2), (linkUse(after.bigCapped) / linkUse(before.bigCapped)).toFixed(2)],
@@ -265,10 +272,10 @@ try {
     ['small blobs capped: CPU s prestage', before.small.cpuS.toFixed(2), after.small.cpuS.toFixed(2), (after.small.cpuS / before.small.cpuS).toFixed(2)],
     ['small blobs capped: CPU s registry', before.small.registryCpuS.toFixed(2), after.small.registryCpuS.toFixed(2), (after.small.registryCpuS / before.small.registryCpuS).toFixed(2)],
     ['small blobs capped: CPU s proxy', before.small.proxyCpuS.toFixed(2), after.small.proxyCpuS.toFixed(2), (after.small.proxyCpuS / before.small.proxyCpuS).toFixed(2)],
-    [`small blobs, --link-rate ${mib(LINK_RATE)} MiB/s: link use`, pacedUse(before.paced).toFixed(2), pacedUse(after.paced).toFixed(2), (pacedUse(after.paced) / pacedUse(before.paced)).toFixed(2)],
-    [`small blobs, --link-rate: most over 5 s / cap (worst run)`, worst('paced')[0]!.toFixed(3), worst('paced')[1]!.toFixed(3), ''],
-    ['the same, link slowed to 0.3 of it for 3 s: link use', pacedUse(before.pacedSlowed).toFixed(2), pacedUse(after.pacedSlowed).toFixed(2), (pacedUse(after.pacedSlowed) / pacedUse(before.pacedSlowed)).toFixed(2)],
-    ['the same, slowed: most over 5 s / cap (worst run)', worst('pacedSlowed')[0]!.toFixed(3), worst('pacedSlowed')[1]!.toFixed(3), ''],
+    [`small blobs, --link-rate ${mib(LINK_RATE)} MiB/s: link use`, paced(before.paced, pacedUse, 2), paced(after.paced, pacedUse, 2), pacedRatio(before.paced, after.paced)],
+    [`small blobs, --link-rate: most over 5 s / cap (worst run)`, worst('paced')[0]!, worst('paced')[1]!, ''],
+    ['the same, link slowed to 0.3 of it for 3 s: link use', paced(before.pacedSlowed, pacedUse, 2), paced(after.pacedSlowed, pacedUse, 2), pacedRatio(before.pacedSlowed, after.pacedSlowed)],
+    ['the same, slowed: most over 5 s / cap (worst run)', worst('pacedSlowed')[0]!, worst('pacedSlowed')[1]!, ''],
   ];
   /** The three processes' CPU over two cores: no transfer on this machine can be shorter. */
   const cpuFloorS = (m: Measured) => (m.cpuS + m.registryCpuS + m.proxyCpuS) / 2;
