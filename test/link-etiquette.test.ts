@@ -222,7 +222,9 @@ describe('sharing the slow link', () => {
     // check and charge what it lets through before they pull.
     await setAgentClock(`${hh(hour + 2)}:59:15`);
     const closesAt = Date.now() + 45_000;
-    await waitFor('pulls to start in the window', async () => (Object.values(await storedCounts()).some((count) => count > 0) ? true : undefined), 40_000, 250);
+    // Staging under way in the window: the agents' reads over the link (their size reads come
+    // before the first pull), or an image already stored. Before the close, however busy the host.
+    await waitFor('staging to start in the window', async () => (link.stats.requests > 0 || Object.values(await storedCounts()).some((count) => count > 0) ? true : undefined), Math.max(1_000, closesAt - Date.now() - 1_000), 250);
     // Past the close, and past the pulls it found under way (non-strict: they finish, through the
     // relay at the cap, so until the link has been quiet a while).
     await sleep(Math.max(0, closesAt - Date.now()));
