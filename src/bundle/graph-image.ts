@@ -12,6 +12,7 @@ import { join, relative } from 'node:path';
 import { Readable } from 'node:stream';
 import yaml from 'js-yaml';
 import { BadInputError } from '../errors.js';
+import { READ_BOUNDS } from '../net/read-bounded.js';
 import { layerOf } from '../install/agent-image.js';
 import { MediaType, type ImageManifest } from '../registry/manifest.js';
 import { parseReference } from '../registry/reference.js';
@@ -38,9 +39,9 @@ export interface GraphBase {
 export async function pushGraphImage(client: PushClient, target: MirrorTarget, graphDataDir: string, base: GraphBase): Promise<string> {
   const baseRef = parseReference(base.pullSpec);
   if (!baseRef.digest) throw new BadInputError(`graph base image ${base.pullSpec}: not by digest`);
-  const manifest = JSON.parse((await base.read(baseRef.digest)).toString('utf8')) as ImageManifest;
+  const manifest = await readJson<ImageManifest>(base, baseRef.digest, 'manifest');
   if (!manifest.config || !Array.isArray(manifest.layers)) throw new BadInputError(`graph base image ${base.pullSpec}: not a single-platform image manifest; carry one platform's image`);
-  const config = JSON.parse((await base.read(manifest.config.digest)).toString('utf8')) as { config?: Record<string, unknown>; rootfs?: { diff_ids?: string[] }; history?: unknown[] };
+  const config = await readJson<{ config?: Record<string, unknown>; rootfs?: { diff_ids?: string[] }; history?: unknown[] }>(base, manifest.config.digest, 'config');
   const files = await listFiles(graphDataDir);
   const names = [...new Set(files.flatMap((file) => parentsOf(file)))].map((dir) => `${DATA_IN_IMAGE}/${dir}/`);
   const layer = await layerOf([`${DATA_IN_IMAGE}/`, ...names, ...files.map((file) => `${DATA_IN_IMAGE}/${file}`)].sort(), (name) => (name.endsWith('/') ? undefined : join(graphDataDir, name.slice(DATA_IN_IMAGE.length + 1))), files.length);
@@ -84,6 +85,17 @@ export function renderUpdateService(releasesRepository: string, graphImage: stri
     metadata: { name, namespace: 'openshift-update-service' },
     spec: { replicas: 2, releases: releasesRepository, graphDataImage: graphImage },
   }, { lineWidth: -1 });
+}
+
+/** A manifest or config of the base from its bundle (verified), bounded as registries bound manifests; a bad one is one line. */
+async function readJson<T>(base: GraphBase, digest: string, what: string): Promise<T> {
+  const bytes = await base.read(digest);
+  if (bytes.length > READ_BOUNDS.manifest) throw new BadInputError(`graph base image ${base.pullSpec}: its ${what} is ${bytes.length} bytes, over the ${READ_BOUNDS.manifest}-byte bound; carry another --graph-base-image`);
+  try {
+    return JSON.parse(bytes.toString('utf8')) as T;
+  } catch {
+    throw new BadInputError(`graph base image ${base.pullSpec}: its ${what} is not JSON; carry another --graph-base-image`);
+  }
 }
 
 async function listFiles(dir: string): Promise<string[]> {

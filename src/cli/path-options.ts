@@ -90,6 +90,8 @@ async function pathTarget(flags: PathFlags & RegistryFlags, cluster: UpdateSourc
   const where = flags.graph ?? cluster.upstream;
   if (!where) throw new BadInputError('--to: no update graph to follow: pass --graph URL|FILE (Red Hat\'s: https://api.openshift.com/api/upgrades_info/v1/graph), or --kubeconfig of a cluster whose ClusterVersion names spec.upstream');
   const channel = flags.channel ?? channelFor(to, cluster.channel, warn);
+  // The update service's own channel grammar; the name also becomes a file in a path's bundle.
+  if (!/^[0-9a-z][0-9a-z.-]*$/.test(channel)) throw new BadInputError(`channel ${JSON.stringify(channel)}: not a channel name (lower-case letters, digits, '.', '-'), such as stable-4.18`);
   const [{ readGraph, graphArch }, { choosePath, pathRiskLines }, { registryDispatcher }] = await Promise.all([import('../graph/read.js'), import('../graph/path.js'), import('../registry/transport.js')]);
   const dispatcher = registryDispatcher(transportOptionsFrom(flags, undefined, warn));
   let graph;
