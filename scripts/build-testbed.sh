@@ -32,7 +32,8 @@ CRIO_TAGS='containers_image_openpgp exclude_graphdriver_btrfs'
 # (a loopback CNI network, so the runtime reports NetworkReady; the cache test's bridge network),
 # busybox-static (the pause image), iptables (kube-proxy's rules for the cache test's ClusterIP), gnupg (the
 # release signatures the signature tests and bench:bundle make with the real gpg).
-DEBIAN_PACKAGES=(conmon crun openssl docker-registry apache2-utils ca-certificates tinyproxy gcc libc6-dev runc jq containernetworking-plugins busybox-static iptables gnupg)
+# chromium-headless-shell: the HTML report test's real browser (test/harness/chromium.ts).
+DEBIAN_PACKAGES=(conmon crun openssl docker-registry apache2-utils ca-certificates tinyproxy gcc libc6-dev runc jq containernetworking-plugins busybox-static iptables gnupg chromium-headless-shell)
 
 json=false packages_only=false
 case ${1:-} in

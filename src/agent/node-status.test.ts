@@ -118,3 +118,19 @@ describe('failuresOf and isSetFailed', () => {
     expect(failuresOf(undefined).size).toBe(0);
   });
 });
+
+describe('the node\'s listing of stored images (status.held), for preflight', () => {
+  it('names each stored image once by its first repo digest, sorted, counts those stored by tag only, and reports the reserve', () => {
+    const byTag: RuntimeImage = { id: 'tagged', repoDigests: [], repoTags: ['quay.io/ns/repo:latest'], size: 1, pinned: false };
+    const twoNames: RuntimeImage = { id: 'two', repoDigests: [image(1), `mirror.example/ns/repo@sha256:${String(1).padStart(64, '0')}`], repoTags: [], size: 1, pinned: false };
+    const status = buildStatus(input({ stored: [stored(3, true), twoNames, byTag, stored(2, false)], reserveBytes: 16 }));
+    expect(status.held).toEqual({ count: 4, images: [image(1), image(2), image(3)] });
+    expect(status.imageFilesystem).toEqual({ capacityBytes: 100, freeBytes: 40, reserveBytes: 16 });
+  });
+
+  it('names at most MAX_HELD_IMAGES, and the count says how many more there are', () => {
+    const many = Array.from({ length: 1100 }, (_, i) => stored(i, false));
+    const status = buildStatus(input({ stored: many }));
+    expect([status.held!.count, status.held!.images.length]).toEqual([1100, 1000]);
+  });
+});

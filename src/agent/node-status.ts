@@ -2,7 +2,7 @@
  * The node's NodePinnedImages status, pure: per set and per image from what the runtime stores,
  * the pull history and what failed this pass; the Ready, Progressing and Degraded conditions.
  */
-import { isSetDone, type Condition, type ImageStatus, type NodePinnedImagesStatus, type PinnedImageSet, type PinnedImageSetStatus } from '../api/prestage.js';
+import { isSetDone, MAX_HELD_IMAGES, type Condition, type ImageStatus, type NodePinnedImagesStatus, type PinnedImageSet, type PinnedImageSetStatus } from '../api/prestage.js';
 import type { RuntimeImage } from '../cri/client.js';
 import { imageNames } from './runtime.js';
 import { count } from '../plural.js';
@@ -18,6 +18,8 @@ export interface StatusInput {
   readonly sets: readonly PinnedImageSet[];
   readonly stored: readonly RuntimeImage[];
   readonly filesystem: { readonly capacityBytes: number; readonly freeBytes: number };
+  /** The space pre-loading leaves free (`--reserve`), reported beside the filesystem for preflight. */
+  readonly reserveBytes?: number;
   /** The status as last written: the generations current before, the conditions' transition times. */
   readonly previous: NodePinnedImagesStatus | undefined;
   /** After this pass pinned: a pulled image that is not pinned now means the reload did not take. */
@@ -35,7 +37,7 @@ export interface StatusInput {
   readonly link?: NodePinnedImagesStatus['link'];
 }
 
-export function buildStatus({ sets, stored, filesystem, previous, afterPin, setErrors, history, imageBytes, setBytes, waiting, link }: StatusInput): NodePinnedImagesStatus {
+export function buildStatus({ sets, stored, filesystem, reserveBytes, previous, afterPin, setErrors, history, imageBytes, setBytes, waiting, link }: StatusInput): NodePinnedImagesStatus {
   const byName = new Map<string, RuntimeImage>();
   for (const image of stored) for (const name of imageNames(image)) byName.set(name, image);
   const previousSets = new Map((previous?.pinnedImageSets ?? []).map((set) => [set.name, set]));
@@ -104,9 +106,16 @@ export function buildStatus({ sets, stored, filesystem, previous, afterPin, setE
   return {
     conditions,
     pinnedImageSets: setStatuses,
-    imageFilesystem: { capacityBytes: filesystem.capacityBytes, freeBytes: filesystem.freeBytes },
+    imageFilesystem: { capacityBytes: filesystem.capacityBytes, freeBytes: filesystem.freeBytes, ...(reserveBytes !== undefined ? { reserveBytes } : {}) },
+    held: heldImages(stored),
     ...(link ? { link } : {}),
   };
+}
+
+/** What the runtime stores, one digest pullspec per image, sorted and bounded (`status.held`). */
+export function heldImages(stored: readonly RuntimeImage[]): { count: number; images: string[] } {
+  const named = stored.flatMap((image) => image.repoDigests.filter((name) => /^[^\s@]+@sha256:[a-f0-9]{64}$/.test(name) && name.length <= 447).slice(0, 1));
+  return { count: stored.length, images: [...new Set(named)].sort().slice(0, MAX_HELD_IMAGES) };
 }
 
 /** The set's last attempt, at its desired generation, failed. */

@@ -24,7 +24,7 @@ export async function planLinkMeter(client: KubeClient, capBytesPerSecond: numbe
 }
 
 /** The namespace of the agents' DaemonSet; install's default when none (or more than one) is seen. */
-async function agentNamespace(client: KubeClient): Promise<string> {
+export async function agentNamespace(client: KubeClient): Promise<string> {
   try {
     const list = await client.get<KubeList<KubeObject>>(`/apis/apps/v1/daemonsets?fieldSelector=${encodeURIComponent(`metadata.name=${AGENT_NAME}`)}`);
     const namespaces = [...new Set(list.items.map((item) => item.metadata.namespace).filter((ns): ns is string => !!ns))];

@@ -306,6 +306,7 @@ export class NodeAgent {
       sets,
       stored,
       filesystem,
+      reserveBytes: this.options.reserveBytes,
       previous,
       afterPin,
       setErrors: this.setErrors,

@@ -2,7 +2,7 @@
  * The prestage.dev CRDs as `install` applies them: the OpenAPI schemas the API server checks
  * PinnedImageSets and NodePinnedImages against, and their printer columns.
  */
-import { GROUP, VERSION, PINNED_IMAGE_SETS, NODE_PINNED_IMAGES, DIGEST_PULLSPEC_PATTERN, MAX_PINNED_IMAGES, MAX_SET_PULL_SECRETS, IMAGE_STATES, MAX_VERIFY_NAMES, MAX_VERIFIED_SETS, MAX_VERIFY_REQUEST_LENGTH } from './prestage.js';
+import { GROUP, VERSION, PINNED_IMAGE_SETS, NODE_PINNED_IMAGES, DIGEST_PULLSPEC_PATTERN, MAX_HELD_IMAGES, MAX_PINNED_IMAGES, MAX_SET_PULL_SECRETS, IMAGE_STATES, MAX_VERIFY_NAMES, MAX_VERIFIED_SETS, MAX_VERIFY_REQUEST_LENGTH } from './prestage.js';
 
 /**
  * A CRD as the API server reads it (raw JSON keys such as `x-kubernetes-list-type`): kept
@@ -215,7 +215,16 @@ export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = clusterScopedCrd
             },
             imageFilesystem: {
               type: 'object',
-              properties: { capacityBytes: { type: 'integer', format: 'int64' }, freeBytes: { type: 'integer', format: 'int64' } },
+              properties: { capacityBytes: { type: 'integer', format: 'int64' }, freeBytes: { type: 'integer', format: 'int64' }, reserveBytes: { type: 'integer', format: 'int64', minimum: 0 } },
+            },
+            held: {
+              type: 'object',
+              description: "What the node's runtime stores (CRI ListImages): how many images, and a digest pullspec for each (at most MAX_HELD_IMAGES, sorted). prestage preflight reads them.",
+              required: ['count', 'images'],
+              properties: {
+                count: { type: 'integer', minimum: 0 },
+                images: { type: 'array', maxItems: MAX_HELD_IMAGES, items: { type: 'string', maxLength: 447, pattern: DIGEST_PULLSPEC_PATTERN } },
+              },
             },
             link: {
               type: 'object',

@@ -23,6 +23,8 @@ export const MAX_VERIFIED_SETS = 100;
 export const MAX_VERIFY_REQUEST_LENGTH = 256;
 
 export const MAX_PINNED_IMAGES = 500;
+/** A node's status names at most this many stored images (a kubelet reports 50 by default; a release is ~200). */
+export const MAX_HELD_IMAGES = 1000;
 /** A digest pullspec: whatever the repository, it must end in `@sha256:<64 hex>`. */
 export const DIGEST_PULLSPEC_PATTERN = '^[^\\s@]+@sha256:[a-f0-9]{64}$';
 
@@ -131,7 +133,14 @@ export interface NodePinnedImagesStatus {
   observedGeneration?: number;
   conditions?: Condition[];
   pinnedImageSets?: PinnedImageSetStatus[];
-  imageFilesystem?: { capacityBytes: number; freeBytes: number };
+  /** The image filesystem now, and the space the agent leaves free (`--reserve`): what its disk check admits against. */
+  imageFilesystem?: { capacityBytes: number; freeBytes: number; reserveBytes?: number };
+  /**
+   * What the node's runtime stores, as CRI ListImages lists it: one digest pullspec per image (its
+   * first repo digest; images stored only by tag are counted, not named), sorted, at most
+   * MAX_HELD_IMAGES of them. `prestage preflight` reads their layers to know what a node still lacks.
+   */
+  held?: { count: number; images: string[] };
   /** Compressed bytes of the pulls this agent started over the link since it started; the cap in force. */
   link?: { bytes: number; pendingBytes?: number; capBytesPerSecond?: number };
   verified?: NodeVerification;

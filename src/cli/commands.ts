@@ -130,6 +130,17 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     ],
     load: async () => (await import('./status.js')).statusCommand,
   },
+  preflight: {
+    usage: 'preflight [release]',
+    docs: 'preflight.md',
+    exitCodes: [[1, 'NO-GO: a node lacks the room, or staging does not fit its window'], 3, 4],
+    describe: 'Before the window: per node and set what is stored, still to fetch and to write, the room by the backend\'s own rule, and the ETA against --window; GO or NO-GO',
+    examples: [
+      ['$0 preflight --to 4.16.3 --link-rate 20MiB/s --window 22:00-06:00', 'Will staging the update fit tonight\'s window, and every node\'s disk?'],
+      ['$0 preflight -o json', 'The prestage sets on the cluster now: what each node still lacks'],
+    ],
+    load: async () => (await import('./preflight.js')).preflightCommand,
+  },
   ready: {
     usage: 'ready <release-version..>',
     docs: 'upgrade-lifecycle.md',

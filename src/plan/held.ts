@@ -19,7 +19,7 @@ export interface NodeHolding {
 export type HeldLayers = ReadonlyMap<string, readonly string[]>;
 
 /** containers/storage's layer ID rule: the first layer's own digest, then sha256(parent + "+" + digest). */
-function chains(layers: readonly string[]): string[] {
+export function layerChains(layers: readonly string[]): string[] {
   let parent = '';
   return layers.map((digest) => (parent = parent ? createHash('sha256').update(`${parent}+${digest}`).digest('hex') : digest));
 }
@@ -33,9 +33,9 @@ export function newBytesPerNode(images: readonly PlannedImage[], sets: readonly 
     for (const pullSpec of set.images) entry.images.push(byPullSpec.get(pullSpec)!);
     targets.set(set.role, entry);
   }
-  const layerChains = new Map<PlannedImage, string[]>(images.map((i) => [i, chains(i.layers.map((l) => l.digest))]));
+  const chainsOf = new Map<PlannedImage, string[]>(images.map((i) => [i, layerChains(i.layers.map((l) => l.digest))]));
   // Chains of each held image once, not once per node that runs it (thousands of nodes run the same images).
-  const heldImageChains = new Map([...heldLayers].map(([digest, layers]) => [digest, chains(layers)]));
+  const heldImageChains = new Map([...heldLayers].map(([digest, layers]) => [digest, layerChains(layers)]));
   const groups = new Map<string, PlannedNodeBytes & { nodes: string[] }>();
   for (const node of nodes) {
     const target = targets.get(node.role);
@@ -47,7 +47,7 @@ export function newBytesPerNode(images: readonly PlannedImage[], sets: readonly 
     const downloads = new Map<string, number>();
     for (const image of target.images) {
       if (!heldImages.has(image.digest)) downloads.set(image.config.digest, image.config.size);
-      layerChains.get(image)!.forEach((chain, i) => {
+      chainsOf.get(image)!.forEach((chain, i) => {
         const layer = image.layers[i]!;
         stored.set(chain, layer.diskBytes);
         if (heldChains.has(chain)) return;
