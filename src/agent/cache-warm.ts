@@ -40,7 +40,8 @@ import { UNMETERED, type LinkMeter } from '../net/link-meter.js';
 export { CACHE_WARM_PREFIX } from '../api/names.js';
 import { CACHE_WARM_PREFIX } from '../api/names.js';
 export const CACHE_WARM_LABEL = 'prestage.dev/cache-warm';
-export const CACHE_WARMED_ANNOTATION = 'prestage.dev/cache-warmed';
+import { CACHE_WARMED_ANNOTATION } from '../api/names.js';
+export { CACHE_WARMED_ANNOTATION };
 /** Keys kept in the record, newest last: about 75 bytes each, well inside an object's 256 KiB of annotations. */
 const MAX_RECORDED = 2_000;
 /** Distinct blobs read at once: enough to keep a slow link busy across small blobs (distinct blobs never make the proxy fetch twice). */

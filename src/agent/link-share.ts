@@ -22,7 +22,8 @@ import { hasLayers, type SizeResult } from './image-sizes.js';
 
 export { LINK_LEASE } from '../api/names.js';
 import { LINK_LEASE } from '../api/names.js';
-export const LINK_LEDGER_ANNOTATION = 'prestage.dev/link-ledger';
+import { LINK_LEDGER_ANNOTATION } from '../api/names.js';
+export { LINK_LEDGER_ANNOTATION };
 /** Entries kept on the Lease: about 25 bytes each, far inside an object's 256 KiB of annotations. */
 const MAX_ENTRIES = 2_000;
 

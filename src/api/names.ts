@@ -45,3 +45,8 @@ export const CACHE_WARM_LEASE = `${CACHE_WARM_PREFIX}0`;
 /** The set-status writer's Lease, `<prefix>0` (one slot): the agent that holds it writes PinnedImageSets' status. */
 export const SET_STATUS_LEASE_PREFIX = 'prestage-set-status-';
 export const SET_STATUS_LEASE = `${SET_STATUS_LEASE_PREFIX}0`;
+
+/** The link ledger Lease's annotation: the charges of the last windows, `[at, bytes, until, id]` entries. */
+export const LINK_LEDGER_ANNOTATION = 'prestage.dev/link-ledger';
+/** The cache warm Lease's annotation: `{caches, keys: ["arch@digest", ...]}`, the images warmed. */
+export const CACHE_WARMED_ANNOTATION = 'prestage.dev/cache-warmed';

@@ -141,6 +141,17 @@ export const COMMANDS: Readonly<Record<string, CommandDescriptor>> = {
     ],
     load: async () => (await import('./preflight.js')).preflightCommand,
   },
+  report: {
+    usage: 'report [sets..]',
+    docs: 'preflight.md',
+    exitCodes: [3, 4, [74, 'the --html file cannot be written']],
+    describe: 'A staging report a person reads at a glance: nodes x sets with state and bytes, the preflight verdict, the link against its cap, errors named; --html FILE writes one self-contained page',
+    examples: [
+      ['$0 report --html staging.html', 'One file for the change ticket: opens offline, on a phone, printed'],
+      ['$0 report --events wait.jsonl -o json', 'The same numbers, the link drawn from wait -o json events'],
+    ],
+    load: async () => (await import('./report.js')).reportCommand,
+  },
   ready: {
     usage: 'ready <release-version..>',
     docs: 'upgrade-lifecycle.md',

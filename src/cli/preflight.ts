@@ -15,6 +15,9 @@ import type { ModelImage } from '../cluster/preflight/model.js';
 import { renderPreflight } from '../render/preflight-table.js';
 import type { Plan } from '../plan/types.js';
 import type { DesiredSet } from '../api/desired-set.js';
+import type { Preflight } from '../api/preflight.js';
+import type { ClusterClient } from '../cluster/connect.js';
+import type { PinningBackend } from '../cluster/backend.js';
 import { measureImages } from '../plan/sizes.js';
 import { parseReference } from '../registry/reference.js';
 import { BadInputError, RegistryError } from '../errors.js';
@@ -38,7 +41,8 @@ export function preflightCommand(ctx: CommandContext, scriptName: string) {
         .option('cache-namespace', { type: 'string', default: 'prestage', describe: 'Namespace of the in-cluster cache' })
         .option('output', { alias: 'o', choices: ['json', 'yaml', 'wide'] as const, describe: 'Output format: json, yaml (kind Preflight: nodes[], their sets[], totals, eta, reasons, assumptions); wide adds a row per node and set [default: the table, then the verdict]' }),
     handler: async (args) => {
-      const schedule = scheduleFrom(args as StagingFlags);
+      // Bad windows are refused before any registry or cluster work.
+      scheduleFrom(args as StagingFlags);
       const cluster = await clusterFrom(args as KubeFlags, scriptName);
       const { client, backend } = cluster;
       const flags = args as unknown as PlanFlags & RegistryFlags;
@@ -63,42 +67,50 @@ export function preflightCommand(ctx: CommandContext, scriptName: string) {
         }
         sets = plans.flatMap(desiredSetsFromPlan);
       }
-      const registry = registryClientFrom(flags, undefined, (line) => ctx.log.warn(line));
-      try {
-        const images = await modelImages(sets, plans, registry, flags.arch, (line) => ctx.log.warn(line));
-        const preflight = await runPreflight(client, backend, {
-          sets,
-          applied: !named,
-          images,
-          readLayers: async (pullSpecs) => {
-            const layers = new Map<string, readonly string[]>();
-            const unread: string[] = [];
-            await Promise.all(pullSpecs.map(async (pullSpec) => {
-              try {
-                const image = await registry.resolveImage(parseReference(pullSpec), flags.arch);
-                layers.set(pullSpec.slice(pullSpec.lastIndexOf('@') + 1), image.manifest.layers.map((layer) => layer.digest));
-              } catch (error) {
-                if (!(error instanceof RegistryError || error instanceof BadInputError)) throw error;
-                unread.push(pullSpec);
-              }
-            }));
-            return { layers, unread };
-          },
-          ...(args['link-rate'] !== undefined ? { linkRate: args['link-rate'] } : {}),
-          ...(schedule ? { schedule } : {}),
-          ...(args.cache ? { cacheNamespace: args['cache-namespace'] } : {}),
-          agentNamespace: await agentNamespace(client),
-          now: Date.now(),
-        });
-        if (args.output === 'json') ctx.stdout.write(`${JSON.stringify(preflight, null, 2)}\n`);
-        else if (args.output === 'yaml') ctx.stdout.write(yaml.dump(preflight, { lineWidth: -1, noRefs: true }));
-        else ctx.stdout.write(renderPreflight(preflight, args.output === 'wide'));
-        if (preflight.verdict === 'NO-GO') throw new PreflightNoGoError(`NO-GO: ${preflight.reasons.join('; ')}`);
-      } finally {
-        await registry.close();
-      }
+      const preflight = await preflightOf(client, backend, sets, plans, !named, args as PreflightFlags, ctx);
+      if (args.output === 'json') ctx.stdout.write(`${JSON.stringify(preflight, null, 2)}\n`);
+      else if (args.output === 'yaml') ctx.stdout.write(yaml.dump(preflight, { lineWidth: -1, noRefs: true }));
+      else ctx.stdout.write(renderPreflight(preflight, args.output === 'wide'));
+      if (preflight.verdict === 'NO-GO') throw new PreflightNoGoError(`NO-GO: ${preflight.reasons.join('; ')}`);
     },
   });
+}
+
+export type PreflightFlags = PlanFlags & RegistryFlags & StagingFlags & { cache?: boolean; 'cache-namespace'?: string };
+
+/** The preflight of `sets` (a plan's, or the cluster's when `applied`): their images measured, the cluster read. */
+export async function preflightOf(client: ClusterClient, backend: PinningBackend, sets: readonly DesiredSet[], plans: readonly Plan[], applied: boolean, flags: PreflightFlags, ctx: CommandContext): Promise<Preflight> {
+  const schedule = scheduleFrom(flags);
+  const registry = registryClientFrom(flags, undefined, (line) => ctx.log.warn(line));
+  try {
+    const images = await modelImages(sets, plans, registry, flags.arch, (line) => ctx.log.warn(line));
+    return await runPreflight(client, backend, {
+      sets,
+      applied,
+      images,
+      readLayers: async (pullSpecs) => {
+        const layers = new Map<string, readonly string[]>();
+        const unread: string[] = [];
+        await Promise.all(pullSpecs.map(async (pullSpec) => {
+          try {
+            const image = await registry.resolveImage(parseReference(pullSpec), flags.arch);
+            layers.set(pullSpec.slice(pullSpec.lastIndexOf('@') + 1), image.manifest.layers.map((layer) => layer.digest));
+          } catch (error) {
+            if (!(error instanceof RegistryError || error instanceof BadInputError)) throw error;
+            unread.push(pullSpec);
+          }
+        }));
+        return { layers, unread };
+      },
+      ...(flags['link-rate'] !== undefined ? { linkRate: flags['link-rate'] } : {}),
+      ...(schedule ? { schedule } : {}),
+      ...(flags.cache ? { cacheNamespace: flags['cache-namespace'] ?? 'prestage' } : {}),
+      agentNamespace: await agentNamespace(client),
+      now: Date.now(),
+    });
+  } finally {
+    await registry.close();
+  }
 }
 
 /**

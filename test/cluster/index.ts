@@ -30,6 +30,11 @@ export interface ClusterOptions {
    * big (so disk-full can be tested), and the Node's ephemeral-storage reports it.
    */
   readonly imageStoreBytes?: number;
+  /**
+   * Per node (by name: master-0, worker-0, ...): its own mirrors, replacing `registryMirrors` for
+   * that node (a registry per node, so its log counts that node's bytes), and its own image store size.
+   */
+  readonly perNode?: Readonly<Record<string, { readonly registryMirrors?: Readonly<Record<string, string>>; readonly imageStoreBytes?: number }>>;
   /** containers/storage's driver on every node; default overlay. */
   readonly storageDriver?: StorageDriver;
   /** CRI-O's `global_auth_file` on every node (its own registry credentials); may be written later. */
@@ -86,8 +91,10 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     const roles: NodeRole[] = ['control-plane', ...Array.from({ length: options.workers }, (): NodeRole => 'worker')];
     const names = roles.map((role, index) => (role === 'control-plane' ? 'master-0' : `worker-${index - 1}`));
     const registries = { mirrors: options.registryMirrors ?? {}, insecure: options.insecureRegistries ?? [] };
+    const storeBytes = (name: string) => options.perNode?.[name]?.imageStoreBytes ?? options.imageStoreBytes;
     const startCrio = async (name: string) => {
-      const crio = await CrioNode.start({ dir: join(dir, 'nodes', name), binaries, registries, imageStoreBytes: options.imageStoreBytes, storageDriver: options.storageDriver, authFile: options.crioAuthFile, ...(options.crioSignatures ? { signatures: options.crioSignatures } : {}) });
+      const own = options.perNode?.[name]?.registryMirrors;
+      const crio = await CrioNode.start({ dir: join(dir, 'nodes', name), binaries, registries: own ? { ...registries, mirrors: own } : registries, imageStoreBytes: storeBytes(name), storageDriver: options.storageDriver, authFile: options.crioAuthFile, ...(options.crioSignatures ? { signatures: options.crioSignatures } : {}) });
       stoppers.push(() => crio.stop());
       return crio;
     };
@@ -102,12 +109,11 @@ export async function startCluster(options: ClusterOptions): Promise<TestCluster
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(controlPlane.kubeconfigPath);
     const core = kubeConfig.makeApiClient(CoreV1Api);
-    const ephemeralStorage = String(options.imageStoreBytes ?? DEFAULT_EPHEMERAL_STORAGE_BYTES);
     const nodes = await Promise.all(
       names.map(async (name, index): Promise<TestNode> => {
         const role = roles[index] as NodeRole;
         const crio = crios[index] as CrioNode;
-        await registerNode(core, name, role, ephemeralStorage, crio.runtimeVersion, binaries.versions['kube-apiserver']);
+        await registerNode(core, name, role, String(storeBytes(name) ?? DEFAULT_EPHEMERAL_STORAGE_BYTES), crio.runtimeVersion, binaries.versions['kube-apiserver']);
         return { name, role, crio };
       }),
     );

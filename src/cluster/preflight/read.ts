@@ -8,7 +8,7 @@
  */
 import { MAX_HELD_IMAGES, type NodePinnedImages } from '../../api/prestage.js';
 import { PREFLIGHT_API_VERSION, type Preflight } from '../../api/preflight.js';
-import { CACHE_NAME, CACHE_WARM_LEASE } from '../../api/names.js';
+import { CACHE_NAME, CACHE_WARM_LEASE, CACHE_WARMED_ANNOTATION } from '../../api/names.js';
 import { linkRateOf, scheduleOf, type StagingSchedule } from '../../api/staging.js';
 import type { DesiredSet, PinningBackend } from '../backend.js';
 import type { KubeClient, KubeList, KubeObject } from '../../kube/client.js';
@@ -27,7 +27,6 @@ import { count } from '../../plural.js';
 const DIGEST_PULLSPEC = /^[^\s@]{1,400}@(sha256:[a-f0-9]{64})$/;
 /** The agent's `--reserve` default, for agents that do not report theirs. */
 const AGENT_DEFAULT_RESERVE = 16 * 2 ** 30;
-const CACHE_WARMED_ANNOTATION = 'prestage.dev/cache-warmed';
 /** The warm record's bound (agent/cache-warm.ts keeps fewer). */
 const MAX_WARM_KEYS = 10_000;
 
