@@ -16,7 +16,7 @@ const NODES = ['master-0', 'worker-0', 'worker-1'];
 const SETS = ['prestage-4.16.3-control-plane', 'prestage-4.16.3-worker'];
 
 const preflightNode = (node: string, verdict: PreflightNode['verdict']): PreflightNode => ({
-  node, sets: [], images: 40, present: 10, fetchBytes: 3 * GiB, writeBytes: 7 * GiB,
+  node, sets: [], images: 40, present: 10, pulls: 30, fetchBytes: 3 * GiB, writeBytes: 7 * GiB,
   storage: { rule: 'agent', availableBytes: 20 * GiB, reserveBytes: 4 * GiB, neededBytes: 7 * GiB },
   heldFrom: 'agent', verdict, reasons: verdict === 'GO' ? [] : [`${node}: image filesystem 2.0 GiB short of 7.0 GiB`],
 });
@@ -34,7 +34,7 @@ const report: StagingReport = {
     verdict: 'NO-GO', reasons: ['worker-1: image filesystem 2.0 GiB short of 7.0 GiB'], sets: SETS,
     nodes: [preflightNode('master-0', 'GO'), preflightNode('worker-0', 'GO'), preflightNode('worker-1', 'NO-GO')],
     totals: { nodes: 3, fetchBytes: 9 * GiB, linkBytes: 4 * GiB, writeBytes: 21 * GiB },
-    eta: { seconds: 3_700, bytesPerSecond: 20 * 2 ** 20, rateFrom: 'cap', doneBy: '2025-03-01T09:02:00Z', window: { opens: '2025-03-01T08:00:00Z', closes: '2025-03-01T12:00:00Z', fits: true } },
+    eta: { seconds: 3_700, bytesPerSecond: 20 * 2 ** 20, rateFrom: 'cap', pullSeconds: 40, doneBy: '2025-03-01T09:02:00Z', window: { opens: '2025-03-01T08:00:00Z', closes: '2025-03-01T12:00:00Z', fits: true } },
     assumptions: ['worker-0: free space from allocatable ephemeral storage'],
   },
   link: {

@@ -37,6 +37,8 @@ export interface PreflightNode {
   readonly sets: readonly PreflightNodeSet[];
   readonly images: number;
   readonly present: number;
+  /** Images it will pull: of the sets its backend admits, those it does not store. */
+  readonly pulls: number;
   /** Compressed bytes the node downloads for all its sets: a layer shared by two images (or sets) once. */
   readonly fetchBytes: number;
   /** Uncompressed bytes its image store must still take (containers/storage keeps a layer per chain). */
@@ -62,6 +64,8 @@ export interface PreflightEta {
   readonly bytesPerSecond: number;
   /** The rate: the cap (`--link-rate` or the sets'), or measured from the agents' link counters. */
   readonly rateFrom: 'cap' | 'measured';
+  /** Of `seconds`, the busiest node's pulls one after another beyond their bytes (cluster/preflight/eta.ts); 0 on MCO. */
+  readonly pullSeconds: number;
   /** When staging started now would be done (RFC 3339), staging windows kept. */
   readonly doneBy: string;
   /** The window checked (`--window`): its next opening and close, and whether staging fits in it. */
@@ -82,7 +86,10 @@ export interface Preflight {
     readonly nodes: number;
     /** What the nodes download, summed over nodes. */
     readonly fetchBytes: number;
-    /** What crosses the slow link: the nodes' downloads, or through the cache each blob once per repository, less what it holds. */
+    /**
+     * What crosses the slow link for the sets the backends admit (a refused set pulls nothing):
+     * the nodes' downloads, or through the cache each blob once per repository, less what it holds.
+     */
     readonly linkBytes: number;
     readonly writeBytes: number;
   };

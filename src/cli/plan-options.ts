@@ -80,7 +80,7 @@ export interface ToFlags {
 }
 
 /** `what`: how a value that is no version reads (bundle create's --to was once its directory). */
-export function withToOptions<T>(y: Argv<T>, notAVersion?: (value: string) => string, positional = 'release'): Argv<T & ToFlags> {
+export function withToOptions<T>(y: Argv<T>, notAVersion?: (value: string) => string, positional = 'release', neitherMeans?: string): Argv<T & ToFlags> {
   return y
     .option('to', {
       type: 'string',
@@ -100,6 +100,8 @@ export function withToOptions<T>(y: Argv<T>, notAVersion?: (value: string) => st
     .check((argv) => {
       // An ImageSetConfiguration's mirror.platform.channels may name the path instead (path-options.ts).
       if (argv[positional] === undefined && argv['to'] === undefined && argv['config'] !== undefined) return true;
+      // A command for which naming neither has a meaning of its own (preflight: the sets on the cluster).
+      if (neitherMeans !== undefined && argv[positional] === undefined && argv['to'] === undefined) return true;
       if ((argv[positional] === undefined) === (argv['to'] === undefined)) throw new BadInputError(`name the release as the ${positional.toUpperCase()} argument or as --to VERSION, exactly one of them`);
       return true;
     }) as unknown as Argv<T & ToFlags>;

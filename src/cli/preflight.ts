@@ -24,6 +24,7 @@ import { BadInputError, RegistryError } from '../errors.js';
 import { planRelease, readSetsSource, withReleasePlanOptions } from './apply.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
+import { linkRate } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { withLiveOptions, withToOptions, type PlanFlags } from './plan-options.js';
 import { targetToPlan, withPathOptions } from './path-options.js';
@@ -36,7 +37,8 @@ import { agentNamespace } from '../agent/plan-link-meter.js';
 export function preflightCommand(ctx: CommandContext, scriptName: string) {
   return typedCommand({
     builder: (y: Argv) =>
-      withStagingOptions(withPathOptions(withToOptions(withLiveOptions(withKubeOptions(withReleasePlanOptions(y.positional('release', { type: 'string', describe: 'Release pullspec, plan JSON file, or PinnedImageSet YAML file or directory (default: the prestage sets on the cluster)' }))), 'on; a cluster without ClusterVersion is planned from the release alone'))))
+      withStagingOptions(withPathOptions(withToOptions(withLiveOptions(withKubeOptions(withReleasePlanOptions(y.positional('release', { type: 'string', describe: 'Release pullspec, plan JSON file, or PinnedImageSet YAML file or directory (default: the prestage sets on the cluster)' }))), 'on; a cluster without ClusterVersion is planned from the release alone'), undefined, 'release', 'the prestage sets on the cluster')))
+        .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'The slow link\'s rate or cap (bytes: 20MiB/s, 5MB/s; bits: 40Mbit/s, 40Mbps): for the ETA (default: the cap stored on the sets, prestage.dev/link-rate)' })
         .option('cache', { type: 'boolean', default: false, describe: 'Through the in-cluster cache (install --cache): each blob crosses the link once per repository, less what its warm Lease records it holds' })
         .option('cache-namespace', { type: 'string', default: 'prestage', describe: 'Namespace of the in-cluster cache' })
         .option('output', { alias: 'o', choices: ['json', 'yaml', 'wide'] as const, describe: 'Output format: json, yaml (kind Preflight: nodes[], their sets[], totals, eta, reasons, assumptions); wide adds a row per node and set [default: the table, then the verdict]' }),

@@ -15,6 +15,7 @@ import { agentNamespace } from '../agent/plan-link-meter.js';
 import { count } from '../plural.js';
 import type { CommandContext } from './context.js';
 import { typedCommand } from './typed-command.js';
+import { linkRate } from './flag-values.js';
 import { clusterFrom, withKubeOptions, type KubeFlags } from './kube-options.js';
 import { withRegistryOptions } from './registry-options.js';
 import { withStagingOptions } from './staging-options.js';
@@ -28,6 +29,7 @@ export function reportCommand(ctx: CommandContext, scriptName: string) {
   return typedCommand({
     builder: (y: Argv) =>
       withStagingOptions(withRegistryOptions(withKubeOptions(y.positional('sets', { type: 'string', array: true, describe: 'Sets to report (default: every prestage set)' }))))
+        .option('link-rate', { type: 'string', coerce: linkRate('link-rate'), describe: 'The slow link\'s rate or cap (bytes: 20MiB/s, 5MB/s; bits: 40Mbit/s, 40Mbps): the cap the link use is drawn against (default: the cap the agents report)' })
         .option('html', { type: 'string', describe: 'Write the report as one self-contained HTML file (no script, font, stylesheet or URL: it opens offline, on a phone, printed)' })
         .option('events', { type: 'string', describe: "A file of `wait -o json` output: its link events draw the link's use over time (default: the agents' ledger Lease, its last entries)" })
         .option('preflight', { type: 'boolean', default: true, describe: 'Include the preflight of the sets on the cluster (--no-preflight: the state only, no registry reads)' })

@@ -22,7 +22,7 @@ export function renderPreflight(preflight: Preflight, wide = false): string {
   const eta = preflight.eta;
   if (eta) {
     const window = eta.window ? `; window ${eta.window.opens} to ${eta.window.closes}: ${eta.window.fits ? 'fits' : 'does NOT fit'}` : '';
-    lines.push(`eta: ${formatSeconds(eta.seconds)} at ${formatRate(eta.bytesPerSecond)} (${eta.rateFrom}), done by ${eta.doneBy}${window}`);
+    lines.push(`eta: ${formatSeconds(eta.seconds)} at ${formatRate(eta.bytesPerSecond)} (${eta.rateFrom}${eta.pullSeconds ? `; ${formatSeconds(eta.pullSeconds)} of it pulls one by one` : ''}), done by ${eta.doneBy}${window}`);
   }
   for (const assumption of preflight.assumptions) lines.push(`assumed: ${printable(assumption)}`);
   for (const reason of preflight.reasons) lines.push(`NO-GO ${printable(reason)}`);

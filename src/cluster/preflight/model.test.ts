@@ -60,8 +60,10 @@ describe('nodeFigures', () => {
 
   it("refuses by the agent's rule as agent/disk.ts decides, naming the node and the shortfall", () => {
     const small = node('w9', [], { rule: 'agent', freeBytes: 16 * GiB + 90 * KiB, reserveBytes: 16 * GiB });
-    const { nodes } = nodeFigures({ images: [a, b, c], sets, nodes: [small], heldLayers: new Map() });
+    const { nodes, fetchBytes, linkBytes } = nodeFigures({ images: [a, b, c], sets, nodes: [small], heldLayers: new Map() });
     expect(nodes[0]!.verdict).toBe('NO-GO');
+    // The node would fetch it all, but a refused set pulls nothing: nothing crosses the link.
+    expect([fetchBytes > 0, linkBytes]).toEqual([true, 0]);
     expect(nodes[0]!.reasons).toHaveLength(1);
     expect(nodes[0]!.reasons[0]).toMatch(/^w9: worker does not fit: needs 99(\.0)? KiB of new layers, 90(\.0)? KiB left .* short by /);
   });

@@ -59,6 +59,7 @@ export interface ModelNode {
 export interface NodeFigures {
   readonly nodes: readonly PreflightNode[];
   readonly fetchBytes: number;
+  /** What crosses the slow link for the sets the backends admit: a set refused pulls nothing. */
   readonly linkBytes: number;
   readonly writeBytes: number;
 }
@@ -106,6 +107,7 @@ export function nodeFigures({ images, sets, nodes, heldLayers, cache }: FiguresI
 
   const linkBlobs = new Map<string, number>();
   let fetchBytes = 0;
+  let linkBytes = 0;
   let writeBytes = 0;
   const results = nodes.map((node): PreflightNode => {
     const held = new Set(node.held);
@@ -122,7 +124,8 @@ export function nodeFigures({ images, sets, nodes, heldLayers, cache }: FiguresI
         const add = (digest: string, bytes: number) => {
           if (fetch.has(digest)) return;
           fetch.set(digest, bytes);
-          cacheKeys.set(`${repository}@${digest}`, bytes);
+          // Keys only through a cache: a thousand nodes' strings for nothing otherwise (bench:preflight).
+          if (cache) cacheKeys.set(`${repository}@${digest}`, bytes);
         };
         add(image.config.digest, image.config.size);
         chainsOf.get(image)!.forEach((chain, i) => {
@@ -135,8 +138,15 @@ export function nodeFigures({ images, sets, nodes, heldLayers, cache }: FiguresI
     };
     const targeted = [...node.sets].sort().map((name) => setsByName.get(name)!).filter(Boolean);
     const all = need([...new Set(targeted.flatMap((set) => set.images))]);
-    for (const [key, bytes] of all.cacheKeys) if (!cached.has(key)) linkBlobs.set(key, bytes);
     const storage = checkStorage(node, targeted, (pullSpec) => held.has(byPullSpec.get(pullSpec)!.digest), byPullSpec, heldBlobs);
+    // What will cross: the sets the backend admits (a set refused pulls nothing; MCO's one refusal
+    // fails every set of the node's pool, and the allocatable rule is the node's as a whole).
+    const refusesAll = node.storage.rule !== 'agent' && (storage.refused.size > 0 || storage.nodeReason !== undefined);
+    const admitted = refusesAll ? [] : targeted.filter((set) => !storage.refused.has(set.name));
+    const admittedImages = [...new Set(admitted.flatMap((set) => set.images))];
+    const pulled = admitted.length === targeted.length ? all : need(admittedImages);
+    for (const [key, bytes] of pulled.cacheKeys) if (!cached.has(key)) linkBlobs.set(key, bytes);
+    linkBytes += sum(pulled.fetch.values());
     const setResults = targeted.map((set): PreflightNodeSet => {
       const own = need(set.images);
       const present = set.images.filter((pullSpec) => held.has(byPullSpec.get(pullSpec)!.digest)).length;
@@ -154,6 +164,7 @@ export function nodeFigures({ images, sets, nodes, heldLayers, cache }: FiguresI
       sets: setResults,
       images: wanted.size,
       present: [...wanted].filter((pullSpec) => held.has(byPullSpec.get(pullSpec)!.digest)).length,
+      pulls: admittedImages.filter((pullSpec) => !held.has(byPullSpec.get(pullSpec)!.digest)).length,
       ...figures,
       storage: storage.figures,
       heldFrom: node.heldFrom,
@@ -161,7 +172,7 @@ export function nodeFigures({ images, sets, nodes, heldLayers, cache }: FiguresI
       reasons,
     };
   });
-  return { nodes: results, fetchBytes, linkBytes: cache ? sum(linkBlobs.values()) : fetchBytes, writeBytes };
+  return { nodes: results, fetchBytes, linkBytes: cache ? sum(linkBlobs.values()) : linkBytes, writeBytes };
 }
 
 interface StorageCheck {
