@@ -32,7 +32,8 @@ export function renderPreflight(preflight: Preflight, wide = false): string {
 
 function space(node: PreflightNode): string {
   const { rule, availableBytes, reserveBytes, neededBytes } = node.storage;
-  if (rule === 'unknown') return 'unknown';
-  const reserve = reserveBytes !== undefined ? ` - ${formatBytes(reserveBytes)}` : '';
-  return `${rule}: ${formatBytes(neededBytes)} of ${availableBytes !== undefined ? formatBytes(availableBytes) : '?'}${reserve}`;
+  if (rule === 'unknown' || availableBytes === undefined) return rule === 'unknown' ? 'not known' : `${rule}: ${formatBytes(neededBytes)}`;
+  if (rule === 'agent') return `agent: ${formatBytes(neededBytes)} of ${formatBytes(availableBytes)} free (${formatBytes(reserveBytes ?? 0)} kept)`;
+  if (rule === 'mco') return `mco: 2x ${formatBytes(neededBytes / 2)} of ${formatBytes(availableBytes)} allocatable - 16 GiB`;
+  return `allocatable: ${formatBytes(neededBytes)} of ${formatBytes(availableBytes)}`;
 }
