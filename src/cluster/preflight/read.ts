@@ -80,8 +80,9 @@ export async function runPreflight(client: KubeClient, backend: PinningBackend, 
   }
   const targeted = nodes.items.filter((node) => setsOf.has(node.metadata.name));
   const statuses = backend.kind === 'agent' ? await agentStatuses(client) : new Map<string, NodePinnedImages['status']>();
-  // Without an agent's listing: the images of prestage sets done on the node.
-  const doneOn = new Map((await pinnedOnNodes(client, backend)).map((entry) => [entry.node, entry.images]));
+  // Without an agent's listing: the images of prestage sets done on the node (a snapshot, read only then: at 1000 nodes it is the largest read).
+  const unlisted = targeted.some((node) => !heldListing(statuses.get(node.metadata.name)));
+  const doneOn = new Map(unlisted ? (await pinnedOnNodes(client, backend)).map((entry) => [entry.node, entry.images]) : []);
   const pullSpecOf = new Map<string, string>();
   const modelNodes: ModelNode[] = [];
   const withoutListing: string[] = [];
