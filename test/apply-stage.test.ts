@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubeClient } from '../src/kube/client.js';
 import { MCO_PATHS } from '../src/cluster/mco/backend.js';
 import type { Plan } from '../src/plan/types.js';
+import type { Preflight } from '../src/api/preflight.js';
 import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster/index.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { installMcoCrds } from './mco/crds.js';
@@ -150,5 +151,25 @@ describe('cluster access', () => {
       if (saved === undefined) delete process.env.KUBECONFIG;
       else process.env.KUBECONFIG = saved;
     }
+  });
+});
+
+describe('preflight on MCO', () => {
+  it("checks MCO's own disk rule from allocatable, and says it sees no listing of stored images: the sets done on a node count as stored", async () => {
+    // The stages above left the release's sets done on every node.
+    const result = await runCli(['preflight', RELEASE, ...registryFlags, '--link-rate', '20MiB/s', '-o', 'json', ...kube]);
+    // The link's rate, said back in both units as stage says it (MCO cannot be capped: it paces the ETA).
+    expect([result.code, result.stderr]).toEqual([0, 'link cap: 20 MiB/s = 21 MB/s (168 Mbit/s)\n']);
+    const preflight = JSON.parse(result.stdout) as Preflight;
+    expect([preflight.backend, preflight.verdict, preflight.reasons]).toEqual(['mco', 'GO', []]);
+    // MCO reports no listing of a node's images: it says so, and counts the sets done there as stored.
+    expect(preflight.nodes.map((node) => [node.node, node.storage.rule, node.heldFrom, node.present === node.images, node.fetchBytes])).toEqual([
+      ['master-0', 'mco', 'sets', true, 0],
+      ['worker-0', 'mco', 'sets', true, 0],
+    ]);
+    expect(preflight.assumptions.some((line) => /without an agent's listing of stored images .*: MCO reports none\): only the images of prestage sets done there count as stored; the bytes to fetch are an upper bound$/.test(line))).toBe(true);
+    // MCO's rule: 2 x the compressed layers of what is not on the node, against allocatable less 16 GiB.
+    for (const node of preflight.nodes) expect(node.storage).toEqual({ rule: 'mco', availableBytes: 120 * 2 ** 30, reserveBytes: 16 * 2 ** 30, neededBytes: 0 });
+    expect(preflight.eta).toMatchObject({ seconds: 0, pullSeconds: 0, rateFrom: 'cap' });
   });
 });

@@ -20,7 +20,7 @@ import { COLD_BUILD_TIMEOUT_MS, startCluster, type TestCluster } from './cluster
 import { waitFor, type Daemon } from './cluster/processes.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { renderPage } from './harness/chromium.js';
-import { runCli } from './support/cli.js';
+import { runCli, startCli } from './support/cli.js';
 import { startNodeAgent, withCri } from './support/agent-bed.js';
 
 const RELEASE = 'quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64';
@@ -156,6 +156,8 @@ describe('preflight', () => {
     expect([applied.code, applied.stderr]).toEqual([0, 'link cap: 512 KiB/s = 524 kB/s (4.19 Mbit/s)\n']);
     // From the sets applied (apply's own plan reads are before them) to the last set done.
     const appliedAt = performance.now();
+    // As an admin watches it: wait's JSON events, the link's measured rate among them, for the report.
+    const watching = startCli(['wait', CONTROL_PLANE_SET, '-o', 'json', '--timeout', '10m', ...kube]);
     await waitFor('master-0 and worker-0 to hold their sets, worker-1 to refuse', async () => {
       const sets = (await statuses()).flatMap((status) => (status.status?.pinnedImageSets ?? []).map((set) => ({ node: status.metadata.name, ...set })));
       const done = (node: string, name: string) => sets.some((set) => set.node === node && set.name === name && set.currentGeneration === set.desiredGeneration);
@@ -163,6 +165,10 @@ describe('preflight', () => {
       return done('master-0', CONTROL_PLANE_SET) && done('worker-0', WORKER_SET) && refused ? true : undefined;
     }, 600_000, 250);
     const stagedSeconds = (performance.now() - appliedAt) / 1000;
+    const waited = await watching.done;
+    expect(waited.code, waited.stderr).toBe(0);
+    const events = join(dir, 'wait.jsonl');
+    await writeFile(events, waited.stdout);
 
     const served = await servedToNodes(offsets);
     console.log(`preflight fetch per node ${JSON.stringify(Object.fromEntries(preflight.nodes.map((node) => [node.node, node.fetchBytes])))}; the registries served their CRI-O ${JSON.stringify(served)}`);
@@ -190,7 +196,7 @@ describe('preflight', () => {
 
     // The report: one page, opened by headless Chromium with the network cut off.
     const html = join(dir, 'staging.html');
-    const reported = await runCli(['report', '--html', html, ...registryFlags, ...kube]);
+    const reported = await runCli(['report', '--html', html, '--events', events, ...registryFlags, ...kube]);
     expect([reported.code, reported.stderr]).toEqual([0, `wrote ${html}: 3 nodes x 2 sets, NO-GO\n`]);
     const json = JSON.parse((await runCli(['report', ...registryFlags, '-o', 'json', '--no-preflight', ...kube])).stdout) as StagingReport;
     expect(json.cells.map((cell) => [cell.node, cell.set, cell.state])).toEqual([
@@ -204,6 +210,10 @@ describe('preflight', () => {
     for (const set of [CONTROL_PLANE_SET, WORKER_SET]) expect(dom).toContain(`data-set="${set}"`);
     expect(dom).toMatch(/id="verdict"[^>]*>\s*NO-GO\s*</);
     expect(dom).toContain('not enough disk');
+    // The link over the stage, from wait's events (one per snapshot with a measured rate): bars under the cap's line.
+    const bars = [...dom.matchAll(/<rect class="bar"/g)].length;
+    expect(bars).toBeGreaterThanOrEqual(2);
+    expect(dom).toContain('cap 512.0 KiB/s');
     expect((await readFile(screenshot)).subarray(0, 8).toString('hex')).toBe('89504e470d0a1a0a');
     // `PRESTAGE_DOCS_SCREENSHOT=DIR npm test -- test/preflight.test.ts` keeps the page and its picture for docs/preflight.md.
     if (process.env.PRESTAGE_DOCS_SCREENSHOT) {

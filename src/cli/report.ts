@@ -46,8 +46,11 @@ export function reportCommand(ctx: CommandContext, scriptName: string) {
         : undefined;
       let link: LinkUse | undefined;
       if (args.events !== undefined) {
-        link = eventSamples(await readEvents(args.events));
-        if (!link) ctx.log.warn(`--events ${args.events}: no link events (wait -o json writes them under a cap or through the cache)`);
+        const read = eventSamples(await readEvents(args.events));
+        if (!read) ctx.log.warn(`--events ${args.events}: no link events (wait -o json writes them under a cap or through the cache)`);
+        // The cap the events did not carry: the flag's, else the one the agents report now.
+        const cap = read?.capBytesPerSecond ?? args['link-rate'] ?? snapshot.link?.capBytesPerSecond;
+        link = read && cap ? { ...read, capBytesPerSecond: cap } : read;
       } else if (backend.kind === 'agent') {
         link = await ledgerSamples(client, await agentNamespace(client), args['link-rate'] ?? snapshot.link?.capBytesPerSecond);
       }
