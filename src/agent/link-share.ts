@@ -16,7 +16,7 @@
  */
 import type { Logger } from 'pino';
 import { KubeApiError, type KubeClient, type KubeObject } from '../kube/client.js';
-import { endCharge, LINK_WINDOW_MS, SYSTEM_CLOCK, WindowLedger, type Clock, type LedgerEntry } from '../net/link-rate.js';
+import { endCharge, LINK_WINDOW_MS, readLedger, SYSTEM_CLOCK, WindowLedger, type Clock, type LedgerEntry } from '../net/link-rate.js';
 import { RESPONSE_HEAD_BYTES, type LinkCharge, type LinkLedger } from '../net/link-meter.js';
 import { hasLayers, type SizeResult } from './image-sizes.js';
 
@@ -188,17 +188,3 @@ function windowLedger(capBytesPerSecond: number, entries: readonly LedgerEntry[]
   return ledger;
 }
 
-function readLedger(text: string | undefined): LedgerEntry[] {
-  if (!text) return [];
-  try {
-    const parsed: unknown = JSON.parse(text);
-    if (!Array.isArray(parsed)) return [];
-    // [at, bytes] (a charge over at once, as agents before 0.x wrote them) or [at, bytes, until, id].
-    return parsed.filter(
-      (entry): entry is LedgerEntry =>
-        Array.isArray(entry) && typeof entry[0] === 'number' && typeof entry[1] === 'number' && (entry.length === 2 || (entry.length === 4 && typeof entry[2] === 'number' && typeof entry[3] === 'string')),
-    );
-  } catch {
-    return [];
-  }
-}

@@ -2,7 +2,7 @@
  * The node's NodePinnedImages status, pure: per set and per image from what the runtime stores,
  * the pull history and what failed this pass; the Ready, Progressing and Degraded conditions.
  */
-import { isSetDone, MAX_HELD_IMAGES, type Condition, type ImageStatus, type NodePinnedImagesStatus, type PinnedImageSet, type PinnedImageSetStatus } from '../api/prestage.js';
+import { DIGEST_PULLSPEC_PATTERN, isSetDone, MAX_HELD_IMAGES, type Condition, type ImageStatus, type NodePinnedImagesStatus, type PinnedImageSet, type PinnedImageSetStatus } from '../api/prestage.js';
 import type { RuntimeImage } from '../cri/client.js';
 import { imageNames } from './runtime.js';
 import { count } from '../plural.js';
@@ -112,9 +112,12 @@ export function buildStatus({ sets, stored, filesystem, reserveBytes, previous, 
   };
 }
 
+/** The CRD's pattern for a held image: a name it would refuse would refuse the whole status write. */
+const DIGEST_PULLSPEC = new RegExp(DIGEST_PULLSPEC_PATTERN);
+
 /** What the runtime stores, one digest pullspec per image, sorted and bounded (`status.held`). */
 export function heldImages(stored: readonly RuntimeImage[]): { count: number; images: string[] } {
-  const named = stored.flatMap((image) => image.repoDigests.filter((name) => /^[^\s@]+@sha256:[a-f0-9]{64}$/.test(name) && name.length <= 447).slice(0, 1));
+  const named = stored.flatMap((image) => image.repoDigests.filter((name) => DIGEST_PULLSPEC.test(name) && name.length <= 447).slice(0, 1));
   return { count: stored.length, images: [...new Set(named)].sort().slice(0, MAX_HELD_IMAGES) };
 }
 

@@ -8,6 +8,7 @@ import { PREFLIGHT_API_VERSION, type Preflight, type ReportCell, type StagingRep
 import { LINK_LEASE, LINK_LEDGER_ANNOTATION } from '../api/names.js';
 import type { NodeSetProgress, ProgressSnapshot } from './backend.js';
 import type { KubeClient, KubeObject } from '../kube/client.js';
+import { readLedger } from '../net/link-rate.js';
 
 /** The ledger's samples: bytes charged per this many seconds. */
 const BUCKET_SECONDS = 5;
@@ -71,15 +72,9 @@ export function eventSamples(text: string): LinkUse | undefined {
 /** The agents' ledger: what each 5 s of its recent entries charged, as a rate. */
 export async function ledgerSamples(client: KubeClient, namespace: string, capBytesPerSecond: number | undefined): Promise<LinkUse | undefined> {
   const lease = await client.find<KubeObject>(`/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/leases/${LINK_LEASE}`).catch(() => undefined);
-  let entries: unknown;
-  try {
-    entries = JSON.parse(lease?.metadata.annotations?.[LINK_LEDGER_ANNOTATION] ?? '[]');
-  } catch {
-    return undefined;
-  }
   const buckets = new Map<number, number>();
-  for (const entry of Array.isArray(entries) ? entries : []) {
-    if (!Array.isArray(entry) || !isBytes(entry[0]) || !isBytes(entry[1])) continue;
+  for (const entry of readLedger(lease?.metadata.annotations?.[LINK_LEDGER_ANNOTATION])) {
+    if (!isBytes(entry[0]) || !isBytes(entry[1])) continue;
     const bucket = Math.floor(entry[0] / 1000 / BUCKET_SECONDS);
     buckets.set(bucket, (buckets.get(bucket) ?? 0) + entry[1]);
   }

@@ -209,6 +209,22 @@ export function pacerMeter(pacer: StreamPacer): LinkMeter {
  */
 export type LedgerEntry = readonly [at: number, bytes: number, until?: number, id?: string];
 
+/** A ledger's entries from its Lease annotation (JSON); an entry of another shape, or text that is not JSON, is left out. */
+export function readLedger(text: string | undefined): LedgerEntry[] {
+  if (!text) return [];
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (!Array.isArray(parsed)) return [];
+    // [at, bytes] (a charge over at once, as agents before 0.x wrote them) or [at, bytes, until, id].
+    return parsed.filter(
+      (entry): entry is LedgerEntry =>
+        Array.isArray(entry) && typeof entry[0] === 'number' && typeof entry[1] === 'number' && (entry.length === 2 || (entry.length === 4 && typeof entry[2] === 'number' && typeof entry[3] === 'string')),
+    );
+  } catch {
+    return [];
+  }
+}
+
 /** `entries` with the charge `id` over at `now`, having moved `bytes` (default: what it was charged): it counts a window from now. */
 export function endCharge(entries: readonly LedgerEntry[], id: string, now: number, bytes?: number): LedgerEntry[] {
   return entries.map((entry) => (entry[3] === id ? ([entry[0], bytes ?? entry[1], now, id] as const) : entry));

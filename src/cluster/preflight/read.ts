@@ -81,7 +81,8 @@ export async function runPreflight(client: KubeClient, backend: PinningBackend, 
   const targeted = nodes.items.filter((node) => setsOf.has(node.metadata.name));
   const statuses = backend.kind === 'agent' ? await agentStatuses(client) : new Map<string, NodePinnedImages['status']>();
   // Without an agent's listing: the images of prestage sets done on the node (a snapshot, read only then: at 1000 nodes it is the largest read).
-  const unlisted = targeted.some((node) => !heldListing(statuses.get(node.metadata.name)));
+  const listings = new Map(targeted.map((node) => [node.metadata.name, heldListing(statuses.get(node.metadata.name))]));
+  const unlisted = [...listings.values()].some((listing) => !listing);
   const doneOn = new Map(unlisted ? (await pinnedOnNodes(client, backend)).map((entry) => [entry.node, entry.images]) : []);
   const pullSpecOf = new Map<string, string>();
   const modelNodes: ModelNode[] = [];
@@ -90,7 +91,7 @@ export async function runPreflight(client: KubeClient, backend: PinningBackend, 
   for (const node of targeted) {
     const name = node.metadata.name;
     const status = statuses.get(name);
-    const listed = heldListing(status);
+    const listed = listings.get(name);
     const held = listed?.images ?? doneOn.get(name) ?? [];
     if (!listed) withoutListing.push(name);
     else if (listed.count > listed.images.length) partial.push(`${name} (${listed.images.length} of ${listed.count})`);
