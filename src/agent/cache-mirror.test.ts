@@ -94,6 +94,29 @@ pull-from-mirror = "digest-only"
     expect(order(after, `quay.io/other/x@${DIGEST}`)).toEqual([`10.0.0.5:5000/other/x@${DIGEST} insecure`, `quay.io/other/x@${DIGEST}`]);
   });
 
+  it('in a cache tree: the node\'s leaf first, then the root, then what the node had, for longer prefixes too', () => {
+    const base = conf(`
+[[registry]]
+prefix = ""
+location = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
+
+[[registry.mirror]]
+location = "mirror.corp:8443/ocp/release"
+pull-from-mirror = "digest-only"
+`);
+    const after = merged(base, renderCacheDropIn([{ source: 'quay.io', location: '10.0.0.5:5000', leaf: '10.0.0.7:5000' }], base));
+    expect(order(after, `quay.io/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`)).toEqual([
+      `10.0.0.7:5000/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST} insecure`,
+      `10.0.0.5:5000/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST} insecure`,
+      `mirror.corp:8443/ocp/release@${DIGEST}`,
+      `quay.io/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`,
+    ]);
+    expect(order(after, `quay.io/other/x@${DIGEST}`)).toEqual([`10.0.0.7:5000/other/x@${DIGEST} insecure`, `10.0.0.5:5000/other/x@${DIGEST} insecure`, `quay.io/other/x@${DIGEST}`]);
+    // A root under a path: the leaf serves the root's paths.
+    const pathed = merged(conf(''), renderCacheDropIn([{ source: 'quay.io', location: 'cache:5000/quay', leaf: 'leaf:5000' }], conf('')));
+    expect(order(pathed, `quay.io/a/b@${DIGEST}`)).toEqual([`leaf:5000/quay/a/b@${DIGEST} insecure`, `cache:5000/quay/a/b@${DIGEST} insecure`, `quay.io/a/b@${DIGEST}`]);
+  });
+
   it("moves a shorter prefix's mirrors down to a cached source below it", () => {
     const base = conf(`
 [[registry]]

@@ -28,6 +28,11 @@ export interface CacheMirror {
   readonly source: string;
   /** Where the cache serves it: `10.0.0.5:5000`, `cache.example:5000/quay`. Plain HTTP. */
   readonly location: string;
+  /**
+   * The node's leaf of the cache tree (`10.0.0.7:5000`, a pull-through cache of `location`): asked
+   * first, then the root, then what the node had. A leaf that is down costs a refused connection.
+   */
+  readonly leaf?: string;
 }
 
 const HOST_PORT_PATH = /^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:]+\])(?::\d{1,5})?(?:\/[a-z0-9._-]+)*$/i;
@@ -66,13 +71,16 @@ export function parseCacheMirrors(values: readonly string[]): CacheMirror[] {
  */
 export function cacheEntries(mirrors: readonly CacheMirror[], base: RegistriesConf, bypass: readonly string[] = []): RegistryEntry[] {
   const entries: RegistryEntry[] = [];
-  for (const { source, location } of [...mirrors].sort((a, b) => a.source.localeCompare(b.source))) {
-    const cacheMirror = (rest: string): RegistryMirror => ({ location: `${location}${rest}`, insecure: true, pullFromMirror: 'digest-only' });
-    entries.push(withCacheFirst(entryFor(source, base), cacheMirror('')));
+  for (const { source, location, leaf } of [...mirrors].sort((a, b) => a.source.localeCompare(b.source))) {
+    const mirror = (at: string, rest: string): RegistryMirror => ({ location: `${at}${rest}`, insecure: true, pullFromMirror: 'digest-only' });
+    // The leaf serves the root's paths: its location is the leaf's host with the root's path.
+    const leafLocation = leafOf(location, leaf);
+    const caches = (rest: string) => [...(leafLocation !== undefined ? [mirror(leafLocation, rest)] : []), mirror(location, rest)];
+    entries.push(withCachesFirst(entryFor(source, base), caches('')));
     // Longer prefixes win over ours for their images: they get the cache too.
     for (const entry of base.registries) {
       if (!entry.prefix.startsWith(`${source}/`)) continue;
-      entries.push(withCacheFirst(entry, cacheMirror(entry.prefix.slice(source.length))));
+      entries.push(withCachesFirst(entry, caches(entry.prefix.slice(source.length))));
     }
   }
   for (const repository of [...new Set(bypass)].sort()) {
@@ -106,8 +114,15 @@ function entryFor(source: string, base: RegistriesConf): RegistryEntry {
   };
 }
 
-function withCacheFirst(entry: RegistryEntry, cache: RegistryMirror): RegistryEntry {
-  return { ...entry, mirrors: [cache, ...entry.mirrors.filter((mirror) => mirror.location !== cache.location)] };
+function withCachesFirst(entry: RegistryEntry, caches: readonly RegistryMirror[]): RegistryEntry {
+  return { ...entry, mirrors: [...caches, ...entry.mirrors.filter((mirror) => !caches.some((cache) => cache.location === mirror.location))] };
+}
+
+/** A leaf's location for a root at `root` (`10.0.0.5:5000/quay`): the leaf's host and the root's path. */
+export function leafOf(root: string, leaf: string | undefined): string | undefined {
+  if (leaf === undefined) return undefined;
+  const slash = root.indexOf('/');
+  return slash < 0 ? leaf : `${leaf}${root.slice(slash)}`;
 }
 
 /** The drop-in's text: equal inputs, equal bytes. */

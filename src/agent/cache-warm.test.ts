@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseReference } from '../registry/reference.js';
-import { cachedImages, readRecord, warmKey, writeRecord } from './cache-warm.js';
+import { cachedImages, readRecord, TreeCacheWarmer, warmKey, writeRecord, type CacheWarmer } from './cache-warm.js';
 
 const DIGEST = `sha256:${'a'.repeat(64)}`;
 const OTHER = `sha256:${'b'.repeat(64)}`;
@@ -44,5 +44,32 @@ describe('cache warm: which images, and the record on the Lease', () => {
     expect(keys.slice(-2)).toEqual([first, `amd64@${DIGEST}`]);
     expect(keys).not.toContain(`amd64@sha256:${(1).toString(16).padStart(64, '0')}`);
     expect(Buffer.byteLength(written)).toBeLessThan(200 * 1024);
+  });
+});
+
+describe('the cache tree: warmed in order', () => {
+  it('the root first (at the link cap), then the node\'s leaf (no cap), the leaf asked for after the root is done', async () => {
+    const steps: string[] = [];
+    const warmer = (name: string): CacheWarmer => ({
+      warm: async (images, arch, _onWait, rate) => {
+        steps.push(`${name} start ${images.length} ${arch} ${rate ?? 'uncapped'}`);
+        await new Promise((resolve) => setImmediate(resolve));
+        steps.push(`${name} done`);
+      },
+      close: async () => void steps.push(`${name} closed`),
+    });
+    const [root, a, b] = [warmer('root'), warmer('leaf a'), warmer('leaf b')];
+    let mine: CacheWarmer | undefined = a;
+    const tree = new TreeCacheWarmer(root, () => mine, [a, b]);
+    await tree.warm(['x', 'y'], 'amd64', () => undefined, 1024);
+    expect(steps).toEqual(['root start 2 amd64 1024', 'root done', 'leaf a start 2 amd64 uncapped', 'leaf a done']);
+    // A node whose label names no leaf: the root alone.
+    mine = undefined;
+    steps.length = 0;
+    await tree.warm(['x'], 'amd64', () => undefined);
+    expect(steps).toEqual(['root start 1 amd64 uncapped', 'root done']);
+    steps.length = 0;
+    await tree.close();
+    expect(steps.sort()).toEqual(['leaf a closed', 'leaf b closed', 'root closed']);
   });
 });

@@ -141,6 +141,10 @@ export interface LeaseCacheWarmerOptions {
   readonly unreachableRetryMs?: number;
   readonly leaseDurationSeconds?: number;
   readonly contentionJitterMs?: number;
+  /** The warm slot's Lease name without its `0`: the root's by default, a leaf's (`cacheLeafWarmPrefix`). */
+  readonly leasePrefix?: string;
+  /** Which cache of the tree, for the log: `root`, `leaf zone-a`. */
+  readonly cache?: string;
 }
 
 export class LeaseCacheWarmer implements CacheWarmer {
@@ -157,7 +161,7 @@ export class LeaseCacheWarmer implements CacheWarmer {
       slots: 1,
       holder: options.holder,
       log: options.log,
-      prefix: CACHE_WARM_PREFIX,
+      prefix: options.leasePrefix ?? CACHE_WARM_PREFIX,
       label: CACHE_WARM_LABEL,
       what: 'cache warm Lease',
       ...(options.leaseDurationSeconds !== undefined ? { leaseDurationSeconds: options.leaseDurationSeconds } : {}),
@@ -179,7 +183,7 @@ export class LeaseCacheWarmer implements CacheWarmer {
   }
 
   async warm(images: readonly string[], arch: string, onWait: () => void, linkRate?: number): Promise<void> {
-    const { log } = this.options;
+    const log = this.options.cache !== undefined ? this.options.log.child({ cache: this.options.cache }) : this.options.log;
     const wanted = new Map(cachedImages(images, this.options.mirrors).map((ref) => [warmKey(arch, ref), ref]));
     if (wanted.size === 0) return;
     const recorded = () => readRecord(this.lease.annotations()[CACHE_WARMED_ANNOTATION], this.caches);
@@ -303,5 +307,28 @@ export class LeaseCacheWarmer implements CacheWarmer {
   async close(): Promise<void> {
     this.lease.stop();
     await this.registry.close().catch(() => undefined);
+  }
+}
+
+/**
+ * The cache tree's order: the root first (once per blob over the link, under its cap), then the
+ * node's leaf from the root (the LAN: no link cap), then the node pulls from its leaf. The leaves
+ * warm side by side, each after the root holds what it asks, so no leaf's miss reaches the link.
+ */
+export class TreeCacheWarmer implements CacheWarmer {
+  constructor(
+    private readonly root: CacheWarmer,
+    /** The node's leaf's warmer now (its labels may change), or none: the node pulls from the root. */
+    private readonly leaf: () => CacheWarmer | undefined,
+    private readonly leaves: readonly CacheWarmer[],
+  ) {}
+
+  async warm(images: readonly string[], arch: string, onWait: () => void, linkRate?: number): Promise<void> {
+    await this.root.warm(images, arch, onWait, linkRate);
+    await this.leaf()?.warm(images, arch, onWait);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.root, ...this.leaves].map((warmer) => warmer.close()));
   }
 }

@@ -42,6 +42,12 @@ export const PULL_SLOT_PREFIX = 'prestage-pull-slot-';
 export const CACHE_WARM_PREFIX = 'prestage-cache-warm-';
 /** One warm slot: the cache is filled by one node at a time. */
 export const CACHE_WARM_LEASE = `${CACHE_WARM_PREFIX}0`;
+/**
+ * A leaf cache's warm slot: `prestage-cache-warm-leaf-<i>-0`, i the leaf's index among the leaves'
+ * names sorted (the record on it names the leaf's location, so a renumbered leaf starts empty).
+ */
+export const cacheLeafWarmPrefix = (index: number): string => `${CACHE_WARM_PREFIX}leaf-${index}-`;
+export const cacheLeafWarmLease = (index: number): string => `${cacheLeafWarmPrefix(index)}0`;
 /** The set-status writer's Lease, `<prefix>0` (one slot): the agent that holds it writes PinnedImageSets' status. */
 export const SET_STATUS_LEASE_PREFIX = 'prestage-set-status-';
 export const SET_STATUS_LEASE = `${SET_STATUS_LEASE_PREFIX}0`;

@@ -9,10 +9,11 @@ import type { Argv } from 'yargs';
 import { ConfigLock, CrioRuntime, DEFAULT_CRIO_SOCKET, lockedReload, reloadCrioFoundInProc, reloadWithSignal, reloadWithSystemctl, type CrioReload } from '../agent/crio.js';
 import { serveAgentHttp } from '../agent/http.js';
 import { RegistryImageSizes } from '../agent/image-sizes.js';
-import { CACHE_DROP_IN_NAME, parseCacheMirrors, syncCacheDropIn } from '../agent/cache-mirror.js';
+import { CACHE_DROP_IN_NAME, leafOf, parseCacheMirrors, syncCacheDropIn } from '../agent/cache-mirror.js';
+import { chooseLeaf, DEFAULT_LEAF_LABEL, parseCacheLeaves } from '../api/cache-tree.js';
 import { KubeAgentCluster } from '../agent/kube.js';
 import { AgentMetrics } from '../agent/metrics.js';
-import { cachedImages, LeaseCacheWarmer } from '../agent/cache-warm.js';
+import { cachedImages, LeaseCacheWarmer, TreeCacheWarmer } from '../agent/cache-warm.js';
 import { LeasePacer } from '../agent/pacing.js';
 import { runSetStatusWriter } from '../agent/set-status-writer.js';
 import { NodeAgent } from '../agent/reconcile.js';
@@ -27,7 +28,7 @@ import { LeaseLinkLedger } from '../agent/link-share.js';
 import { LinkRelay } from '../agent/link-relay.js';
 import { parseReference } from '../registry/reference.js';
 import { LINK_RATE_ANNOTATION } from '../api/staging.js';
-import { DEFAULT_PIN_DROP_IN } from '../api/names.js';
+import { cacheLeafWarmPrefix, DEFAULT_PIN_DROP_IN } from '../api/names.js';
 import { DEFAULT_REGISTRIES_CONF, DEFAULT_REGISTRIES_CONF_DIR } from '../api/names.js';
 
 /** `agent --once`: a set failed on this node. Exit 1, as `wait` does. */
@@ -38,6 +39,9 @@ export class SetsFailedError extends PrestageError {
 export const DEFAULT_PULL_SECRET = '/var/lib/kubelet/config.json';
 /** Quiet this long after a pass before the idle collection (a pass's follow-ups come within a second or two). */
 const QUIET_COLLECT_MS = 5_000;
+
+/** How long a leaf's warm waits for a leaf that does not answer: the root behind it holds everything. */
+const LEAF_UNREACHABLE_RETRY_MS = 10_000;
 
 export function agentCommand(ctx: CommandContext) {
   return typedCommand({
@@ -62,6 +66,13 @@ export function agentCommand(ctx: CommandContext) {
           default: [] as string[],
           describe: `SOURCE=HOST[:PORT][/PREFIX] (repeatable): pull SOURCE's images by digest through this plain-HTTP pull-through cache first, then as before; written to --registries-conf-dir/${CACHE_DROP_IN_NAME} (removed without the flag), CRI-O reloaded. Before pulls, one node at a time fills the cache with them (Lease prestage-cache-warm-0), then every node pulls from it. Image sizes are still read without it`,
         })
+        .option('cache-leaf', {
+          type: 'string',
+          array: true,
+          default: [] as string[],
+          describe: "NAME=HOST[:PORT] (repeatable): a leaf of the cache tree, a plain-HTTP pull-through cache of --cache-mirror's cache. The node's leaf is asked first, then that root cache, then as before; before pulls the root is warmed, then the leaf from it (Lease prestage-cache-warm-leaf-<i>-0). The node's leaf: the one named by its --cache-leaf-label value, or by rendezvous hashing of the node's name",
+        })
+        .option('cache-leaf-label', { type: 'string', describe: `The Node label whose value names the node's leaf (e.g. ${DEFAULT_LEAF_LABEL}); a node without it, or whose value names no leaf, pulls from the root` })
         .option('concurrency', { type: 'number', default: 5, coerce: integerAtLeast('concurrency', 1), describe: 'Parallel pulls on a worker node' })
         .option('control-plane-concurrency', { type: 'number', default: 1, coerce: integerAtLeast('control-plane-concurrency', 1), describe: 'Parallel pulls on a control-plane node' })
         .option('reserve', { type: 'string', default: '16Gi', coerce: sizeAtLeast('reserve', 0), describe: 'Image filesystem space pre-loading leaves free, a size: 16Gi, 20G, 100GB, 1.5TiB, plain bytes (G = 10^9, Gi = 2^30)' })
@@ -101,6 +112,18 @@ export function agentCommand(ctx: CommandContext) {
       const level = (args['log-level'] === 'warn' ? 'info' : args['log-level']) as LogLevel;
       const log = createLogger(level, ctx.stderr).child({ node: nodeName });
       const cacheMirrors = parseCacheMirrors(args['cache-mirror']);
+      // The cache tree: sorted by name, so every agent numbers the leaves' warm Leases alike.
+      const cacheLeaves = parseCacheLeaves(args['cache-leaf']).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      if (cacheLeaves.length > 0 && cacheMirrors.length === 0) throw new BadInputError('--cache-leaf needs --cache-mirror: a leaf is a pull-through cache of the root cache --cache-mirror names');
+      const leafLabel: string | undefined = args['cache-leaf-label'];
+      if (leafLabel !== undefined && cacheLeaves.length === 0) throw new BadInputError('--cache-leaf-label needs --cache-leaf: the leaves whose names its values are');
+      // Hash mode needs only the node's name; label mode its labels, known once the Node is read (until then: the root).
+      let nodeLabels: () => Readonly<Record<string, string>> | undefined = () => undefined;
+      const myLeaf = () => chooseLeaf({ name: nodeName, labels: nodeLabels() ?? {} }, cacheLeaves, leafLabel);
+      const treeMirrors = () => {
+        const leaf = myLeaf();
+        return leaf ? cacheMirrors.map((mirror) => ({ ...mirror, leaf: leaf.location })) : cacheMirrors;
+      };
       const metrics = new AgentMetrics();
       // The pin drop-in is staged in the directory CRI-O scans: no reload of ours while it is written.
       const configLock = new ConfigLock();
@@ -117,11 +140,11 @@ export function agentCommand(ctx: CommandContext) {
       const relaySources = new Set<string>();
       const syncCache = async (first: boolean): Promise<void> => {
         try {
-          const mirrors = cacheMirrors.length > 0 ? cacheMirrors : relay ? relay.mirrors([...relaySources]) : [];
+          const mirrors = cacheMirrors.length > 0 ? treeMirrors() : relay ? relay.mirrors([...relaySources]) : [];
           const { change, path } = await syncCacheDropIn({ registriesConf: args['registries-conf'], registriesConfDir: args['registries-conf-dir'], mirrors, bypass: [...bypassed.keys()], reload });
           lastCacheError = undefined;
           if (change !== 'unchanged' || (first && cacheMirrors.length > 0)) {
-            log.info({ change, path, mirrors: mirrors.map((m) => `${m.source}=${m.location.replace(/\/[0-9a-f]{32}\//, '/***/')}`) }, change === 'removed' ? 'cache drop-in removed, CRI-O reloaded' : change === 'written' ? 'cache drop-in written, CRI-O reloaded' : 'cache drop-in in place');
+            log.info({ change, path, mirrors: mirrors.map((m) => `${m.source}=${m.location.replace(/\/[0-9a-f]{32}\//, '/***/')}`), ...(cacheLeaves.length > 0 ? { leaf: myLeaf()?.name ?? null } : {}) }, change === 'removed' ? 'cache drop-in removed, CRI-O reloaded' : change === 'written' ? 'cache drop-in written, CRI-O reloaded' : 'cache drop-in in place');
           }
         } catch (error) {
           // The direct path still works: pull without the cache rather than not at all. Said once per distinct error.
@@ -165,10 +188,28 @@ export function agentCommand(ctx: CommandContext) {
           if (!args.once) void agent?.verify();
         },
       );
+      nodeLabels = () => cluster.nodeLabels();
       const slots: number = args['max-pulling-nodes'];
       const pacer = slots > 0 ? new LeasePacer(client, { namespace: args.namespace, slots, holder: nodeName, log }) : undefined;
       // Through a cache: one node fills it, then all pull from it (each blob crosses the link once).
-      const cacheWarmer = cacheMirrors.length > 0 ? new LeaseCacheWarmer(client, { namespace: args.namespace, holder: nodeName, mirrors: cacheMirrors, log }) : undefined;
+      // A tree: the root, then the node's leaf (each leaf a warm Lease of its own, warmed from the root).
+      const rootWarmer = cacheMirrors.length > 0 ? new LeaseCacheWarmer(client, { namespace: args.namespace, holder: nodeName, mirrors: cacheMirrors, log, ...(cacheLeaves.length > 0 ? { cache: 'root' } : {}) }) : undefined;
+      const leafWarmers = new Map(
+        cacheLeaves.map((leaf, index) => [
+          leaf.name,
+          new LeaseCacheWarmer(client, {
+            namespace: args.namespace,
+            holder: nodeName,
+            mirrors: cacheMirrors.map(({ source, location }) => ({ source, location: leafOf(location, leaf.location)! })),
+            log,
+            leasePrefix: cacheLeafWarmPrefix(index),
+            cache: `leaf ${leaf.name}`,
+            // The root holds it all: a leaf that does not answer is not waited for long.
+            unreachableRetryMs: LEAF_UNREACHABLE_RETRY_MS,
+          }),
+        ]),
+      );
+      const cacheWarmer = rootWarmer && cacheLeaves.length > 0 ? new TreeCacheWarmer(rootWarmer, () => leafWarmers.get(myLeaf()?.name ?? ''), [...leafWarmers.values()]) : rootWarmer;
       agent = new NodeAgent({
         nodeName,
         runtime,
@@ -213,6 +254,7 @@ export function agentCommand(ctx: CommandContext) {
         await cluster.start();
         if (args.once) {
           await untilLoaded(cluster, log, ONCE_LOAD_TIMEOUT_MS);
+          if (leafLabel !== undefined) await syncCache(false);
           const status = await agent.reconcile();
           const failed = status.pinnedImageSets?.filter((set) => set.lastFailedGeneration === set.desiredGeneration) ?? [];
           for (const set of failed) log.error({ set: set.name, err: set.lastFailedGenerationError }, 'set failed');
@@ -226,7 +268,11 @@ export function agentCommand(ctx: CommandContext) {
         const http = await serveAgentHttp(metrics.registry, () => agent.healthy(), args.port);
         log.info({ port: http.port, crio: args['cri-socket'], dropIn: args['drop-in'] }, 'agent started');
         // No pass before the Node and the sets are known (a pass without the Node's labels cannot select sets).
-        void untilLoaded(cluster, log).then(() => agent.start());
+        // With leaves by label, the drop-in names the node's leaf once its labels are known.
+        void untilLoaded(cluster, log).then(async () => {
+          if (leafLabel !== undefined) await syncCache(false);
+          agent.start();
+        });
         const unwatch = watchOtherDropIns(args['drop-in'], () => cluster.loaded() && agent.trigger(), log);
         const setStatusStop = new AbortController();
         if (args['set-status']) void runSetStatusWriter(client, cluster, { namespace: args.namespace, holder: nodeName, log }, setStatusStop.signal).catch((error: Error) => log.error({ err: error.message }, 'set status writer ended'));

@@ -5,7 +5,7 @@
  * and what breaks without it: docs/node-agent.md.
  */
 import { GROUP, NODE_PINNED_IMAGES, PINNED_IMAGE_SETS } from '../api/prestage.js';
-import { AGENT_NAME, CACHE_WARM_LEASE, LINK_LEASE, PULL_SLOT_PREFIX, SET_STATUS_LEASE } from '../api/names.js';
+import { AGENT_NAME, cacheLeafWarmLease, CACHE_WARM_LEASE, LINK_LEASE, PULL_SLOT_PREFIX, SET_STATUS_LEASE } from '../api/names.js';
 import type { Manifest } from './apply.js';
 
 /** The extra a pod-bound ServiceAccount token carries (Kubernetes 1.32+): the pod's node. */
@@ -17,20 +17,28 @@ export interface AgentAccessOptions {
   readonly pullSecretNames: readonly string[];
   /** Pull slots (`--max-pulling-nodes`): Leases `prestage-pull-slot-0` .. `-(K-1)`. */
   readonly pullSlots: number;
+  /** Leaf caches (`--cache-leaf`): each one's warm Lease `prestage-cache-warm-leaf-<i>-0`. */
+  readonly cacheLeaves?: number;
   readonly admissionPolicy: boolean;
   readonly labels: Record<string, string>;
 }
 
-/** Every Lease an agent writes: the pull slots, the link ledger, the cache-warm slot, the set-status writer's. */
-export function agentLeaseNames(pullSlots: number): string[] {
-  return [...Array.from({ length: pullSlots }, (_, index) => `${PULL_SLOT_PREFIX}${index}`), LINK_LEASE, CACHE_WARM_LEASE, SET_STATUS_LEASE];
+/** Every Lease an agent writes: the pull slots, the link ledger, the cache-warm slots (the root's, each leaf's), the set-status writer's. */
+export function agentLeaseNames(pullSlots: number, cacheLeaves = 0): string[] {
+  return [
+    ...Array.from({ length: pullSlots }, (_, index) => `${PULL_SLOT_PREFIX}${index}`),
+    LINK_LEASE,
+    CACHE_WARM_LEASE,
+    ...Array.from({ length: cacheLeaves }, (_, index) => cacheLeafWarmLease(index)),
+    SET_STATUS_LEASE,
+  ];
 }
 
 /** ClusterRole, Role and their bindings; with `admissionPolicy`, the two policies. */
 export function agentAccess(options: AgentAccessOptions): Manifest[] {
   const { namespace, labels } = options;
   const subjects = [{ kind: 'ServiceAccount', name: AGENT_NAME, namespace }];
-  const leases = agentLeaseNames(options.pullSlots);
+  const leases = agentLeaseNames(options.pullSlots, options.cacheLeaves ?? 0);
   const serviceAccountUser = `system:serviceaccount:${namespace}:${AGENT_NAME}`;
   return [
     {

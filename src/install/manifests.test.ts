@@ -38,6 +38,7 @@ describe('the Role of the agent', () => {
     expect(pullSlotsOf({ agentArgs: [] })).toBe(0);
     expect(pullSlotsOf({ agentArgs: ['--max-pulling-nodes=4', '--max-pulling-nodes', '2'] })).toBe(2);
     expect(agentLeaseNames(0)).toEqual(['prestage-link', 'prestage-cache-warm-0', 'prestage-set-status-0']);
+    expect(agentLeaseNames(0, 2)).toEqual(['prestage-link', 'prestage-cache-warm-0', 'prestage-cache-warm-leaf-0-0', 'prestage-cache-warm-leaf-1-0', 'prestage-set-status-0']);
   });
 });
 

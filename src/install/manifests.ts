@@ -67,6 +67,12 @@ export function pullSlotsOf(options: Pick<InstallOptions, 'agentArgs'>): number 
   return slots;
 }
 
+/** The agents' `--cache-leaf` flags: one warm Lease each. */
+export function cacheLeavesOf(options: Pick<InstallOptions, 'agentArgs'>): number {
+  const args = options.agentArgs ?? [];
+  return args.filter((arg, index) => /^--cache-leaf=/.test(arg) || (arg === '--cache-leaf' && args[index + 1] !== undefined)).length;
+}
+
 /** In apply order: CRDs and the namespace before what lives in them. */
 export function installManifests(options: InstallOptions): Manifest[] {
   const { namespace } = options;
@@ -94,7 +100,7 @@ export function installManifests(options: InstallOptions): Manifest[] {
       },
     },
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: AGENT_NAME, namespace, labels } },
-    ...agentAccess({ namespace, labels, pullSecretNames: options.pullSecretNames ?? [], pullSlots: pullSlotsOf(options), admissionPolicy: options.admissionPolicy !== false }),
+    ...agentAccess({ namespace, labels, pullSecretNames: options.pullSecretNames ?? [], pullSlots: pullSlotsOf(options), cacheLeaves: cacheLeavesOf(options), admissionPolicy: options.admissionPolicy !== false }),
     ...(options.openshift ? openshiftSecurity(namespace, labels) : []),
     {
       apiVersion: 'apps/v1',
