@@ -35,9 +35,11 @@ export interface StatusInput {
   readonly waiting?: ReadonlyMap<string, string>;
   /** The link as this agent used it. */
   readonly link?: NodePinnedImagesStatus['link'];
+  /** Where cached images come from (the cache tree's leaf, the root). */
+  readonly cache?: NodePinnedImagesStatus['cache'];
 }
 
-export function buildStatus({ sets, stored, filesystem, reserveBytes, previous, afterPin, setErrors, history, imageBytes, setBytes, waiting, link }: StatusInput): NodePinnedImagesStatus {
+export function buildStatus({ sets, stored, filesystem, reserveBytes, previous, afterPin, setErrors, history, imageBytes, setBytes, waiting, link, cache }: StatusInput): NodePinnedImagesStatus {
   const byName = new Map<string, RuntimeImage>();
   for (const image of stored) for (const name of imageNames(image)) byName.set(name, image);
   const previousSets = new Map((previous?.pinnedImageSets ?? []).map((set) => [set.name, set]));
@@ -109,6 +111,7 @@ export function buildStatus({ sets, stored, filesystem, reserveBytes, previous, 
     imageFilesystem: { capacityBytes: filesystem.capacityBytes, freeBytes: filesystem.freeBytes, ...(reserveBytes !== undefined ? { reserveBytes } : {}) },
     held: heldImages(stored),
     ...(link ? { link } : {}),
+    ...(cache ? { cache } : {}),
   };
 }
 

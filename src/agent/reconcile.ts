@@ -55,6 +55,8 @@ export interface NodeAgentOptions extends PullSettings {
   readonly controlPlaneConcurrency?: number;
   /** Bytes of the image filesystem that pre-loading must leave free. */
   readonly reserveBytes: number;
+  /** Where cached images come from now (`--cache-mirror`, `--cache-leaf`): reported in the status. */
+  readonly cacheRoute?: () => NodePinnedImagesStatus['cache'];
   /** `/var/lib/kubelet/config.json`: the node's pull secret; absent file = anonymous pulls. */
   readonly pullSecretPath?: string;
   /**
@@ -315,6 +317,7 @@ export class NodeAgent {
       setBytes: (images, isStored) => this.admission.setBytes(images, isStored),
       waiting: waitingSets(sets, this.pulls.held()),
       link: { ...this.pulls.linkBytes(), ...capOf(this.pulls.linkCap(rateOf(sets))) },
+      cache: this.options.cacheRoute?.(),
     });
   }
 

@@ -226,6 +226,15 @@ export const NODE_PINNED_IMAGES_CRD: CustomResourceDefinition = clusterScopedCrd
                 images: { type: 'array', maxItems: MAX_HELD_IMAGES, items: { type: 'string', maxLength: 447, pattern: DIGEST_PULLSPEC_PATTERN } },
               },
             },
+            cache: {
+              type: 'object',
+              description: "Where the node's CRI-O pulls cached images from, in order: its leaf of the cache tree (if any), then the root cache.",
+              required: ['locations'],
+              properties: {
+                leaf: { type: 'string', maxLength: 63 },
+                locations: { type: 'array', maxItems: 8, items: { type: 'string', maxLength: 300 } },
+              },
+            },
             link: {
               type: 'object',
               description: 'The slow link as this agent uses it: compressed bytes of the pulls it started over the link (not through the in-cluster cache) since it started, and the cap in force.',

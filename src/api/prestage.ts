@@ -144,6 +144,15 @@ export interface NodePinnedImagesStatus {
   /** Compressed bytes of the pulls this agent started over the link since it started; the cap in force. */
   link?: { bytes: number; pendingBytes?: number; capBytesPerSecond?: number };
   verified?: NodeVerification;
+  /** Where this node's CRI-O pulls cached images from, in order: its leaf of the cache tree (if any), then the root. */
+  cache?: NodeCacheRoute;
+}
+
+export interface NodeCacheRoute {
+  /** The leaf's name (a label value, or `leaf-N`); absent: the node pulls from the root. */
+  leaf?: string;
+  /** The caches' locations in the order CRI-O asks them: the leaf, the root. */
+  locations: string[];
 }
 
 export interface NodePinnedImages {

@@ -219,6 +219,15 @@ export function agentCommand(ctx: CommandContext) {
         concurrency: args.concurrency,
         controlPlaneConcurrency: args['control-plane-concurrency'],
         reserveBytes: args.reserve,
+        ...(cacheMirrors.length > 0
+          ? {
+              cacheRoute: () => {
+                const leaf = myLeaf();
+                const root = cacheMirrors[0]!.location;
+                return { ...(leaf ? { leaf: leaf.name } : {}), locations: [...(leaf ? [leafOf(root, leaf.location)!] : []), root] };
+              },
+            }
+          : {}),
         minThroughputBytesPerSecond: args['min-throughput'],
         pullSecretPath: args['pull-secret'],
         imageSizes,

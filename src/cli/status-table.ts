@@ -57,5 +57,15 @@ export function renderStatusTable(snapshot: ProgressSnapshot): string {
   const shown = shownColumns(rows);
   // MCO's own per-pool count: nodes whose every set is current, as the MachineConfigPool says.
   const pools = (snapshot.pools ?? []).map((p) => `pool ${p.name}: ${p.updatedMachineCount}/${p.machineCount} nodes have every PinnedImageSet${p.degraded ? `; degraded: ${p.degraded}` : ''}\n`);
-  return `${table([HEADER, ...rows].map((r) => shown.map((c) => r[c]!)))}\n${pools.length ? `\n${pools.join('')}` : ''}`;
+  return `${table([HEADER, ...rows].map((r) => shown.map((c) => r[c]!)))}\n${pools.length ? `\n${pools.join('')}` : ''}${cacheLines(snapshot)}`;
+}
+
+/** Which cache each node pulls from, one line a node, where a cache is wired (`install --cache`, its leaves). */
+function cacheLines(snapshot: ProgressSnapshot): string {
+  const lines = (snapshot.caches ?? []).map(({ node, leaf, locations }) => {
+    const [first, ...rest] = locations.map(printable);
+    const via = leaf !== undefined ? `leaf ${printable(leaf)} (${first ?? '?'})${rest.length ? `, then root ${rest.join(', then ')}` : ''}` : `root ${[first, ...rest].join(', then ')}`;
+    return `node ${printable(node)} pulls through ${via}, then the source\n`;
+  });
+  return lines.length ? `\n${lines.join('')}` : '';
 }

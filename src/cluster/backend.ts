@@ -75,6 +75,16 @@ export interface ProgressSnapshot {
   readonly pools?: readonly PoolProgress[];
   /** The slow link as the nodes report it (prestage's agent only), summed over nodes. */
   readonly link?: LinkProgress;
+  /** Which cache each node pulls from (prestage's agent with a cache): its leaf, then the root. */
+  readonly caches?: readonly NodeCache[];
+}
+
+export interface NodeCache {
+  readonly node: string;
+  /** The leaf of the cache tree; absent: the root. */
+  readonly leaf?: string;
+  /** In the order the node's CRI-O asks them. */
+  readonly locations: readonly string[];
 }
 
 export interface LinkProgress {

@@ -51,3 +51,17 @@ describe('projectAgent set identity', () => {
     expect(projectAgent(view(1, done, 'uid-new'), ['workers']).sets[0]!.nodes[0]).toMatchObject({ phase: 'pending', currentGeneration: 0 });
   });
 });
+
+describe('projectAgent cache route', () => {
+  it("carries each node's cache route as the node reports it", () => {
+    const base = view(1, { name: 'workers', desiredGeneration: 1, images });
+    const status = [...base.get(AGENT_PATHS.nodePinnedImages)!.values()][0] as unknown as NodePinnedImages;
+    status.status!.cache = { leaf: 'zone-a', locations: ['10.0.0.7:5000', '10.0.0.5:5000'] };
+    const snapshot = projectAgent(base, ['workers']);
+    expect(snapshot.caches).toEqual([{ node: 'worker-0', leaf: 'zone-a', locations: ['10.0.0.7:5000', '10.0.0.5:5000'] }]);
+    status.status!.cache = { locations: ['10.0.0.5:5000', 7 as unknown as string] };
+    expect(projectAgent(base, ['workers']).caches).toEqual([{ node: 'worker-0', locations: ['10.0.0.5:5000'] }]);
+    delete status.status!.cache;
+    expect(projectAgent(base, ['workers']).caches).toBeUndefined();
+  });
+});

@@ -47,7 +47,17 @@ export function projectAgent(view: ClusterView, names: readonly string[] | undef
   const wanted = names ?? [...sets.values()].filter((s) => s.metadata.labels?.[MANAGED_BY_LABEL] === 'prestage').map((s) => s.metadata.name);
   const links = [...statuses.values()].flatMap((status) => (status.status?.link ? [status.status.link] : []));
   const caps = links.flatMap((link) => (link.capBytesPerSecond ? [link.capBytesPerSecond] : []));
+  // A node's own report, bounded by the CRD; shown as it is (the table escapes it).
+  const caches = [...statuses.values()]
+    .flatMap((status) => {
+      const route = status.status?.cache;
+      if (!route || !Array.isArray(route.locations)) return [];
+      const locations = route.locations.filter((location): location is string => typeof location === 'string').slice(0, 8);
+      return [{ node: status.metadata.name, ...(typeof route.leaf === 'string' ? { leaf: route.leaf } : {}), locations }];
+    })
+    .sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
   return {
+    ...(caches.length ? { caches } : {}),
     ...(links.length
       ? { link: { bytes: links.reduce((total, link) => total + link.bytes, 0), pendingBytes: links.reduce((total, link) => total + (link.pendingBytes ?? 0), 0), ...(caps.length ? { capBytesPerSecond: Math.min(...caps) } : {}) } }
       : {}),
