@@ -5,7 +5,7 @@
 import type { Argv } from 'yargs';
 import type { PinningBackend } from '../cluster/backend.js';
 import { LinkMeter, type LinkEvent } from '../cluster/link-meter.js';
-import { cacheEvent, CacheMetricsReader, type CacheCounters, type CacheEvent } from '../cluster/cache-metrics.js';
+import { cacheEvent, cacheTreeReaders, type CacheCounters, type CacheEvent, type CacheMetricsReader } from '../cluster/cache-metrics.js';
 import type { ClusterClient } from '../cluster/connect.js';
 import { waitForSets, type NodeEvent, type SetEvent, type WaitEvent, type WaitTracker } from '../cluster/wait.js';
 import type { McoVersions } from '../cluster/mco/backend.js';
@@ -50,7 +50,8 @@ export class WaitPrinter {
   private readonly reportedErrors = new Set<string>();
   private readonly tty: boolean;
   private tracker: WaitTracker | undefined;
-  private cacheLine: string | undefined;
+  /** One line per cache (the root, each leaf), in the order they were first seen. */
+  private readonly cacheLines = new Map<string, string>();
   private readonly cacheMeter = new LinkMeter('cache');
 
   constructor(
@@ -71,10 +72,11 @@ export class WaitPrinter {
   /** The cache's figures: a line of its own, or on a terminal the last line of the redrawn block. */
   printCache(event: CacheEvent): void {
     if (this.output !== 'text') return void this.out.write(renderEvent(this.output, event));
-    // The cache's upstream is where bytes cross the link: its rate, against the cap the agents report.
-    const line = cacheLine(event, this.cacheMeter.sample({ bytes: event.upstreamBytes, ...(this.tracker?.lastLink?.capBytesPerSecond ? { capBytesPerSecond: this.tracker.lastLink.capBytesPerSecond } : {}) }, Date.parse(event.time)));
-    if (line === this.cacheLine) return;
-    this.cacheLine = line;
+    // The root's upstream is where bytes cross the link: its rate, against the cap the agents report (a leaf's upstream is the root).
+    const onLink = event.tier !== 'leaf';
+    const line = cacheLine(event, onLink ? this.cacheMeter.sample({ bytes: event.upstreamBytes, ...(this.tracker?.lastLink?.capBytesPerSecond ? { capBytesPerSecond: this.tracker.lastLink.capBytesPerSecond } : {}) }, Date.parse(event.time)) : undefined);
+    if (line === this.cacheLines.get(event.cache)) return;
+    this.cacheLines.set(event.cache, line);
     if (!this.tty) return void this.out.write(`${line}\n`);
     if (this.tracker) this.print([], this.tracker);
   }
@@ -97,7 +99,7 @@ export class WaitPrinter {
         text += `\x1b[2K${nodeLine(event)}\n`;
       }
     }
-    const lines = [...tracker.summaries().map(setLine), ...(tracker.lastLink ? [linkLine(tracker.lastLink)] : []), ...(this.cacheLine ? [this.cacheLine] : [])];
+    const lines = [...tracker.summaries().map(setLine), ...(tracker.lastLink ? [linkLine(tracker.lastLink)] : []), ...this.cacheLines.values()];
     // Cut to the terminal's width: a redrawn line that wraps would be redrawn as two.
     const columns = columnsOf(this.out);
     text += lines.map((l) => `\x1b[2K${fitLine(l, columns)}\n`).join('');
@@ -123,7 +125,8 @@ function setLine(e: SetEvent): string {
 function cacheLine(e: CacheEvent, link?: LinkEvent): string {
   const hits = e.hitRatio !== undefined ? `, blob hits ${e.hits} of ${e.hits + e.misses} (${Math.round(e.hitRatio * 100)}%)` : '';
   const rate = link?.bytesPerSecond !== undefined ? `, upstream ${formatBytes(link.bytesPerSecond)}/s${link.capBytesPerSecond ? ` of the ${formatBytes(link.capBytesPerSecond)}/s cap` : ''}` : '';
-  return `cache ${e.cache}: ${formatBytes(e.upstreamBytes)} from upstream, ${formatBytes(e.servedBytes)} served to nodes${hits}${rate} (since wait started)`;
+  const held = e.heldBytes !== undefined ? `; holds ${formatBytes(e.heldBytes)}` : '';
+  return `cache ${e.cache}${e.tier ? ` (${e.tier})` : ''}: ${formatBytes(e.upstreamBytes)} from ${e.tier === 'leaf' ? 'the root' : 'upstream'}, ${formatBytes(e.servedBytes)} served to nodes${hits}${rate} (since wait started)${held}`;
 }
 
 /** `link: 1.9 MiB/s of the 2.0 MiB/s cap, 12.4 MiB to start, ETA 6s` (the nodes' pulls over the link since wait started). */
@@ -163,7 +166,8 @@ export async function runWait(backend: PinningBackend, sets: readonly string[] |
   const printer = new WaitPrinter(ctx.stdout, flags.output);
   const client = cluster?.client;
   const limits = await waitLimits(cluster, sets, flags, printer);
-  const cache = client ? await CacheFigures.start(new CacheMetricsReader(client, flags['cache-namespace']), (event) => printer.printCache(event), (line) => ctx.log.warn(line), (line) => ctx.log.debug(line)) : undefined;
+  const readers = client ? await cacheTreeReaders(client, flags['cache-namespace']) : [];
+  const caches = (await Promise.all(readers.map((reader) => CacheFigures.start(reader, (event) => printer.printCache(event), (line) => ctx.log.warn(line), (line) => ctx.log.debug(line))))).filter((figures) => figures !== undefined);
   try {
     await waitForSets(backend, sets, {
       ...limits,
@@ -171,7 +175,7 @@ export async function runWait(backend: PinningBackend, sets: readonly string[] |
       onRetry: (error, delayMs) => ctx.log.warn(`watch interrupted, re-watching in ${delayMs} ms: ${error.message}`),
     });
   } finally {
-    await cache?.stop();
+    await Promise.all(caches.map((figures) => figures.stop()));
   }
 }
 
@@ -213,7 +217,7 @@ class CacheFigures {
 
   private async read(): Promise<void> {
     const reading = await this.reader.read();
-    if ('counters' in reading) return this.onEvent(cacheEvent(this.reader.name, this.baseline, reading.counters, new Date().toISOString()));
+    if ('counters' in reading) return this.onEvent(cacheEvent(this.reader.name, this.baseline, reading.counters, new Date().toISOString(), this.reader.tier));
     if ('error' in reading && !this.warned) {
       this.warned = true;
       this.warn(`cache figures unavailable: ${reading.error}`);

@@ -41,3 +41,14 @@ describe('the cache figures wait shows', () => {
     expect(cacheEvent('c', start, start, 't')).not.toHaveProperty('hitRatio');
   });
 });
+
+describe('the cache tree: a line per cache', () => {
+  it('tags the root and each leaf, and says what each holds: its fetched bytes since its start', () => {
+    const since = { requests: 10, hits: 4, misses: 6, upstreamBytes: 600, servedBytes: 1_000 };
+    const now = { requests: 30, hits: 20, misses: 10, upstreamBytes: 1_000, servedBytes: 5_000 };
+    expect(cacheEvent('prestage/prestage-cache-leaf-zone-a', since, now, 't', 'leaf')).toEqual({
+      type: 'cache', time: 't', cache: 'prestage/prestage-cache-leaf-zone-a', upstreamBytes: 400, servedBytes: 4_000, hits: 16, misses: 4, hitRatio: 0.8, tier: 'leaf', heldBytes: 1_000,
+    });
+    expect(cacheEvent('prestage/prestage-cache', since, now, 't')).not.toHaveProperty('tier');
+  });
+});

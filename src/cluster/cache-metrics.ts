@@ -29,7 +29,18 @@ export interface CacheEvent {
   readonly misses: number;
   /** hits / (hits + misses), when there were any. */
   readonly hitRatio?: number;
+  /** In a cache tree: the root (on the link) or a leaf (fed by the root). */
+  readonly tier?: CacheTier;
+  /**
+   * What it stores: the blob bytes it fetched since its process started (each miss is stored;
+   * its expiry's deletions are not counted, so after a TTL this is an upper bound).
+   */
+  readonly heldBytes?: number;
 }
+
+export type CacheTier = 'root' | 'leaf';
+/** The label `install` puts on the cache tree's objects: `root` or `leaf`. */
+export const CACHE_TIER_LABEL = 'prestage.dev/cache-tier';
 
 const COUNTERS: Record<string, keyof CacheCounters> = {
   registry_proxy_requests_total: 'requests',
@@ -57,7 +68,7 @@ export function parseCacheMetrics(text: string): CacheCounters | undefined {
 }
 
 /** The figures between two readings; a counter that went down means the cache restarted: count from zero. */
-export function cacheEvent(cache: string, since: CacheCounters, now: CacheCounters, time: string): CacheEvent {
+export function cacheEvent(cache: string, since: CacheCounters, now: CacheCounters, time: string, tier?: CacheTier): CacheEvent {
   const restarted = (Object.keys(now) as Array<keyof CacheCounters>).some((key) => now[key] < since[key]);
   const base = restarted ? { requests: 0, hits: 0, misses: 0, upstreamBytes: 0, servedBytes: 0 } : since;
   const hits = now.hits - base.hits;
@@ -71,6 +82,7 @@ export function cacheEvent(cache: string, since: CacheCounters, now: CacheCounte
     hits,
     misses,
     ...(hits + misses > 0 ? { hitRatio: hits / (hits + misses) } : {}),
+    ...(tier ? { tier, heldBytes: now.upstreamBytes } : {}),
   };
 }
 
@@ -81,9 +93,15 @@ export class CacheMetricsReader {
   readonly name: string;
   private readonly path: string;
 
-  constructor(private readonly client: KubeClient, namespace: string) {
-    this.name = `${namespace}/${CACHE_NAME}`;
-    this.path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/services/http:${CACHE_NAME}:${CACHE_METRICS_PORT_NAME}/proxy/metrics`;
+  constructor(
+    private readonly client: KubeClient,
+    namespace: string,
+    service: string = CACHE_NAME,
+    /** Set when the cache is part of a tree (it has leaves). */
+    readonly tier?: CacheTier,
+  ) {
+    this.name = `${namespace}/${service}`;
+    this.path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/services/http:${encodeURIComponent(service)}:${CACHE_METRICS_PORT_NAME}/proxy/metrics`;
   }
 
   /**
@@ -99,4 +117,23 @@ export class CacheMetricsReader {
       return { error: (error as Error).message.split('\n')[0]! };
     }
   }
+}
+
+/** Leaf Services read at most: `install` makes at most MAX_CACHE_LEAVES. */
+const MAX_LEAF_SERVICES = 100;
+
+/**
+ * The readers of every cache of the tree in `namespace`: the root, and each leaf's Service
+ * (labelled `prestage.dev/cache-tier=leaf`); the root alone when there are no leaves (or they cannot be listed).
+ */
+export async function cacheTreeReaders(client: KubeClient, namespace: string): Promise<CacheMetricsReader[]> {
+  let leaves: string[] = [];
+  try {
+    const list = await client.request<{ items?: Array<{ metadata?: { name?: unknown } }> }>('GET', `/api/v1/namespaces/${encodeURIComponent(namespace)}/services?labelSelector=${encodeURIComponent(`${CACHE_TIER_LABEL}=leaf`)}&limit=${MAX_LEAF_SERVICES}`);
+    leaves = (list.items ?? []).map((item) => item.metadata?.name).filter((name): name is string => typeof name === 'string' && /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name)).sort();
+  } catch {
+    // No right to list Services: the root's figures alone, as before.
+  }
+  if (leaves.length === 0) return [new CacheMetricsReader(client, namespace)];
+  return [new CacheMetricsReader(client, namespace, CACHE_NAME, 'root'), ...leaves.map((name) => new CacheMetricsReader(client, namespace, name, 'leaf'))];
 }
