@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ProgressSnapshot } from '../cluster/backend.js';
 import { renderStatusTable } from './status-table.js';
 
-const sets: ProgressSnapshot['sets'] = [{ name: 'workers', exists: true, generation: 1, nodes: [{ node: 'worker-0', phase: 'done', currentGeneration: 1, desiredGeneration: 1 }] }];
+const sets: ProgressSnapshot['sets'] = [{ name: 'workers', exists: true, generation: 1, nodes: [{ node: 'worker-0', set: 'workers', phase: 'done', currentGeneration: 1, desiredGeneration: 1 }] }];
 
 describe('status: which cache a node pulls from', () => {
   it('names the leaf, then the root, then the source; a node without a leaf the root; hostile text escaped', () => {
