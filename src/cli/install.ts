@@ -10,6 +10,8 @@ import { checkCacheOptions, DEFAULT_CACHE_IMAGE, DEFAULT_CACHE_SIZE, DEFAULT_CAC
 import { integerAtLeast, linkRate, sizeQuantity } from './flag-values.js';
 import type { CommandContext } from './context.js';
 import { CACHE_NAME } from '../api/names.js';
+import { DEFAULT_LEAF_LABEL, MAX_CACHE_LEAVES } from '../api/cache-tree.js';
+import { checkCacheTree } from '../install/cache-leaves.js';
 import type { DryRun } from './dry-run.js';
 import { DRY_RUN_MODES } from './dry-run-flag.js';
 import { typedCommand } from './typed-command.js';
@@ -48,6 +50,10 @@ export function installCommand(ctx: CommandContext) {
         .option('cache-pull-secret', { type: 'string', describe: "A pull secret (config.json) whose entry for --cache-upstream becomes the cache's upstream credentials (a Secret)" })
         .option('cache-cluster-ip', { type: 'string', describe: "The cache Service's ClusterIP (needed to render without --apply, which reads the one the Service gets)" })
         .option('cache-node-port', { type: 'number', describe: "Expose the cache on this NodePort and wire each node to its own address (where host-network traffic to ClusterIPs is not proxied)" })
+        .option('cache-leaves', { type: 'number', describe: `With --cache --apply: N leaf caches (leaf-0..), each a cache of the root; the agents hash nodes over them (1..${MAX_CACHE_LEAVES})` })
+        .option('cache-leaf-label', { type: 'string', describe: `With --cache --apply: one leaf cache per value of this node label (e.g. ${DEFAULT_LEAF_LABEL}) on the nodes with that value; nodes without it pull from the root` })
+        .option('cache-leaf-size', { type: 'string', coerce: sizeQuantity('cache-leaf-size'), describe: "Each leaf's PVC size (default: --cache-size)" })
+        .option('cache-leaf-host-path', { type: 'string', describe: "A directory on the node each leaf runs on, instead of a PVC" })
         .option('kubeconfig', { type: 'string', describe: 'Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)' })
         .option('context', { type: 'string', describe: 'Kubeconfig context (default: its current-context)' }),
     handler: async (args) => {
@@ -69,6 +75,8 @@ export function installCommand(ctx: CommandContext) {
       const pullSecretNames = checkedPullSecretNames(args['pull-secret-name']);
       const agent = { namespace: args.namespace, image, agentArgs, imageStore: args['image-store'], pullSecretNames };
       const cache = args.cache ? cacheOptionsFrom(args) : undefined;
+      if (!args.cache && [args['cache-leaves'], args['cache-leaf-label'], args['cache-leaf-size'], args['cache-leaf-host-path']].some((value) => value !== undefined)) throw new BadInputError('--cache-leaves, --cache-leaf-label, --cache-leaf-size and --cache-leaf-host-path go with --cache');
+      if (cache?.tree && !args.apply) throw new BadInputError("--cache-leaves and --cache-leaf-label need --apply: the leaves' and the root's ClusterIPs are read from their Services");
       const warn = (line: string) => ctx.stderr.write(`prestage: warning: ${line}\n`);
       if (!args.apply) {
         if (args['dry-run'] !== 'none') throw new BadInputError(`--dry-run=${args['dry-run']} goes with --apply; without it install only prints and changes nothing`);
@@ -106,6 +114,10 @@ interface CacheFlags {
   readonly 'cache-pull-secret'?: string | undefined;
   readonly 'cache-cluster-ip'?: string | undefined;
   readonly 'cache-node-port'?: number | undefined;
+  readonly 'cache-leaves'?: number | undefined;
+  readonly 'cache-leaf-label'?: string | undefined;
+  readonly 'cache-leaf-size'?: string | undefined;
+  readonly 'cache-leaf-host-path'?: string | undefined;
 }
 
 /** The --cache-* flags, checked; credentials read from the pull secret's entry for the upstream (never printed). */
@@ -129,8 +141,19 @@ function cacheOptionsFrom(args: CacheFlags): CacheOptions {
     credentials,
     clusterIP: args['cache-cluster-ip'],
     nodePort: args['cache-node-port'],
+    ...(args['cache-leaves'] !== undefined || args['cache-leaf-label'] !== undefined
+      ? {
+          tree: {
+            ...(args['cache-leaves'] !== undefined ? { leaves: args['cache-leaves'] } : {}),
+            ...(args['cache-leaf-label'] !== undefined ? { label: args['cache-leaf-label'] } : {}),
+            size: args['cache-leaf-size'] ?? args['cache-size'],
+            ...(args['cache-leaf-host-path'] !== undefined ? { hostPath: args['cache-leaf-host-path'] } : {}),
+          },
+        }
+      : {}),
   };
   checkCacheOptions(options);
+  if (options.tree) checkCacheTree(options.tree);
   try {
     parseReference(options.image);
   } catch (error) {

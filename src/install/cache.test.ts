@@ -125,7 +125,7 @@ describe('install --cache: the pull-through cache', () => {
   });
 
   it('the config is plain YAML the registry reads', () => {
-    expect(cacheConfig('registry.example.com:8443')).toContain('remoteurl: https://registry.example.com:8443');
+    expect(cacheConfig('https://registry.example.com:8443')).toContain('remoteurl: https://registry.example.com:8443');
   });
 
   it('--no-cache deletes every object cacheManifests renders (with credentials and a PVC), and finds the wiring in a DaemonSet', () => {

@@ -54,6 +54,18 @@ export interface CacheOptions {
   readonly clusterIP?: string;
   /** Expose on this port of every node too (Service type NodePort). */
   readonly nodePort?: number;
+  /** Leaf caches under this one (src/install/cache-leaves.ts); needs --apply. */
+  readonly tree?: CacheTreeOptions;
+}
+
+/** `--cache-leaves N` or `--cache-leaf-label LABEL`, and the leaves' storage. */
+export interface CacheTreeOptions {
+  readonly leaves?: number;
+  readonly label?: string;
+  /** Each leaf's PVC size; ignored with `hostPath`. */
+  readonly size: string;
+  /** A directory on whatever node a leaf's pod runs, instead of a PVC. */
+  readonly hostPath?: string;
 }
 
 const QUANTITY = /^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$/;
@@ -72,7 +84,7 @@ export function checkCacheOptions(options: CacheOptions): void {
 }
 
 /** The distribution registry's config: proxy mode, filesystem storage, no auth in front (in-cluster, digest pulls). */
-export function cacheConfig(upstream: string): string {
+export function cacheConfig(remoteUrl: string): string {
   return yaml.dump(
     {
       version: 0.1,
@@ -85,21 +97,27 @@ export function cacheConfig(upstream: string): string {
       http: { addr: `:${CACHE_PORT}`, headers: { 'X-Content-Type-Options': ['nosniff'] }, debug: { addr: `:${CACHE_METRICS_PORT}`, prometheus: { enabled: true, path: '/metrics' } } },
       health: { storagedriver: { enabled: true, interval: '10s', threshold: 3 } },
       // Credentials come from the environment (REGISTRY_PROXY_USERNAME/PASSWORD), never from this ConfigMap.
-      proxy: { remoteurl: `https://${upstream}` },
+      proxy: { remoteurl: remoteUrl },
     },
     { lineWidth: -1 },
   );
+}
+
+/** The labels every cache object has (root and leaves). */
+export function cacheLabels(upstream: string): Record<string, string> {
+  return { 'app.kubernetes.io/name': CACHE_NAME, 'app.kubernetes.io/part-of': 'prestage', 'prestage.dev/cache-upstream': upstream.replace(/:/g, '-') };
 }
 
 /** In apply order. */
 export function cacheManifests(options: CacheOptions): Manifest[] {
   checkCacheOptions(options);
   const { namespace } = options;
-  const labels = { 'app.kubernetes.io/name': CACHE_NAME, 'app.kubernetes.io/part-of': 'prestage', 'prestage.dev/cache-upstream': options.upstream.replace(/:/g, '-') };
+  // The tier label is not in the selector: a Deployment's selector is immutable, and earlier installs have none.
+  const labels = { ...cacheLabels(options.upstream), 'prestage.dev/cache-tier': 'root' };
   const selector = { 'app.kubernetes.io/name': CACHE_NAME };
   const secretName = `${CACHE_NAME}-upstream`;
   const manifests: Manifest[] = [
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: CACHE_NAME, namespace, labels }, data: { 'config.yml': cacheConfig(options.upstream) } },
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: CACHE_NAME, namespace, labels }, data: { 'config.yml': cacheConfig(`https://${options.upstream}`) } },
   ];
   if (options.credentials) {
     manifests.push({
@@ -122,66 +140,17 @@ export function cacheManifests(options: CacheOptions): Manifest[] {
       },
     });
   }
-  const probe = (periodSeconds: number, failureThreshold: number) => ({ httpGet: { path: '/', port: CACHE_PORT }, periodSeconds, failureThreshold, timeoutSeconds: 5 });
   manifests.push(
-    {
-      apiVersion: 'apps/v1',
-      kind: 'Deployment',
-      metadata: { name: CACHE_NAME, namespace, labels },
-      spec: {
-        replicas: 1,
-        // One volume (RWO PVC or a node's directory): the old pod must be gone before the new one mounts it.
-        strategy: { type: 'Recreate' },
-        selector: { matchLabels: selector },
-        template: {
-          metadata: { labels },
-          spec: {
-            // No API access: the cache needs none.
-            automountServiceAccountToken: false,
-            ...(options.node !== undefined ? { nodeSelector: { 'kubernetes.io/hostname': options.node } } : {}),
-            securityContext: { runAsNonRoot: false, seccompProfile: { type: 'RuntimeDefault' } },
-            containers: [
-              {
-                name: 'registry',
-                image: options.image,
-                args: ['serve', '/etc/distribution/config.yml'],
-                env: [
-                  // distribution 3 exports OpenTelemetry traces to localhost:4318 unless told not to (an error line every few seconds).
-                  { name: 'OTEL_TRACES_EXPORTER', value: 'none' },
-                  ...(options.credentials
-                    ? [
-                        { name: 'REGISTRY_PROXY_USERNAME', valueFrom: { secretKeyRef: { name: secretName, key: 'username' } } },
-                        { name: 'REGISTRY_PROXY_PASSWORD', valueFrom: { secretKeyRef: { name: secretName, key: 'password' } } },
-                      ]
-                    : []),
-                ],
-                ports: [
-                  { name: 'registry', containerPort: CACHE_PORT },
-                  { name: CACHE_METRICS_PORT_NAME, containerPort: CACHE_METRICS_PORT },
-                ],
-                // `/` answers 200 once the registry serves; the storage health check makes `/` fail when the volume does.
-                readinessProbe: probe(5, 3),
-                livenessProbe: { ...probe(20, 6), initialDelaySeconds: 10 },
-                resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '1Gi' } },
-                securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, readOnlyRootFilesystem: true },
-                volumeMounts: [
-                  { name: 'config', mountPath: '/etc/distribution', readOnly: true },
-                  { name: 'storage', mountPath: '/var/lib/registry' },
-                  { name: 'tmp', mountPath: '/tmp' },
-                ],
-              },
-            ],
-            volumes: [
-              { name: 'config', configMap: { name: CACHE_NAME } },
-              { name: 'tmp', emptyDir: {} },
-              options.hostPath !== undefined
-                ? { name: 'storage', hostPath: { path: options.hostPath, type: 'DirectoryOrCreate' } }
-                : { name: 'storage', persistentVolumeClaim: { claimName: CACHE_NAME } },
-            ],
-          },
-        },
-      },
-    },
+    cacheDeployment({
+      name: CACHE_NAME,
+      namespace,
+      labels,
+      selector,
+      image: options.image,
+      ...(options.credentials ? { secretName } : {}),
+      ...(options.node !== undefined ? { nodeSelector: { 'kubernetes.io/hostname': options.node } } : {}),
+      ...(options.hostPath !== undefined ? { hostPath: options.hostPath } : {}),
+    }),
     {
       apiVersion: 'v1',
       kind: 'Service',
@@ -199,6 +168,94 @@ export function cacheManifests(options: CacheOptions): Manifest[] {
     },
   );
   return manifests;
+}
+
+/** What differs between the root's Deployment and a leaf's. */
+export interface CacheDeploymentOptions {
+  /** The Deployment's, ConfigMap's and PVC's name. */
+  readonly name: string;
+  readonly namespace: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly selector: Readonly<Record<string, string>>;
+  readonly image: string;
+  /** The upstream credentials' Secret (root only). */
+  readonly secretName?: string;
+  readonly nodeSelector?: Readonly<Record<string, string>>;
+  readonly affinity?: unknown;
+  readonly hostPath?: string;
+}
+
+/** A cache's Deployment: 1 replica, Recreate, the same probes, limits and security for root and leaves. */
+export function cacheDeployment(options: CacheDeploymentOptions): Manifest {
+  const { name, namespace, labels, secretName } = options;
+  const probe = (periodSeconds: number, failureThreshold: number) => ({ httpGet: { path: '/', port: CACHE_PORT }, periodSeconds, failureThreshold, timeoutSeconds: 5 });
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name, namespace, labels },
+    spec: {
+      replicas: 1,
+      // One volume (RWO PVC or a node's directory): the old pod must be gone before the new one mounts it.
+      strategy: { type: 'Recreate' },
+      selector: { matchLabels: options.selector },
+      template: {
+        metadata: { labels },
+        spec: {
+          // No API access: the cache needs none.
+          automountServiceAccountToken: false,
+          ...(options.nodeSelector !== undefined ? { nodeSelector: options.nodeSelector } : {}),
+          ...(options.affinity !== undefined ? { affinity: options.affinity } : {}),
+          securityContext: { runAsNonRoot: false, seccompProfile: { type: 'RuntimeDefault' } },
+          containers: [
+            {
+              name: 'registry',
+              image: options.image,
+              args: ['serve', '/etc/distribution/config.yml'],
+              env: [
+                // distribution 3 exports OpenTelemetry traces to localhost:4318 unless told not to (an error line every few seconds).
+                { name: 'OTEL_TRACES_EXPORTER', value: 'none' },
+                ...(secretName !== undefined
+                  ? [
+                      { name: 'REGISTRY_PROXY_USERNAME', valueFrom: { secretKeyRef: { name: secretName, key: 'username' } } },
+                      { name: 'REGISTRY_PROXY_PASSWORD', valueFrom: { secretKeyRef: { name: secretName, key: 'password' } } },
+                    ]
+                  : []),
+              ],
+              ports: [
+                { name: 'registry', containerPort: CACHE_PORT },
+                { name: CACHE_METRICS_PORT_NAME, containerPort: CACHE_METRICS_PORT },
+              ],
+              // `/` answers 200 once the registry serves; the storage health check makes `/` fail when the volume does.
+              readinessProbe: probe(5, 3),
+              livenessProbe: { ...probe(20, 6), initialDelaySeconds: 10 },
+              resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '1Gi' } },
+              securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, readOnlyRootFilesystem: true },
+              volumeMounts: [
+                { name: 'config', mountPath: '/etc/distribution', readOnly: true },
+                { name: 'storage', mountPath: '/var/lib/registry' },
+                { name: 'tmp', mountPath: '/tmp' },
+              ],
+            },
+          ],
+          volumes: [
+            { name: 'config', configMap: { name } },
+            { name: 'tmp', emptyDir: {} },
+            options.hostPath !== undefined
+              ? { name: 'storage', hostPath: { path: options.hostPath, type: 'DirectoryOrCreate' } }
+              : { name: 'storage', persistentVolumeClaim: { claimName: name } },
+          ],
+        },
+      },
+    },
+  };
+}
+
+/** The two ports every cache's Service has. */
+export function cacheServicePorts(): Array<Record<string, unknown>> {
+  return [
+    { name: 'registry', port: CACHE_PORT, targetPort: CACHE_PORT, protocol: 'TCP' },
+    { name: CACHE_METRICS_PORT_NAME, port: CACHE_METRICS_PORT, targetPort: CACHE_METRICS_PORT, protocol: 'TCP' },
+  ];
 }
 
 /** The agent flag that wires each node to the cache at `address` (a ClusterIP, or a node address with the NodePort). */
@@ -224,4 +281,9 @@ export function cacheObjectPaths(namespace: string): Array<{ kind: string; name:
 /** The `--cache-mirror` flags of a rendered or running DaemonSet's agent container. */
 export function cacheMirrorArgsOf(daemonSet: { spec?: { template?: { spec?: { containers?: Array<{ args?: string[] }> } } } } | undefined): string[] {
   return (daemonSet?.spec?.template?.spec?.containers ?? []).flatMap((container) => container.args ?? []).filter((arg) => arg.startsWith('--cache-mirror='));
+}
+
+/** The cache tree's flags (`--cache-leaf`, `--cache-leaf-label`) of a rendered or running DaemonSet's agent container. */
+export function cacheTreeArgsOf(daemonSet: Parameters<typeof cacheMirrorArgsOf>[0]): string[] {
+  return (daemonSet?.spec?.template?.spec?.containers ?? []).flatMap((container) => container.args ?? []).filter((arg) => arg.startsWith('--cache-leaf=') || arg.startsWith('--cache-leaf-label='));
 }

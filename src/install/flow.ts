@@ -10,7 +10,9 @@ import { parseReference } from '../registry/reference.js';
 import { AGENT_NAME, CACHE_NAME } from '../api/names.js';
 import { applyInMode, dryRunWords, waitForCrdsEstablished, type DryRunMode, type Manifest } from './apply.js';
 import { applyCacheMirrorSet, removeCacheMirrorSet, servesMirrorSets } from './cache-mirror-set.js';
-import { cacheManifests, cacheMirrorArg, cacheMirrorArgsOf, cacheObjectPaths, HOST_IP_ADDRESS, type CacheOptions } from './cache.js';
+import { cacheManifests, cacheMirrorArg, cacheMirrorArgsOf, cacheObjectPaths, cacheTreeArgsOf, HOST_IP_ADDRESS, type CacheOptions } from './cache.js';
+import { cacheLeafArg, CACHE_LEAF_LABEL, leafCollections, leafManifests, leafNames, LEAF_SELECTOR } from './cache-leaves.js';
+import { leafObjectName } from '../api/cache-tree.js';
 import { ADMISSION_POLICY_MIN_MINOR, installManifests, type InstallOptions } from './manifests.js';
 
 /** Where the flow's lines go: results to `out`, warnings to `warn` (both one line, no newline). */
@@ -57,6 +59,7 @@ export async function applyInstall(client: KubeClient, request: InstallRequest, 
   if (dryRun === 'none') await waitForCrdsEstablished(client, crds.map((manifest) => manifest.metadata.name));
   let mirrorArg: string | undefined;
   let keptCache = false;
+  const treeArgs: string[] = [];
   const cacheLines: string[] = [];
   if (cache) {
     // The namespace first, then the cache; its Service's ClusterIP goes into the agents' flags.
@@ -65,16 +68,37 @@ export async function applyInstall(client: KubeClient, request: InstallRequest, 
     cacheLines.push(...(await applyInMode(client, cacheList, dryRun)));
     if (cache.nodePort !== undefined) mirrorArg = cacheMirrorArg(cache.upstream, HOST_IP_ADDRESS, cache.nodePort);
     else mirrorArg = cacheMirrorArg(cache.upstream, await cacheClusterIP(client, namespace, dryRun));
+    const tree = cache.tree;
+    const wanted = new Set<string>();
+    if (tree) {
+      // Root first: each leaf proxies the root's ClusterIP; then the agents get each leaf's.
+      const rootIP = await cacheClusterIP(client, namespace, dryRun);
+      const nodes = tree.label !== undefined ? ((await client.get<{ items?: Array<{ metadata: { labels?: Record<string, string> } }> }>('/api/v1/nodes', { limit: '1000' })).items ?? []).map((node) => ({ labels: node.metadata.labels ?? {} })) : [];
+      const leaves = leafNames(tree, nodes);
+      for (const leaf of leaves) {
+        cacheLines.push(...(await applyInMode(client, leafManifests({ ...cache, image: imageOf(cacheList) }, tree, leaf, rootIP), dryRun)));
+        wanted.add(leaf);
+        treeArgs.push(cacheLeafArg(leaf, await cacheClusterIP(client, namespace, dryRun, leafObjectName(CACHE_NAME, leaf))));
+      }
+      // The agents refuse a label without leaves: no node carries it, no tree.
+      if (tree.label !== undefined && leaves.length > 0) treeArgs.push(`--cache-leaf-label=${tree.label}`);
+      if (tree.label !== undefined && leaves.length === 0) io.warn(`no node has the label ${tree.label}: no leaf caches, the nodes pull from the root cache`);
+    }
+    // A smaller tree (or none): the leaves no longer wanted go.
+    cacheLines.push(...(await deleteLeaves(client, namespace, dryRun, wanted)));
   } else if (cache === undefined) {
     // Installing again (a new agent image, say) keeps the cache an earlier `install --cache` set up.
     mirrorArg = await keptCacheMirrorArg(client, namespace, agent.agentArgs ?? []);
     keptCache = mirrorArg !== undefined;
+    if (keptCache) treeArgs.push(...(await keptCacheTreeArgs(client, namespace, agent.agentArgs ?? [])));
   }
-  const manifests = installManifests({ ...agent, openshift, admissionPolicy, cacheMirrorArg: mirrorArg });
+  const manifests = installManifests({ ...agent, agentArgs: [...(agent.agentArgs ?? []), ...treeArgs], openshift, admissionPolicy, cacheMirrorArg: mirrorArg });
   lines.push(...(await applyInMode(client, manifests.filter((manifest) => manifest.kind !== 'CustomResourceDefinition'), dryRun)), ...cacheLines);
   for (const line of lines) io.out(line);
   if (keptCache) io.out(`agents keep pulling through the cache: ${mirrorArg} (install --no-cache --apply turns it off)`);
   else if (mirrorArg) io.out(`agents pull through the cache: ${mirrorArg}${dryRunWords(dryRun)}`);
+  const leafArgs = treeArgs.filter((arg) => arg.startsWith('--cache-leaf='));
+  if (leafArgs.length > 0) io.out(`agents pull through ${leafArgs.length} leaf cache${leafArgs.length === 1 ? '' : 's'} first: ${leafArgs.map((arg) => arg.slice('--cache-leaf='.length)).join(', ')}${dryRunWords(dryRun)}`);
   // OpenShift: the MCO wires every node (MCO-pinned ones too) by an ImageDigestMirrorSet; it goes with the cache.
   if (!keptCache && (await servesMirrorSets(client))) {
     const clusterIP = cache && cache.nodePort === undefined ? mirrorArg?.split('=').at(-1) : undefined;
@@ -83,17 +107,17 @@ export async function applyInstall(client: KubeClient, request: InstallRequest, 
     for (const line of mirrorLines) io.out(line);
   }
   // --no-cache: the nodes are unwired above (the agents remove their drop-in), then the cache itself goes.
-  if (cache === false) for (const line of await deleteCache(client, namespace, dryRun)) io.out(line);
+  if (cache === false) for (const line of [...(await deleteLeaves(client, namespace, dryRun, new Set())), ...(await deleteCache(client, namespace, dryRun))]) io.out(line);
   if (dryRun !== 'none') io.out(dryRun === 'client' ? 'Dry run (client): nothing sent to the cluster but reads; nothing changed.' : 'Dry run (checked by the API server): nothing changed.');
 }
 
 /** The cache Service's ClusterIP; in a dry run the one it has now, or a placeholder for one not there yet. */
-async function cacheClusterIP(client: KubeClient, namespace: string, dryRun: DryRunMode): Promise<string> {
-  const path = `/api/v1/namespaces/${namespace}/services/${CACHE_NAME}`;
+async function cacheClusterIP(client: KubeClient, namespace: string, dryRun: DryRunMode, name = CACHE_NAME): Promise<string> {
+  const path = `/api/v1/namespaces/${namespace}/services/${name}`;
   const service = dryRun === 'none' ? await client.get<{ spec?: { clusterIP?: string } }>(path) : await client.find<{ spec?: { clusterIP?: string } }>(path);
   const clusterIP = service?.spec?.clusterIP;
   if (dryRun !== 'none' && (!clusterIP || clusterIP === 'None')) return '<cluster IP>';
-  if (!clusterIP || clusterIP === 'None') throw new ClusterError(`service ${namespace}/${CACHE_NAME} has no ClusterIP`);
+  if (!clusterIP || clusterIP === 'None') throw new ClusterError(`service ${namespace}/${name} has no ClusterIP`);
   return clusterIP;
 }
 
@@ -106,6 +130,36 @@ async function keptCacheMirrorArg(client: KubeClient, namespace: string, agentAr
   const [kept] = cacheMirrorArgsOf(daemonSet).filter((arg) => !agentArgs.includes(arg));
   if (kept === undefined) return undefined;
   return (await client.find(`/api/v1/namespaces/${namespace}/services/${CACHE_NAME}`)) ? kept : undefined;
+}
+
+/** The running DaemonSet's `--cache-leaf`/`--cache-leaf-label` flags, kept with its `--cache-mirror`. */
+async function keptCacheTreeArgs(client: KubeClient, namespace: string, agentArgs: readonly string[]): Promise<string[]> {
+  const daemonSet = await client.find<Parameters<typeof cacheTreeArgsOf>[0] & KubeObject>(`/apis/apps/v1/namespaces/${namespace}/daemonsets/${AGENT_NAME}`);
+  return cacheTreeArgsOf(daemonSet).filter((arg) => !agentArgs.includes(arg));
+}
+
+/** The image the root's Deployment runs (resolved once, reused for the leaves). */
+function imageOf(manifests: readonly Manifest[]): string {
+  const deployment = manifests.find((manifest) => manifest.kind === 'Deployment') as unknown as { spec: { template: { spec: { containers: Array<{ image: string }> } } } };
+  return deployment.spec.template.spec.containers[0]!.image;
+}
+
+/** Deletes the leaves' objects (by LEAF_SELECTOR) except those of the `keep` leaves. */
+async function deleteLeaves(client: KubeClient, namespace: string, dryRun: DryRunMode, keep: ReadonlySet<string>): Promise<string[]> {
+  const lines: string[] = [];
+  for (const { kind, path } of leafCollections(namespace)) {
+    const list = await client.get<{ items?: KubeObject[] }>(path, { labelSelector: LEAF_SELECTOR, limit: '100' });
+    for (const item of list.items ?? []) {
+      if (keep.has(item.metadata.labels?.[CACHE_LEAF_LABEL] ?? '')) continue;
+      try {
+        if (dryRun !== 'client') await client.request('DELETE', `${path}/${item.metadata.name}`, { query: { propagationPolicy: 'Foreground', dryRun: dryRun === 'server' ? 'All' : undefined } });
+        lines.push(`${kind}/${item.metadata.name} deleted${dryRunWords(dryRun)}`);
+      } catch (error) {
+        if (!(error instanceof KubeApiError && error.status === 404)) throw error;
+      }
+    }
+  }
+  return lines;
 }
 
 /** Deletes the cache's objects (its stored blobs go with the PVC; a --cache-host-path directory stays on its node). */
