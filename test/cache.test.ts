@@ -446,6 +446,46 @@ describe('install --cache --apply on the real kube-apiserver', () => {
     expect(daemonSet.spec!.template.spec!.containers[0]!.args).toContain(`--cache-mirror=quay.io=${clusterIP}:5000`);
   }, 60_000);
 
+  it('with leaves by zone: a leaf cache per zone value among the Nodes, each a pull-through of the root\'s ClusterIP, pinned to its zone; the agents get --cache-leaf per leaf and the label, and may write each leaf\'s warm Lease; a tree without leaves deletes them', async () => {
+    const image = `docker.io/library/registry@sha256:${'c'.repeat(64)}`;
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const zone = 'topology.kubernetes.io/zone';
+    const zones = ['zone-a', 'zone-a', 'zone-b'];
+    for (const [index, node] of cluster.nodes.entries()) {
+      await new KubeClient(cluster.kubeConfig).request('PATCH', `/api/v1/nodes/${node.name}`, { body: { metadata: { labels: { [zone]: zones[index] ?? 'zone-b' } } }, contentType: 'application/merge-patch+json' });
+    }
+    const install = (...more: string[]) => runCli(['install', '--image', 'ghcr.io/prestage/prestage:test', '--cache', '--cache-image', image, '--cache-size', '20Gi', ...more, '--apply', '--kubeconfig', cluster.kubeconfigPath]);
+    const tree = await install('--cache-leaf-label', zone, '--cache-leaf-size', '10Gi');
+    console.log(`$ prestage install ... --cache --cache-leaf-label ${zone} --cache-leaf-size 10Gi --apply  (exit ${tree.code})\n${tree.stdout.split('\n').slice(-12).join('\n')}${tree.stderr}`);
+    expect([tree.code, tree.stderr]).toEqual([0, '']);
+    const ip = async (name: string) => (await core.readNamespacedService({ name, namespace: NAMESPACE })).spec!.clusterIP!;
+    const [root, a, b] = [await ip('prestage-cache'), await ip('prestage-cache-leaf-zone-a'), await ip('prestage-cache-leaf-zone-b')];
+    expect(new Set([root, a, b]).size).toBe(3);
+    const config = (await core.readNamespacedConfigMap({ name: 'prestage-cache-leaf-zone-a', namespace: NAMESPACE })).data!['config.yml']!;
+    expect(config).toContain(`remoteurl: http://${root}:5000`);
+    expect((await core.readNamespacedPersistentVolumeClaim({ name: 'prestage-cache-leaf-zone-b', namespace: NAMESPACE })).spec!.resources!.requests!.storage).toBe('10Gi');
+    const apps = cluster.kubeConfig.makeApiClient(AppsV1Api);
+    const leafB = await apps.readNamespacedDeployment({ name: 'prestage-cache-leaf-zone-b', namespace: NAMESPACE });
+    expect(JSON.stringify(leafB.spec!.template.spec!.affinity)).toContain(`"key":"${zone}","operator":"In","values":["zone-b"]`);
+    // The root Service selects the root's pod only, never a leaf's.
+    const rootSelector = (await core.readNamespacedService({ name: 'prestage-cache', namespace: NAMESPACE })).spec!.selector!;
+    expect(Object.entries(rootSelector).every(([key, value]) => leafB.spec!.template.metadata!.labels![key] === value)).toBe(false);
+    const args = (await apps.readNamespacedDaemonSet({ name: AGENT_NAME, namespace: NAMESPACE })).spec!.template.spec!.containers[0]!.args!;
+    expect(args).toEqual(expect.arrayContaining([`--cache-mirror=quay.io=${root}:5000`, `--cache-leaf=zone-a=${a}:5000`, `--cache-leaf=zone-b=${b}:5000`, `--cache-leaf-label=${zone}`]));
+    expect(tree.stdout).toContain(`agents pull through 2 leaf caches first: zone-a=${a}:5000, zone-b=${b}:5000\n`);
+    const role = await new KubeClient(cluster.kubeConfig).get<{ rules: Array<{ resourceNames?: string[] }> }>(`/apis/rbac.authorization.k8s.io/v1/namespaces/${NAMESPACE}/roles/${AGENT_NAME}`);
+    expect(role.rules.flatMap((rule) => rule.resourceNames ?? [])).toEqual(expect.arrayContaining(['prestage-cache-warm-0', 'prestage-cache-warm-leaf-0-0', 'prestage-cache-warm-leaf-1-0']));
+    // Back to one cache: the leaves go, their flags with them.
+    const single = await install();
+    expect([single.code, single.stderr]).toEqual([0, '']);
+    for (const leaf of ['zone-a', 'zone-b']) for (const kind of ['deployment', 'service', 'configmap', 'persistentvolumeclaim']) expect(single.stdout).toContain(`${kind}/prestage-cache-leaf-${leaf} deleted\n`);
+    // Deleted in the foreground: gone, or going (the garbage collector finishes it where it runs).
+    const left = (await apps.listNamespacedDeployment({ namespace: NAMESPACE, labelSelector: 'prestage.dev/cache-tier=leaf' })).items;
+    expect(left.filter((item) => !item.metadata!.deletionTimestamp)).toEqual([]);
+    const after = (await apps.readNamespacedDaemonSet({ name: AGENT_NAME, namespace: NAMESPACE })).spec!.template.spec!.containers[0]!.args!;
+    expect(after.filter((arg) => arg.startsWith('--cache-leaf'))).toEqual([]);
+  }, 60_000);
+
   it('on OpenShift (config.openshift.io CRDs as openshift/api release-4.21 ships them): an ImageDigestMirrorSet sends quay.io digest pulls to the cache first, its address joins the Image config\'s insecure (and allowed) registries; without --cache both go, leaving what others put there', async () => {
     const client = new KubeClient(cluster.kubeConfig);
     await installOpenShiftCrds(client, OPENSHIFT_4_21, 'config');
