@@ -43,7 +43,7 @@ describe('install --cache: leaf caches', () => {
   });
 
   it('label mode: one leaf per distinct value; too many values and bad flags are one-line errors', () => {
-    const nodes = [{ labels: { z: 'b' } }, { labels: { z: 'a' } }, { labels: { z: 'a' } }, { labels: {} }];
+    const nodes: Array<{ labels: Record<string, string> }> = [{ labels: { z: 'b' } }, { labels: { z: 'a' } }, { labels: { z: 'a' } }, { labels: {} }];
     expect(leafNames({ label: 'z', size: '1Gi' }, nodes)).toEqual(['a', 'b']);
     const many = Array.from({ length: 65 }, (_, index) => ({ labels: { z: `v${index}` } }));
     expect(() => leafNames({ label: 'z', size: '1Gi' }, many)).toThrow(/65 values, at most 64 leaves/);
