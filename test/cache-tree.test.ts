@@ -25,7 +25,7 @@ import { waitFor, type Daemon } from './cluster/processes.js';
 import { startFaultProxy, type FaultProxy, type RequestRecord } from './harness/fault-proxy.js';
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { pinState, startNodeAgent } from './support/agent-bed.js';
-import { blobGets, bytesOf, ProxyCache, sum, uniqueBlobs } from './support/cache-bed.js';
+import { agentsLogged, blobGets, bytesOf, ProxyCache, sum, uniqueBlobs } from './support/cache-bed.js';
 import { runCli } from './support/cli.js';
 
 const NAMESPACE = 'prestage';
@@ -106,17 +106,7 @@ async function allPinned(images: readonly string[]): Promise<void> {
   }, 300_000, 500);
 }
 
-async function logged(message: string, since = 0): Promise<Array<{ node: string; line: Record<string, unknown> }>> {
-  const found: Array<{ node: string; line: Record<string, unknown> }> = [];
-  for (const [node, path] of agentLogs) {
-    for (const text of (await readFile(path, 'utf8')).split('\n')) {
-      if (!text.startsWith('{')) continue;
-      const line = JSON.parse(text) as Record<string, unknown>;
-      if (line.msg === message && Number(line.time) >= since) found.push({ node, line });
-    }
-  }
-  return found;
-}
+const logged = (message: string, since = 0) => agentsLogged(agentLogs, message, since);
 
 describe('a tree of caches: a root on the link, a leaf per zone', () => {
   it('warms the root, then each leaf from it, then the nodes from their leaf: each blob crosses the link once, each leaf sends its own nodes\' share', async () => {

@@ -36,7 +36,7 @@ import { startFaultProxy, type FaultProxy, type RequestRecord } from './harness/
 import { startRegistry, type RegistryHandle } from './harness/index.js';
 import { installOpenShiftCrds, OPENSHIFT_4_21 } from './mco/crds.js';
 import { pinState, startNodeAgent } from './support/agent-bed.js';
-import { blobGets, bytesOf, exposeCacheMetrics, fetchToEnd, ProxyCache, sum, uniqueBlobs } from './support/cache-bed.js';
+import { agentsLogged, blobGets, bytesOf, exposeCacheMetrics, fetchToEnd, ProxyCache, sum, uniqueBlobs } from './support/cache-bed.js';
 import { runCli } from './support/cli.js';
 import { formatBytes } from '../src/units.js';
 import { AGENT_NAME } from '../src/api/names.js';
@@ -105,17 +105,7 @@ async function startAgent(node: TestNode, cacheMirror: string | undefined): Prom
 }
 
 /** The agents' log lines (parsed) with this message, logged at `since` (ms since the epoch) or later. */
-async function logged(message: string, since = 0): Promise<Array<{ node: string; line: Record<string, unknown> }>> {
-  const found: Array<{ node: string; line: Record<string, unknown> }> = [];
-  for (const [node, path] of agentLogs) {
-    for (const text of (await readFile(path, 'utf8')).split('\n')) {
-      if (!text.startsWith('{')) continue;
-      const line = JSON.parse(text) as Record<string, unknown>;
-      if (line.msg === message && Number(line.time) >= since) found.push({ node, line });
-    }
-  }
-  return found;
-}
+const logged = (message: string, since = 0) => agentsLogged(agentLogs, message, since);
 
 async function stopAgents(): Promise<void> {
   await Promise.all([...agents.values()].map((agent) => agent.stop(30_000)));

@@ -32,6 +32,17 @@ describe('--cache-mirror values', () => {
   });
 });
 
+/** As the MCO renders an ImageDigestMirrorSet for quay.io/openshift-release-dev/ocp-v4.0-art-dev. */
+const IDMS_ENTRY = conf(`
+[[registry]]
+prefix = ""
+location = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
+
+[[registry.mirror]]
+location = "mirror.corp:8443/ocp/release"
+pull-from-mirror = "digest-only"
+`);
+
 describe('the cache drop-in', () => {
   it('with nothing configured: the cache (plain HTTP, digest pulls only), then the registry itself', () => {
     const base = conf('');
@@ -75,16 +86,7 @@ location = "registry.redhat.io"
   });
 
   it("puts the cache in front of an ImageDigestMirrorSet's longer prefix too, which would otherwise win over the cache's entry", () => {
-    // As the MCO renders an ImageDigestMirrorSet for quay.io/openshift-release-dev/ocp-v4.0-art-dev.
-    const base = conf(`
-[[registry]]
-prefix = ""
-location = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
-
-[[registry.mirror]]
-location = "mirror.corp:8443/ocp/release"
-pull-from-mirror = "digest-only"
-`);
+    const base = IDMS_ENTRY;
     const after = merged(base, renderCacheDropIn([{ source: 'quay.io', location: '10.0.0.5:5000' }], base));
     expect(order(after, `quay.io/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`)).toEqual([
       `10.0.0.5:5000/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST} insecure`,
@@ -95,15 +97,7 @@ pull-from-mirror = "digest-only"
   });
 
   it('in a cache tree: the node\'s leaf first, then the root, then what the node had, for longer prefixes too', () => {
-    const base = conf(`
-[[registry]]
-prefix = ""
-location = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
-
-[[registry.mirror]]
-location = "mirror.corp:8443/ocp/release"
-pull-from-mirror = "digest-only"
-`);
+    const base = IDMS_ENTRY;
     const after = merged(base, renderCacheDropIn([{ source: 'quay.io', location: '10.0.0.5:5000', leaf: '10.0.0.7:5000' }], base));
     expect(order(after, `quay.io/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`)).toEqual([
       `10.0.0.7:5000/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST} insecure`,
@@ -135,15 +129,7 @@ location = "mirror.corp/quay"
   });
 
   it('routes a repository the cache served a corrupt blob of past it, and only that repository; an entry the cache took is given back as it was', () => {
-    const base = conf(`
-[[registry]]
-prefix = ""
-location = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
-
-[[registry.mirror]]
-location = "mirror.corp:8443/ocp/release"
-pull-from-mirror = "digest-only"
-`);
+    const base = IDMS_ENTRY;
     const mirrors = [{ source: 'quay.io', location: '10.0.0.5:5000' }];
     const release = `quay.io/openshift-release-dev/ocp-v4.0-art-dev@${DIGEST}`;
     const app = `quay.io/team/app@${DIGEST}`;

@@ -6,7 +6,7 @@
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
@@ -178,3 +178,16 @@ export function uniqueBlobs(components: ReadonlyArray<{ readonly config: Blob; r
   return blobs;
 }
 export const sum = (blobs: Map<string, number>) => [...blobs.values()].reduce((total, size) => total + size, 0);
+
+/** The agents' log lines (parsed, JSON only) with this message, logged at `since` (ms since the epoch) or later; `logs`: each node's log file. */
+export async function agentsLogged(logs: ReadonlyMap<string, string>, message: string, since = 0): Promise<Array<{ node: string; line: Record<string, unknown> }>> {
+  const found: Array<{ node: string; line: Record<string, unknown> }> = [];
+  for (const [node, path] of logs) {
+    for (const text of (await readFile(path, 'utf8')).split('\n')) {
+      if (!text.startsWith('{')) continue;
+      const line = JSON.parse(text) as Record<string, unknown>;
+      if (line.msg === message && Number(line.time) >= since) found.push({ node, line });
+    }
+  }
+  return found;
+}
