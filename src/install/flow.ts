@@ -67,16 +67,17 @@ export async function applyInstall(client: KubeClient, request: InstallRequest, 
     const cacheList = cacheManifests({ ...cache, image: await resolveCacheImage(cache.image, io.warn) });
     cacheLines.push(...(await applyInMode(client, cacheList, dryRun)));
     if (cache.nodePort !== undefined) mirrorArg = cacheMirrorArg(cache.upstream, HOST_IP_ADDRESS, cache.nodePort);
-    else mirrorArg = cacheMirrorArg(cache.upstream, await cacheClusterIP(client, namespace, dryRun));
+    // Read once: the agents' flag and, in a tree, each leaf's upstream.
+    const rootIP = cache.nodePort === undefined || cache.tree ? await cacheClusterIP(client, namespace, dryRun) : undefined;
+    if (cache.nodePort === undefined) mirrorArg = cacheMirrorArg(cache.upstream, rootIP!);
     const tree = cache.tree;
     const wanted = new Set<string>();
     if (tree) {
       // Root first: each leaf proxies the root's ClusterIP; then the agents get each leaf's.
-      const rootIP = await cacheClusterIP(client, namespace, dryRun);
       const nodes = tree.label !== undefined ? ((await client.get<{ items?: Array<{ metadata: { labels?: Record<string, string> } }> }>('/api/v1/nodes', { limit: '1000' })).items ?? []).map((node) => ({ labels: node.metadata.labels ?? {} })) : [];
       const leaves = leafNames(tree, nodes);
       for (const leaf of leaves) {
-        cacheLines.push(...(await applyInMode(client, leafManifests({ ...cache, image: imageOf(cacheList) }, tree, leaf, rootIP), dryRun)));
+        cacheLines.push(...(await applyInMode(client, leafManifests({ ...cache, image: imageOf(cacheList) }, tree, leaf, rootIP!), dryRun)));
         wanted.add(leaf);
         treeArgs.push(cacheLeafArg(leaf, await cacheClusterIP(client, namespace, dryRun, leafObjectName(CACHE_NAME, leaf))));
       }
